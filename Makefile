@@ -1,0 +1,56 @@
+# gpt2-zero build. `make` builds the trainers; `make test` prepares the data and the PyTorch
+# reference files (once) and runs every test; `make demo` trains a small GPT-2 on tiny Shakespeare.
+# Install the system packages first: dev/install_deps.sh (see README.md).
+
+CC ?= gcc
+# -fno-math-errno: sqrtf becomes one vector instruction (nothing here reads errno after math calls)
+CFLAGS ?= -O3 -march=native
+CFLAGS += -fopenmp -fno-math-errno -Wall -Wextra -Werror=implicit-function-declaration
+LDLIBS = -lm
+# Debian's python3-torch belongs to /usr/bin/python3, not to the python3 first on PATH
+PYTHON ?= /usr/bin/python3
+NODE ?= node
+
+DATA_DIR = dev/data/tinyshakespeare
+DATA = $(DATA_DIR)/tiny_shakespeare_train.bin $(DATA_DIR)/tiny_shakespeare_val.bin
+HEADERS = $(wildcard llmc/*.h)
+
+.PHONY: all test demo data references clean
+
+all: train_gpt2 test_gpt2
+
+train_gpt2: train_gpt2.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+test_gpt2: test_gpt2.c train_gpt2.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# --- data: GPT-2 BPE through the npm package js-tiktoken (pinned in package-lock.json)
+node_modules/js-tiktoken/package.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+$(DATA) gpt2_tokenizer.bin &: dev/data/tinyshakespeare.js node_modules/js-tiktoken/package.json
+	$(NODE) dev/data/tinyshakespeare.js
+
+data: $(DATA) gpt2_tokenizer.bin
+
+# --- the PyTorch reference: GPT-2 124M (d12) and a tiny config for multi-rank tests
+gpt2_124M.bin gpt2_124M_bf16.bin gpt2_124M_debug_state.bin gpt2_124M_losses.bin &: train_gpt2.py $(DATA)
+	$(PYTHON) train_gpt2.py --model d12
+
+gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin &: train_gpt2.py $(DATA)
+	$(PYTHON) train_gpt2.py --model tiny
+
+references: gpt2_124M.bin gpt2_tiny.bin
+
+test: train_gpt2 test_gpt2 data references
+	bash dev/test/run_tests.sh
+
+# a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
+demo: train_gpt2 data
+	OMP_NUM_THREADS=$$(nproc) ./train_gpt2 -e d4 -b 16 -t 64 -l 1e-3 -u 20 -q 0.1 -c 0.1 -x 300 -v 50 -s 0 -g 128 -o log_demo
+	@echo "loss curve: log_demo/main.log; model: log_demo/model_00000300.bin"
+
+clean:
+	rm -f train_gpt2 test_gpt2

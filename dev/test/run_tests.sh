@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every test of `make test` and ends with one line "N passed, N failed" (the sum of the
+# checks of all test programs; a program that dies without its own summary counts as 1 failed).
+set -u
+cd "$(dirname "$0")/../.."
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+total_passed=0; total_failed=0
+run_test() { # run_test NAME COMMAND...
+    local name=$1; shift
+    echo "=== $name: $*"
+    local start=$SECONDS out rc
+    out=$("$@" 2>&1); rc=$?
+    printf '%s\n' "$out"
+    local summary p f
+    summary=$(printf '%s\n' "$out" | grep -Eo '[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+    if [ -n "$summary" ]; then
+        p=${summary%% passed*}; f=${summary#*, }; f=${f%% failed*}
+    else
+        p=0; f=1
+    fi
+    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # a crash after a clean summary still fails
+    total_passed=$((total_passed + p)); total_failed=$((total_failed + f))
+    echo "=== $name: exit $rc, $p passed, $f failed, $((SECONDS - start)) s"
+}
+run_test "test_gpt2 (GPT-2 124M vs PyTorch)" ./test_gpt2 gpt2_124M
+run_test "test_gpt2 (tiny vs PyTorch)" ./test_gpt2 gpt2_tiny
+run_test "bad input" bash dev/test/test_bad_input.sh
+run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
+echo "$total_passed passed, $total_failed failed"
+[ $total_failed -eq 0 ]

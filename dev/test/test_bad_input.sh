@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Feeds train_gpt2 bad input and checks each gives one error line that names the file or flag,
+# a non-zero exit code, and no crash (exit codes above 128 are signals, e.g. a segfault).
+# usage: dev/test/test_bad_input.sh [model file, default gpt2_tiny.bin]   (from the repo root)
+set -u
+cd "$(dirname "$0")/../.."
+MODEL=${1:-gpt2_tiny.bin}
+TRAIN=dev/data/tinyshakespeare/tiny_shakespeare_train.bin
+VAL=dev/data/tinyshakespeare/tiny_shakespeare_val.bin
+for f in ./train_gpt2 "$MODEL" "$TRAIN" "$VAL"; do
+    [ -e "$f" ] || { echo "missing $f (run make test)"; exit 1; }
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# binary files with a 256-int32 header: write_file PATH MAGIC VERSION NTOK [TOKENS...]
+shard() { # shard PATH MAGIC VERSION CLAIMED_NTOK ACTUAL_NTOK [FILL_TOKEN]
+    python3 - "$@" <<'PY'
+import struct, sys
+path, magic, version, claimed, actual = sys.argv[1], *map(int, sys.argv[2:6])
+fill = int(sys.argv[6]) if len(sys.argv) > 6 else 198
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", magic, version, claimed, *([0] * 253)))
+    f.write(struct.pack("<%dH" % actual, *([fill] * actual)))
+PY
+}
+# model file variants made from the good one
+python3 - "$MODEL" "$tmp" <<'PY'
+import struct, sys
+src, out = sys.argv[1], sys.argv[2]
+data = open(src, "rb").read()
+hdr = list(struct.unpack("<256i", data[:1024]))
+def write(name, header, body):
+    open(f"{out}/{name}", "wb").write(struct.pack("<256i", *header) + body)
+write("magic.bin", [1234] + hdr[1:], data[1024:])
+write("version.bin", hdr[:1] + [7] + hdr[2:], data[1024:])
+write("bf16.bin", hdr[:1] + [5] + hdr[2:], data[1024:])
+write("config.bin", hdr[:6] + [-4] + hdr[7:], data[1024:])
+open(f"{out}/truncated.bin", "wb").write(data[: len(data) // 2])
+open(f"{out}/empty.bin", "wb").write(b"")
+open(f"{out}/header_only.bin", "wb").write(data[:1024])
+PY
+shard "$tmp/short.bin" 20240520 1 100 100
+shard "$tmp/shard_magic.bin" 20240519 1 5000 5000
+shard "$tmp/shard_version.bin" 20240520 2 5000 5000
+shard "$tmp/shard_trunc.bin" 20240520 1 5000 3000
+shard "$tmp/shard_vocab.bin" 20240520 1 5000 5000 60000
+
+passed=0; failed=0
+# case NAME EXPECTED_SUBSTRING ARGS...
+case_() {
+    local name=$1 expect=$2; shift 2
+    local out rc
+    out=$(OMP_NUM_THREADS=1 ./train_gpt2 -x 1 -v 0 -s 0 "$@" 2>&1 >/dev/null); rc=$?
+    local last
+    last=$(printf '%s\n' "$out" | tail -n 1)
+    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$last" == *"$expect"* ]] && [ "$(printf '%s\n' "$out" | grep -c .)" -eq 1 ]; then
+        passed=$((passed + 1)); echo "ok   $name: exit $rc: $last"
+    else
+        failed=$((failed + 1)); echo "FAIL $name: exit $rc, expected one line with '$expect', got:"; printf '%s\n' "$out" | head -5
+    fi
+}
+M=(-e "$MODEL" -i "$TRAIN" -j "$VAL")
+case_ "missing model"        "cannot open '$tmp/none.bin'"      -e "$tmp/none.bin" -i "$TRAIN" -j "$VAL"
+case_ "empty model"          "'$tmp/empty.bin' is 0 bytes"       -e "$tmp/empty.bin" -i "$TRAIN" -j "$VAL"
+case_ "model wrong magic"    "'$tmp/magic.bin' has magic 1234"   -e "$tmp/magic.bin" -i "$TRAIN" -j "$VAL"
+case_ "model wrong version"  "'$tmp/version.bin' has version 7"  -e "$tmp/version.bin" -i "$TRAIN" -j "$VAL"
+case_ "bf16 model on CPU"    "'$tmp/bf16.bin' is a bf16 model"   -e "$tmp/bf16.bin" -i "$TRAIN" -j "$VAL"
+case_ "model bad config"     "'$tmp/config.bin' has an invalid config" -e "$tmp/config.bin" -i "$TRAIN" -j "$VAL"
+case_ "model truncated"      "'$tmp/truncated.bin' is"           -e "$tmp/truncated.bin" -i "$TRAIN" -j "$VAL"
+case_ "model header only"    "'$tmp/header_only.bin' is 1024 bytes" -e "$tmp/header_only.bin" -i "$TRAIN" -j "$VAL"
+case_ "T > maxT"             "flag -t 4096 exceeds the model's maximum sequence length" "${M[@]}" -t 4096
+case_ "missing train data"   "no data shard matches '$tmp/none_*.bin'" -e "$MODEL" -i "$tmp/none_*.bin" -j "$VAL"
+case_ "shard too short"      "'$tmp/short.bin' has 100 tokens, fewer than one batch needs: ranks 1 x B 4 x T 64 + 1 = 257" -e "$MODEL" -i "$tmp/short.bin" -j "$VAL"
+case_ "shard wrong magic"    "'$tmp/shard_magic.bin' has magic 20240519" -e "$MODEL" -i "$tmp/shard_magic.bin" -j "$VAL"
+case_ "shard wrong version"  "'$tmp/shard_version.bin' has version 2" -e "$MODEL" -i "$tmp/shard_version.bin" -j "$VAL"
+case_ "shard truncated"      "'$tmp/shard_trunc.bin' is 7024 bytes but its header says 5000 tokens" -e "$MODEL" -i "$tmp/shard_trunc.bin" -j "$VAL"
+case_ "val shard bad"        "'$tmp/shard_magic.bin' has magic"  -e "$MODEL" -i "$TRAIN" -j "$tmp/shard_magic.bin"
+case_ "token outside vocab"  "'$tmp/shard_vocab.bin' holds token 60000" -e "$MODEL" -i "$tmp/shard_vocab.bin" -j "$VAL"
+case_ "unknown flag"         "unknown flag '-zz'"                "${M[@]}" -zz 3
+case_ "non-numeric value"    "flag -b expects an integer, got 'abc'" "${M[@]}" -b abc
+case_ "trailing garbage"     "flag -l expects a number, got '1e-3x'" "${M[@]}" -l 1e-3x
+case_ "missing value"        "flag -t needs a value"             "${M[@]}" -t
+case_ "zero batch"           "flag -b expects a batch size >= 1, got 0" "${M[@]}" -b 0
+case_ "-d not a multiple"    "flag -d 1000 must be a positive multiple of B*T = 256" "${M[@]}" -d 1000
+case_ "bad -e depth"         "flag -e: fresh model depth must be 1..48, got 'd99'" -e d99 -i "$TRAIN" -j "$VAL"
+case_ "output dir unusable"  "cannot open '$tmp/empty.bin/main.log'" "${M[@]}" -o "$tmp/empty.bin"
+
+echo "bad input: $passed passed, $failed failed"
+[ $failed -eq 0 ]

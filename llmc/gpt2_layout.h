@@ -1,0 +1,147 @@
+/*
+The GPT-2 parameter tensors and how they lie in memory: plain C, shared by the CPU and CUDA
+trainers (and the sharding plan built on top of it).
+
+Files store the 16 tensors tensor-major, each stacked over layers (llm.c's order). Memory is
+one slab laid out unit-major (DESIGN.md §3): unit 0 = embeddings (wte, wpe), units 1..L = the
+transformer blocks (each block's 12 tensors contiguous), unit L+1 = final layernorm. A block is
+what ZeRO stage 3 gathers and releases as one piece, so it must be one contiguous range. Each
+unit is padded to a multiple of `unit_multiple` floats, so that N ranks can each own an equal
+slice of every unit; the padding stays zero.
+*/
+#ifndef LLMC_GPT2_LAYOUT_H
+#define LLMC_GPT2_LAYOUT_H
+
+#include <stddef.h>
+#include "utils.h"
+
+#define MODEL_MAGIC 20240326
+#define MODEL_VERSION_FP32 3
+#define MODEL_VERSION_BF16 5
+
+typedef struct {
+    int max_seq_len;       // maxT, e.g. 1024
+    int vocab_size;        // V, e.g. 50257
+    int padded_vocab_size; // Vp, V rounded up to a multiple of 128 (wte has Vp rows; rows >= V stay 0)
+    int num_layers;        // L
+    int num_heads;         // NH
+    int channels;          // C
+} GPT2Config;
+
+// The 16 tensors, in the file's order.
+enum {
+    WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB,
+    LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB, LNFW, LNFB, NUM_PARAM_TENSORS
+};
+
+typedef enum { UNIT_EMBED, UNIT_BLOCK, UNIT_FINAL } UnitKind;
+
+typedef struct {
+    const char* name;
+    UnitKind unit;  // which unit holds it; UNIT_BLOCK tensors exist once per layer
+    int decay;      // 1 for the 2-D weight matrices: AdamW's weight decay applies only to these
+} TensorInfo;
+
+static const TensorInfo TENSOR_INFO[NUM_PARAM_TENSORS] = {
+    {"wte", UNIT_EMBED, 1},     {"wpe", UNIT_EMBED, 1},
+    {"ln1w", UNIT_BLOCK, 0},    {"ln1b", UNIT_BLOCK, 0},
+    {"qkvw", UNIT_BLOCK, 1},    {"qkvb", UNIT_BLOCK, 0},
+    {"attprojw", UNIT_BLOCK, 1}, {"attprojb", UNIT_BLOCK, 0},
+    {"ln2w", UNIT_BLOCK, 0},    {"ln2b", UNIT_BLOCK, 0},
+    {"fcw", UNIT_BLOCK, 1},     {"fcb", UNIT_BLOCK, 0},
+    {"fcprojw", UNIT_BLOCK, 1}, {"fcprojb", UNIT_BLOCK, 0},
+    {"lnfw", UNIT_FINAL, 0},    {"lnfb", UNIT_FINAL, 0},
+};
+
+// Elements of tensor t for one layer (block tensors) or in total (the others).
+static inline size_t tensor_numel(const GPT2Config* c, int t) {
+    size_t C = c->channels;
+    switch (t) {
+        case WTE: return (size_t)c->padded_vocab_size * C;  // (Vp, C)
+        case WPE: return (size_t)c->max_seq_len * C;        // (maxT, C)
+        case LN1W: case LN1B: case LN2W: case LN2B: case ATTPROJB: case FCPROJB:
+        case LNFW: case LNFB: return C;                     // (C)
+        case QKVW: return 3 * C * C;                        // (3C, C)
+        case QKVB: return 3 * C;                            // (3C)
+        case ATTPROJW: return C * C;                        // (C, C)
+        case FCW: return 4 * C * C;                         // (4C, C)
+        case FCB: return 4 * C;                             // (4C)
+        case FCPROJW: return 4 * C * C;                     // (C, 4C)
+        default: return 0;
+    }
+}
+
+// How many copies of tensor t the model has (L for block tensors, 1 otherwise).
+static inline int tensor_copies(const GPT2Config* c, int t) {
+    return TENSOR_INFO[t].unit == UNIT_BLOCK ? c->num_layers : 1;
+}
+
+#define MAX_UNITS 1026 // up to 1024 layers
+
+typedef struct {
+    int num_units;                        // L + 2
+    size_t unit_multiple;                 // every unit's size is a multiple of this
+    size_t unit_offset[MAX_UNITS];        // start of unit u in the slab
+    size_t unit_numel[MAX_UNITS];         // real elements of unit u
+    size_t unit_size[MAX_UNITS];          // padded elements of unit u
+    size_t offset_in_unit[NUM_PARAM_TENSORS]; // where tensor t starts inside its unit
+    size_t total;                         // padded elements of the whole slab
+    size_t num_parameters;                // real elements (the padded vocab rows count: they are in the file)
+} ParamLayout;
+
+static inline int unit_of(const GPT2Config* c, int t, int layer) {
+    switch (TENSOR_INFO[t].unit) {
+        case UNIT_EMBED: return 0;
+        case UNIT_BLOCK: return 1 + layer;
+        default: return c->num_layers + 1;
+    }
+}
+
+static inline void layout_init(ParamLayout* lay, const GPT2Config* c, size_t unit_multiple) {
+    if (c->num_layers + 2 > MAX_UNITS) { fail("model has %d layers, at most %d supported", c->num_layers, MAX_UNITS - 2); }
+    memset(lay, 0, sizeof(*lay));
+    lay->num_units = c->num_layers + 2;
+    lay->unit_multiple = unit_multiple;
+    // the tensors of each unit kind follow each other in file order
+    size_t in_unit[3] = {0, 0, 0};
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        UnitKind k = TENSOR_INFO[t].unit;
+        lay->offset_in_unit[t] = in_unit[k];
+        in_unit[k] += tensor_numel(c, t);
+    }
+    size_t off = 0;
+    for (int u = 0; u < lay->num_units; u++) {
+        UnitKind k = u == 0 ? UNIT_EMBED : (u <= c->num_layers ? UNIT_BLOCK : UNIT_FINAL);
+        lay->unit_numel[u] = in_unit[k];
+        lay->unit_size[u] = (in_unit[k] + unit_multiple - 1) / unit_multiple * unit_multiple;
+        lay->unit_offset[u] = off;
+        off += lay->unit_size[u];
+        lay->num_parameters += lay->unit_numel[u];
+    }
+    lay->total = off;
+}
+
+// Offset in the slab of tensor t of layer `layer` (layer is ignored for non-block tensors).
+static inline size_t tensor_offset(const ParamLayout* lay, const GPT2Config* c, int t, int layer) {
+    return lay->unit_offset[unit_of(c, t, layer)] + lay->offset_in_unit[t];
+}
+
+// The config from a model file header (header[2..7] = maxT, V, L, NH, C, Vp), checked so a
+// corrupt header cannot ask for absurd sizes. `path` names the file in the message.
+static inline void config_from_header(GPT2Config* c, const int* header, const char* path) {
+    c->max_seq_len = header[2];
+    c->vocab_size = header[3];
+    c->num_layers = header[4];
+    c->num_heads = header[5];
+    c->channels = header[6];
+    c->padded_vocab_size = header[7];
+    if (c->max_seq_len <= 0 || c->max_seq_len > 1 << 20 || c->vocab_size <= 0 || c->vocab_size > 1 << 20 ||
+        c->num_layers <= 0 || c->num_layers > MAX_UNITS - 2 || c->num_heads <= 0 || c->channels <= 0 ||
+        c->channels > 1 << 16 || c->channels % c->num_heads != 0 ||
+        c->padded_vocab_size < c->vocab_size || c->padded_vocab_size > c->vocab_size + 1024) {
+        fail("'%s' has an invalid config: maxT %d, V %d, L %d, NH %d, C %d, Vp %d",
+             path, c->max_seq_len, c->vocab_size, c->num_layers, c->num_heads, c->channels, c->padded_vocab_size);
+    }
+}
+
+#endif // LLMC_GPT2_LAYOUT_H

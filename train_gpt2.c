@@ -1057,6 +1057,7 @@ static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
 }
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); // progress lines appear as they happen, also in a log file
     TrainArgs args = {
         .train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin",
         .val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",

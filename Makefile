@@ -19,8 +19,20 @@ HEADERS = $(wildcard llmc/*.h)
 
 all: train_gpt2 test_gpt2
 
+# train_gpt2 runs the ZeRO stages under mpirun when built with MPI (OpenMPI's mpicc); without
+# it, the same source builds the single-process trainer.
+MPICC ?= $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+TRAIN_CC = $(MPICC)
+TRAIN_FLAGS = -DUSE_MPI
+else
+TRAIN_CC = $(CC)
+TRAIN_FLAGS =
+$(info mpicc not found: building the single-process train_gpt2 (no -z over ranks); apt-get install libopenmpi-dev openmpi-bin)
+endif
+
 train_gpt2: train_gpt2.c $(HEADERS)
-	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) $< -o $@ $(LDLIBS)
 
 test_gpt2: test_gpt2.c train_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

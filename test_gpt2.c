@@ -88,9 +88,12 @@ int main(int argc, char** argv) {
     snprintf(debug_path, sizeof(debug_path), "%s_debug_state.bin", prefix);
     snprintf(losses_path, sizeof(losses_path), "%s_losses.bin", prefix);
 
+    Comm comm;
+    comm_init(&comm, &argc, &argv); // one process: stage 0, no communication
     GPT2 model;
-    gpt2_build_from_checkpoint(&model, model_path);
+    gpt2_build_from_checkpoint(&model, &comm, model_path);
     const GPT2Config* c = &model.config;
+    const ParamLayout* lay = &model.plan.layout;
     int V = c->vocab_size, Vp = c->padded_vocab_size;
 
     // the debug state: x, y, logits, loss and the gradients, in file order
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
     if (B <= 0 || T <= 0 || T > c->max_seq_len) { fail("'%s' has B %d, T %d", debug_path, B, T); }
     size_t BT = (size_t)B * T;
     long expected = (long)(HEADER_INTS * sizeof(int) + 2 * BT * sizeof(int) +
-                           (BT * V + 1 + model.layout.num_parameters) * sizeof(float));
+                           (BT * V + 1 + lay->num_parameters) * sizeof(float));
     if (file_size(fp, debug_path) != expected) {
         fail("'%s' is not %ld bytes: it does not belong to '%s'", debug_path, expected, model_path);
     }
@@ -138,7 +141,7 @@ int main(int argc, char** argv) {
     fclose(fp);
 
     printf("[%s] B %d, T %d, L %d, C %d, %zu parameters\n", prefix, B, T, c->num_layers, c->channels,
-           model.layout.num_parameters);
+           lay->num_parameters);
 
     // 1. forward
     gpt2_forward(&model, x, y, B, T);
@@ -149,12 +152,13 @@ int main(int argc, char** argv) {
 
     // 2. backward: gather each tensor from the unit-major slab into file order, then compare
     gpt2_zero_grad(&model);
-    gpt2_backward(&model, B, T, 1.0f);
+    gpt2_backward(&model, B, T, 1.0f, 1);
+    grads_finish_reduction(&model);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         size_t n = tensor_numel(c, t);
         float* got = (float*)mallocCheck(n * tensor_copies(c, t) * sizeof(float));
         for (int l = 0; l < tensor_copies(c, t); l++) {
-            memcpy(got + l * n, model.grads + tensor_offset(&model.layout, c, t, l), n * sizeof(float));
+            memcpy(got + l * n, model.grads + tensor_offset(lay, c, t, l), n * sizeof(float));
         }
         check_tensor(TENSOR_INFO[t].name, got, ref_grads[t], n * tensor_copies(c, t), GRAD_TOL);
         free(got);
@@ -164,7 +168,8 @@ int main(int argc, char** argv) {
     for (int step = 0; step < nsteps; step++) {
         gpt2_forward(&model, x, y, B, T);
         gpt2_zero_grad(&model);
-        gpt2_backward(&model, B, T, 1.0f);
+        gpt2_backward(&model, B, T, 1.0f, 1);
+        grads_finish_reduction(&model);
         float loss = model.mean_loss;
         float norm = gpt2_update(&model, REF_LR, REF_BETA1, REF_BETA2, REF_EPS, REF_WEIGHT_DECAY, REF_GRAD_CLIP, step + 1);
         char what[64];
@@ -178,5 +183,6 @@ int main(int argc, char** argv) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) { free(ref_grads[t]); }
     free(x); free(y); free(ref_logits); free(logits); free(ref_step_loss); free(ref_step_norm);
     gpt2_free(&model);
+    comm_finalize(&comm);
     return g_failures == 0 ? 0 : 1;
 }

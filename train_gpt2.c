@@ -5,18 +5,22 @@ fp32 throughout, OpenMP for the cores, every layer's forward and backward writte
 It is checked tensor by tensor against an independent PyTorch model (train_gpt2.py) by
 test_gpt2.c, and the CUDA trainer is checked against the same reference.
 
-The parameters live in one slab laid out unit-major (embeddings, block 0, ..., block L-1, final
-layernorm; see llmc/gpt2_layout.h), so the ZeRO sharding can cut it by unit without touching
-the model code. The model files keep llm.c's tensor-major order; load and save convert.
+The parameters are laid out unit-major (unit 0 = embeddings and final layernorm, units 1..L =
+the blocks; see llmc/gpt2_layout.h), so ZeRO can cut them by unit: under `mpirun -np N` the
+same program runs the ZeRO stages (-z 0..3) on the plan of llmc/zero_plan.h, every collective
+issued from the "sharding schedule" section. The forward and backward only ask for a unit's
+parameters and gradients and say when they are done with them. Model files keep llm.c's
+tensor-major order; load and save convert.
 
 Run (after `node dev/data/tinyshakespeare.js` and `/usr/bin/python3 train_gpt2.py`):
     make train_gpt2
     OMP_NUM_THREADS=2 ./train_gpt2                     # fine-tune the reference model file
     OMP_NUM_THREADS=2 ./train_gpt2 -e d4 -b 8 -x 300   # train a small GPT-2 from scratch
+    OMP_NUM_THREADS=1 mpirun -np 4 --oversubscribe ./train_gpt2 -e d2 -z 3   # 4 ranks, ZeRO-3
     ./train_gpt2 -h                                    # the flags
 
-Sections: layer kernels -> model (build, load, save) -> forward -> backward -> update ->
-data and sampling -> training loop and main.
+Sections: matmul -> layer kernels -> model (build, load) -> forward -> backward -> update ->
+sharding schedule -> sampling -> command line -> training loop and main.
 */
 #include <math.h>
 #include <stdint.h>
@@ -34,6 +38,8 @@ data and sampling -> training loop and main.
 #include "llmc/dataloader.h"
 #include "llmc/tokenizer.h"
 #include "llmc/schedulers.h"
+#include "llmc/zero_plan.h"
+#include "llmc/mpi_comm.h"
 
 // ----------------------------------------------------------------------------
 // matrix multiply: the one routine that decides the speed
@@ -475,7 +481,7 @@ void softmax_crossentropy_backward(float* dlogits, const float* probs, const int
 // ----------------------------------------------------------------------------
 // the model: parameters (one unit-major slab), activations, and their gradients
 
-// Pointers to one layer's 12 tensors inside a parameter-shaped slab (params, grads, m or v).
+// Pointers to one layer's 12 tensors inside one block unit of params or grads.
 typedef struct {
     float* ln1w;     // (C)
     float* ln1b;     // (C)
@@ -525,56 +531,135 @@ typedef struct {
     float* datt;      // (B,NH,T)
 } Activations;
 
+// Where a stage-3 unit's parameters are: only the shard, on the way (all-gather started), or
+// gathered in a buffer.
+typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } UnitState;
+
+// Bytes this rank allocated, per category (what the start-up table compares with the plan).
+typedef struct { size_t params, grads, optimizer, activations, buffers; } MemoryUse;
+
 typedef struct {
     GPT2Config config;
-    ParamLayout layout;
-    float* params;     // (layout.total) unit-major slab; padding stays 0
-    float* grads;      // (layout.total) same layout
-    float* m;          // (layout.total) AdamW first moment, allocated at the first update
-    float* v;          // (layout.total) AdamW second moment
+    ZeroPlan plan;         // units, shards, memory and traffic for this stage and world size
+    Comm* comm;
+    // parameters
+    float* params;         // (layout.total) full unit-major slab, stages 0-2; padding stays 0
+    float* param_shard;    // (plan.shard_total) this rank's slice of every unit, stage 3
+    float* gather_unit0;   // (unit_size[0]) stage 3: unit 0 while gathered
+    float* gather_blocks;  // (block_gather_buffers, unit_size[1]) stage 3: block l in slot l % count
+    // gradients
+    float* grads;          // (layout.total) full local gradient, when plan.full_grads
+    float* grad_shard;     // (plan.shard_total) stages 2-3: this rank's reduced slices
+    float* grad_unit0;     // (unit_size[0]) stages 2-3 without accumulation: unit 0's gradient
+    float* grad_blocks;    // (2, unit_size[1]) stages 2-3 without accumulation: block l in slot l % 2
+    float* rs_buffer;      // (max_shard_size) stages 0-1: where a reduce-scatter lands
+    // AdamW moments: (layout.total) in stage 0, (plan.shard_total) from stage 1 on
+    float* m;
+    float* v;
+    // stage-3 schedule state
+    UnitState unit_state[MAX_UNITS];
+    CommRequest gather_req[MAX_UNITS];
+    int slot_owner[MAX_UNITS];     // which block holds each gather slot (-1: free)
+    int schedule[3 * MAX_UNITS];   // the units in the order a micro-step uses them
+    int schedule_len, schedule_pos;
+    // stage 2-3 gradient reduction state
+    CommRequest reduce_req[MAX_UNITS];
+    int grad_slot_owner[2];        // which block's gradient each of the two slots holds (-1: none)
+    // activations
     Activations acts;
     float* acts_memory;
-    int B, T;          // the largest batch the activations hold
-    int* inputs;       // (B,T) of the last forward
-    int* targets;      // (B,T) of the last forward, or unused
-    float mean_loss;   // of the last forward with targets, else -1
+    int B, T;              // the largest batch the activations hold
+    int* inputs;           // (B,T) of the last forward
+    int* targets;          // (B,T) of the last forward, or unused
+    float mean_loss;       // of the last forward with targets, else -1
+    MemoryUse mem;
 } GPT2;
 
-// Units are padded to whole cache lines so every unit starts 64-byte aligned.
+// Units are padded to whole cache lines (on every rank's slice), so every shard is aligned.
 #define UNIT_ALIGN 16
 
-static BlockTensors block_tensors(const GPT2* model, float* slab, int l) {
-    const GPT2Config* c = &model->config;
-    const ParamLayout* lay = &model->layout;
+static float* alloc_counted(size_t* counter, size_t n) {
+    *counter += n * sizeof(float);
+    return (float*)callocCheck(n, sizeof(float));
+}
+
+// The 12 tensors of a block, carved from the start of its unit (params or grads).
+static BlockTensors block_tensors(const GPT2* model, float* unit) {
+    const size_t* o = model->plan.layout.offset_in_unit;
     BlockTensors bt = {
-        slab + tensor_offset(lay, c, LN1W, l), slab + tensor_offset(lay, c, LN1B, l),
-        slab + tensor_offset(lay, c, QKVW, l), slab + tensor_offset(lay, c, QKVB, l),
-        slab + tensor_offset(lay, c, ATTPROJW, l), slab + tensor_offset(lay, c, ATTPROJB, l),
-        slab + tensor_offset(lay, c, LN2W, l), slab + tensor_offset(lay, c, LN2B, l),
-        slab + tensor_offset(lay, c, FCW, l), slab + tensor_offset(lay, c, FCB, l),
-        slab + tensor_offset(lay, c, FCPROJW, l), slab + tensor_offset(lay, c, FCPROJB, l),
+        unit + o[LN1W], unit + o[LN1B], unit + o[QKVW], unit + o[QKVB],
+        unit + o[ATTPROJW], unit + o[ATTPROJB], unit + o[LN2W], unit + o[LN2B],
+        unit + o[FCW], unit + o[FCB], unit + o[FCPROJW], unit + o[FCPROJB],
     };
     return bt;
 }
 
-static float* tensor_ptr(const GPT2* model, float* slab, int t) {
-    return slab + tensor_offset(&model->layout, &model->config, t, 0);
+// Tensor t of unit 0 (wte, wpe, lnfw, lnfb), from the start of unit 0.
+static float* unit0_tensor(const GPT2* model, float* unit0, int t) {
+    return unit0 + model->plan.layout.offset_in_unit[t];
 }
 
-static void gpt2_alloc_params(GPT2* model) {
-    layout_init(&model->layout, &model->config, UNIT_ALIGN);
-    model->params = (float*)callocCheck(model->layout.total, sizeof(float));
-    model->grads = (float*)callocCheck(model->layout.total, sizeof(float));
-    model->m = NULL;
-    model->v = NULL;
-    model->acts_memory = NULL;
-    model->inputs = NULL;
-    model->targets = NULL;
+typedef struct {
+    int stage;              // 0..3
+    int grad_accum;         // micro-steps per optimizer step
+    ReshardPolicy reshard;  // stage 3
+    int prefetch;           // stage 3
+} ZeroOptions;
+
+// Makes the plan and allocates what it says this rank holds. The parameters are set later
+// (gpt2_set_params), from a file or a fresh initialization.
+void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions opt) {
+    memset(model, 0, sizeof(*model));
+    model->config = *config;
+    model->comm = comm;
+    StateBytes cpu_bytes = {4, 4, 8}; // fp32 params and grads; m and v
+    zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.grad_accum, opt.reshard,
+                   opt.prefetch, cpu_bytes, UNIT_ALIGN);
+    const ZeroPlan* p = &model->plan;
+    const ParamLayout* lay = &p->layout;
+    MemoryUse* mem = &model->mem;
+    size_t unit0 = lay->unit_size[0], block = lay->num_units > 1 ? lay->unit_size[1] : 0;
+    if (p->stage < 3) { model->params = alloc_counted(&mem->params, lay->total); }
+    else {
+        model->param_shard = alloc_counted(&mem->params, p->shard_total);
+        model->gather_unit0 = alloc_counted(&mem->buffers, unit0);
+        model->gather_blocks = alloc_counted(&mem->buffers, (size_t)p->block_gather_buffers * block);
+    }
+    if (p->full_grads) { model->grads = alloc_counted(&mem->grads, lay->total); }
+    if (p->stage >= 2) {
+        model->grad_shard = alloc_counted(&mem->grads, p->shard_total);
+        if (!p->full_grads) {
+            model->grad_unit0 = alloc_counted(&mem->grads, unit0);
+            model->grad_blocks = alloc_counted(&mem->grads, 2 * block);
+        }
+    } else {
+        model->rs_buffer = alloc_counted(&mem->buffers, p->max_shard_size);
+    }
+    size_t opt_n = p->stage == 0 ? lay->total : p->shard_total;
+    model->m = alloc_counted(&mem->optimizer, opt_n);
+    model->v = alloc_counted(&mem->optimizer, opt_n);
+    for (int u = 0; u < lay->num_units; u++) {
+        model->unit_state[u] = UNIT_SHARDED;
+        model->gather_req[u] = COMM_REQUEST_NULL;
+        model->reduce_req[u] = COMM_REQUEST_NULL;
+        model->slot_owner[u] = -1;
+    }
+    model->grad_slot_owner[0] = model->grad_slot_owner[1] = -1;
+    // the order a micro-step uses the units: encoder, blocks, lnf + head; then the backward:
+    // head and lnf (unit 0 still gathered), blocks in reverse. The encoder's backward needs no
+    // params.
+    int L = config->num_layers, n = 0;
+    model->schedule[n++] = 0;
+    for (int l = 0; l < L; l++) { model->schedule[n++] = 1 + l; }
+    model->schedule[n++] = 0;
+    model->schedule[n++] = 0;
+    for (int l = L - 1; l >= 0; l--) { model->schedule[n++] = 1 + l; }
+    model->schedule_len = n;
     model->mean_loss = -1.0f;
 }
 
-// Reads a model file (llm.c format, fp32 version 3) and converts it to the unit-major slab.
-void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
+// Reads a model file's header into config; the file stays open, positioned after the header.
+static FILE* model_file_open(const char* path, GPT2Config* config) {
     FILE* fp = fopenCheck(path, "rb");
     int header[HEADER_INTS];
     read_header(fp, header, path, MODEL_MAGIC, "GPT-2 model");
@@ -584,43 +669,43 @@ void gpt2_build_from_checkpoint(GPT2* model, const char* path) {
     if (header[1] != MODEL_VERSION_FP32) {
         fail("'%s' has version %d, expected %d (fp32)", path, header[1], MODEL_VERSION_FP32);
     }
-    config_from_header(&model->config, header, path);
-    gpt2_alloc_params(model);
-    const GPT2Config* c = &model->config;
-    long expected = (long)(HEADER_INTS * sizeof(int) + model->layout.num_parameters * sizeof(float));
+    config_from_header(config, header, path);
+    return fp;
+}
+
+// Reads the tensors of a model file (llm.c format, fp32) into a full unit-major slab laid out
+// as `lay`: the file is tensor-major, each tensor stacked over layers.
+static void model_file_read(FILE* fp, const char* path, const GPT2Config* c, const ParamLayout* lay, float* full) {
+    long expected = (long)(HEADER_INTS * sizeof(int) + lay->num_parameters * sizeof(float));
     long size = file_size(fp, path);
     if (size != expected) {
         fail("'%s' is %ld bytes, expected %ld for its config (L %d, C %d, Vp %d): truncated or corrupt",
              path, size, expected, c->num_layers, c->channels, c->padded_vocab_size);
     }
     fseekCheck(fp, HEADER_INTS * sizeof(int), SEEK_SET, path);
-    // file: tensor-major, each tensor stacked over layers; memory: unit-major
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         for (int l = 0; l < tensor_copies(c, t); l++) {
-            freadCheck(model->params + tensor_offset(&model->layout, c, t, l), sizeof(float), tensor_numel(c, t), fp, path);
+            freadCheck(full + tensor_offset(lay, c, t, l), sizeof(float), tensor_numel(c, t), fp, path);
         }
     }
-    fclose(fp);
 }
 
-// A fresh model "dN": depth N, channels 64*N, N heads (d12 is GPT-2 124M), initialized as
-// GPT-2: weights N(0, 0.02), the two residual projections scaled by 1/sqrt(2L) so the
-// residual stream's variance does not grow with depth; biases 0, layernorm weights 1.
-void gpt2_build_from_random(GPT2* model, int depth, int max_seq_len, uint64_t seed) {
-    GPT2Config* c = &model->config;
-    c->num_layers = depth;
-    c->channels = 64 * depth;
-    c->num_heads = depth;
-    c->vocab_size = 50257;
-    c->padded_vocab_size = 50304;
-    c->max_seq_len = max_seq_len;
-    gpt2_alloc_params(model);
+// A fresh model "dN": depth N, channels 64*N, N heads (d12 is GPT-2 124M).
+GPT2Config config_for_depth(int depth, int max_seq_len) {
+    GPT2Config c = {max_seq_len, 50257, 50304, depth, depth, 64 * depth};
+    return c;
+}
+
+// GPT-2's initialization into a full slab: weights N(0, 0.02), the two residual projections
+// scaled by 1/sqrt(2L) so the residual stream's variance does not grow with depth; biases 0,
+// layernorm weights 1. Every rank draws the same numbers from the same seed.
+void init_random(const GPT2Config* c, const ParamLayout* lay, float* full, uint64_t seed) {
     Rng rng;
     rng_init(&rng, seed);
-    float residual_std = 0.02f / sqrtf(2.0f * depth);
+    float residual_std = 0.02f / sqrtf(2.0f * c->num_layers);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         for (int l = 0; l < tensor_copies(c, t); l++) {
-            float* p = model->params + tensor_offset(&model->layout, c, t, l);
+            float* p = full + tensor_offset(lay, c, t, l);
             size_t n = tensor_numel(c, t);
             if (t == WTE) { n = (size_t)c->vocab_size * c->channels; } // padded rows stay 0
             for (size_t i = 0; i < n; i++) {
@@ -632,26 +717,27 @@ void gpt2_build_from_random(GPT2* model, int depth, int max_seq_len, uint64_t se
     }
 }
 
-// Writes the model in llm.c's format (fp32, tensor-major) to a temporary name, then renames it,
-// so a crash while writing never leaves a half file under the real name.
-void gpt2_write_checkpoint(const GPT2* model, const char* path) {
-    char tmp[1024];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* fp = fopenCheck(tmp, "wb");
-    const GPT2Config* c = &model->config;
-    int header[HEADER_INTS] = {0};
-    header[0] = MODEL_MAGIC; header[1] = MODEL_VERSION_FP32;
-    header[2] = c->max_seq_len; header[3] = c->vocab_size; header[4] = c->num_layers;
-    header[5] = c->num_heads; header[6] = c->channels; header[7] = c->padded_vocab_size;
-    fwriteCheck(header, sizeof(int), HEADER_INTS, fp, tmp);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        for (int l = 0; l < tensor_copies(c, t); l++) {
-            fwriteCheck(model->params + tensor_offset(&model->layout, c, t, l), sizeof(float), tensor_numel(c, t), fp, tmp);
-        }
+// Installs a full slab of parameters: kept whole in stages 0-2, cut to this rank's shard in 3.
+void gpt2_set_params(GPT2* model, const float* full) {
+    const ZeroPlan* p = &model->plan;
+    if (p->stage < 3) { memcpy(model->params, full, p->layout.total * sizeof(float)); return; }
+    for (int u = 0; u < p->layout.num_units; u++) {
+        memcpy(model->param_shard + p->shard_offset[u], full + zero_slice_offset(p, u, model->comm->rank),
+               p->shard_size[u] * sizeof(float));
     }
-    if (fflush(fp) != 0) { fail("cannot write '%s': %s", tmp, strerror(errno)); }
-    fcloseCheck(fp, tmp);
-    if (rename(tmp, path) != 0) { fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
+}
+
+// One process, stage 0, from a model file: what test_gpt2.c uses.
+void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path) {
+    GPT2Config config;
+    FILE* fp = model_file_open(path, &config);
+    ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0};
+    gpt2_init(model, &config, comm, opt);
+    float* full = (float*)callocCheck(model->plan.layout.total, sizeof(float));
+    model_file_read(fp, path, &config, &model->plan.layout, full);
+    fclose(fp);
+    gpt2_set_params(model, full);
+    free(full);
 }
 
 // Carves the activation slab for batches of up to B x T.
@@ -676,6 +762,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     size_t total = 0;
     for (int i = 0; i < n; i++) { total += sizes[i]; }
     model->acts_memory = (float*)mallocCheck(total * sizeof(float));
+    model->mem.activations = total * sizeof(float);
     float* p = model->acts_memory;
     for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
     model->B = B;
@@ -684,11 +771,23 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     model->targets = (int*)mallocCheck(BT * sizeof(int));
 }
 
+// The sharding schedule (defined in its own section below, after the update): what the forward
+// and backward call around each unit. For stages 0-2 they hand out pointers into the full slabs;
+// for stage 3 they gather and release, and for stages 2-3 they reduce gradients unit by unit.
+static void schedule_begin_micro_step(GPT2* model);
+static float* unit_params(GPT2* model, int u);          // gather (stage 3), then the unit's params
+static void unit_release_after_forward(GPT2* model, int u);
+static void unit_release_after_backward(GPT2* model, int u);
+void units_release_all(GPT2* model);
+static float* unit_grads(GPT2* model, int u);           // where the unit's backward adds its grads
+static void unit_grads_done(GPT2* model, int u, int reduce);
+
 // ----------------------------------------------------------------------------
 // forward
 
 // Runs the model on inputs (B,T); with targets (B,T), also the loss. B x T may be smaller than
-// the first call's (sampling runs with B=1 and a growing T).
+// the first call's (sampling runs with B=1 and a growing T). In stage 3 the units stay gathered
+// as the backward needs them; call units_release_all after a forward without a backward.
 void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* c = &model->config;
     int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
@@ -703,12 +802,15 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     }
     memcpy(model->inputs, inputs, (size_t)B * T * sizeof(int));
     if (targets != NULL) { memcpy(model->targets, targets, (size_t)B * T * sizeof(int)); }
+    schedule_begin_micro_step(model);
 
     Activations* a = &model->acts;
     size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
-    encoder_forward(a->encoded, inputs, tensor_ptr(model, model->params, WTE), tensor_ptr(model, model->params, WPE), B, T, C);
+    float* ends = unit_params(model, 0);
+    encoder_forward(a->encoded, inputs, unit0_tensor(model, ends, WTE), unit0_tensor(model, ends, WPE), B, T, C);
+    unit_release_after_forward(model, 0);
     for (int l = 0; l < L; l++) {
-        BlockTensors w = block_tensors(model, model->params, l);
+        BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
         const float* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         float* ln1 = a->ln1 + l * BTC;
         float* qkv = a->qkv + l * BTC * 3;
@@ -731,12 +833,14 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         gelu_forward(fch_gelu, fch, BTC * 4);
         matmul_forward(fcproj, fch_gelu, w.fcprojw, w.fcprojb, B, T, 4 * C, C);
         residual_forward(residual3, residual2, fcproj, BTC);
+        unit_release_after_forward(model, 1 + l);
     }
+    ends = unit_params(model, 0); // stays gathered: the backward starts with it
     const float* last = a->residual3 + (L - 1) * BTC;
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, tensor_ptr(model, model->params, LNFW),
-                      tensor_ptr(model, model->params, LNFB), B, T, C);
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last, unit0_tensor(model, ends, LNFW),
+                      unit0_tensor(model, ends, LNFB), B, T, C);
     // the LM head is tied to the token embedding: logits = lnf @ wte^T
-    matmul_forward(a->logits, a->lnf, tensor_ptr(model, model->params, WTE), NULL, B, T, C, Vp);
+    matmul_forward(a->logits, a->lnf, unit0_tensor(model, ends, WTE), NULL, B, T, C, Vp);
     softmax_crossentropy_forward(a->probs, a->losses, a->logits, targets, B, T, V, Vp);
     if (targets != NULL) {
         double sum = 0.0; // in a fixed order: the loss must not depend on the thread count
@@ -750,33 +854,37 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
 // ----------------------------------------------------------------------------
 // backward
 
-// Adds this micro-batch's gradients into model->grads. loss_scale divides the mean loss's
-// gradient (1 / number of micro-batches whose losses are averaged). Uses the B, T, inputs and
-// targets of the last forward, which must have had targets.
-void gpt2_backward(GPT2* model, int B, int T, float loss_scale) {
+// Adds this micro-batch's gradients into the unit gradients. loss_scale multiplies the mean
+// loss's gradient (1 / (micro-steps x ranks): the step's loss is the mean over both). With
+// `reduce`, each unit's gradients are reduce-scattered as soon as its backward is done.
+// Uses the B, T, inputs and targets of the last forward, which must have had targets.
+void gpt2_backward(GPT2* model, int B, int T, float loss_scale, int reduce) {
     if (model->mean_loss == -1.0f) { fail("backward called without a forward with targets"); }
     const GPT2Config* c = &model->config;
     int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
     Activations* a = &model->acts;
     size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
-    float* g = model->grads;
 
+    // the head and the final layernorm: unit 0, still gathered from the forward
+    float* ends = unit_params(model, 0);
+    float* dends = unit_grads(model, 0);
     // the loss is the mean over B*T positions, so each position's loss has weight 1/(B*T)
     float dloss = loss_scale / (float)BT;
     float* dlogits = a->logits; // the forward's logits are not needed any more
     softmax_crossentropy_backward(dlogits, a->probs, model->targets, dloss, B, T, V, Vp);
     float* dlnf = a->dbtc;
     memset(dlnf, 0, BTC * sizeof(float));
-    matmul_backward(dlnf, tensor_ptr(model, g, WTE), NULL, dlogits, a->lnf, tensor_ptr(model, model->params, WTE), B, T, C, Vp);
+    matmul_backward(dlnf, unit0_tensor(model, dends, WTE), NULL, dlogits, a->lnf, unit0_tensor(model, ends, WTE), B, T, C, Vp);
     float* dresidual = a->dresidual;
     memset(dresidual, 0, BTC * sizeof(float));
     const float* last = a->residual3 + (L - 1) * BTC;
-    layernorm_backward(dresidual, tensor_ptr(model, g, LNFW), tensor_ptr(model, g, LNFB), dlnf, last,
-                       tensor_ptr(model, model->params, LNFW), a->lnf_mean, a->lnf_rstd, B, T, C);
+    layernorm_backward(dresidual, unit0_tensor(model, dends, LNFW), unit0_tensor(model, dends, LNFB), dlnf, last,
+                       unit0_tensor(model, ends, LNFW), a->lnf_mean, a->lnf_rstd, B, T, C);
+    unit_release_after_backward(model, 0);
 
     for (int l = L - 1; l >= 0; l--) {
-        BlockTensors w = block_tensors(model, model->params, l);
-        BlockTensors dw = block_tensors(model, g, l);
+        BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
+        BlockTensors dw = block_tensors(model, unit_grads(model, 1 + l));
         const float* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         // dresidual holds d(loss)/d(residual3 of layer l); the residual adds pass it through
         // unchanged, and each layernorm branch adds its part into it.
@@ -804,11 +912,19 @@ void gpt2_backward(GPT2* model, int B, int T, float loss_scale) {
         layernorm_backward(dresidual, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w,
                            a->ln1_mean + l * BT, a->ln1_rstd + l * BT, B, T, C);
         // dresidual is now d(loss)/d(residual3 of layer l-1)
+        unit_release_after_backward(model, 1 + l);
+        unit_grads_done(model, 1 + l, reduce);
     }
-    encoder_backward(tensor_ptr(model, g, WTE), tensor_ptr(model, g, WPE), dresidual, model->inputs, B, T, C);
+    // the encoder: its gradient is unit 0's second part (wte again, and wpe); it needs no params
+    encoder_backward(unit0_tensor(model, dends, WTE), unit0_tensor(model, dends, WPE), dresidual, model->inputs, B, T, C);
+    unit_grads_done(model, 0, reduce);
 }
 
-void gpt2_zero_grad(GPT2* model) { memset(model->grads, 0, model->layout.total * sizeof(float)); }
+// Zeroes the gradients a step accumulates into (the full slab; stages 2-3 without accumulation
+// zero each unit's buffer when they hand it out).
+void gpt2_zero_grad(GPT2* model) {
+    if (model->grads != NULL) { memset(model->grads, 0, model->plan.layout.total * sizeof(float)); }
+}
 
 // ----------------------------------------------------------------------------
 // update
@@ -866,34 +982,268 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
     }
 }
 
-// One optimizer step over the whole slab, tensor by tensor (weight decay only on the 2-D
-// weights, from the table in gpt2_layout.h). Returns the gradient norm before clipping.
+// AdamW on elements [lo, hi) of unit u; p, g, m, v point at element lo. Cut at the tensors'
+// edges, since weight decay applies to the 2-D weights only; padding is left alone (stays 0).
+static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, float* p, const float* g,
+                             float* m, float* v, const AdamWParams* hp) {
+    const GPT2Config* c = &model->config;
+    const ParamLayout* lay = &model->plan.layout;
+    UnitKind kind = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (TENSOR_INFO[t].unit != kind) { continue; }
+        size_t t0 = lay->offset_in_unit[t], t1 = t0 + tensor_numel(c, t);
+        size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
+        if (a >= b) { continue; }
+        float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
+        adamw_update(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, wd, hp);
+    }
+}
+
+// This rank's reduced gradient slice of unit u (after the step's reduce-scatters).
+static float* grad_shard_of(GPT2* model, int u) {
+    const ZeroPlan* p = &model->plan;
+    if (p->stage >= 2) { return model->grad_shard + p->shard_offset[u]; }
+    return model->grads + zero_slice_offset(p, u, model->comm->rank);
+}
+
+// The global gradient norm: each rank sums the squares of its slices, unit by unit, and the
+// ranks' partial sums are added in rank order, so every stage gets the same bits.
+float gpt2_grad_norm(GPT2* model) {
+    const ZeroPlan* p = &model->plan;
+    double mine = 0.0;
+    for (int u = 0; u < p->layout.num_units; u++) { mine += sum_of_squares(grad_shard_of(model, u), p->shard_size[u]); }
+    return (float)sqrt(comm_sum(model->comm, mine));
+}
+
+static void params_all_gather(GPT2* model); // stages 1-2, in the sharding section
+
+// One optimizer step. Stage 0 updates every element on every rank (from the all-reduced
+// gradients); stages 1-3 update their own slices, and stages 1-2 then all-gather the params.
+// Returns the gradient norm before clipping.
 float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay,
                   float grad_clip, int t) {
-    const GPT2Config* c = &model->config;
-    const ParamLayout* lay = &model->layout;
-    if (model->m == NULL) {
-        model->m = (float*)callocCheck(lay->total, sizeof(float));
-        model->v = (float*)callocCheck(lay->total, sizeof(float));
-    }
-    float norm = (float)sqrt(sum_of_squares(model->grads, lay->total));
+    const ZeroPlan* p = &model->plan;
+    int rank = model->comm->rank;
+    float norm = gpt2_grad_norm(model);
     AdamWParams hp = {lr, beta1, beta2, eps, weight_decay, t, grad_clip_scale(norm, grad_clip)};
-    for (int ti = 0; ti < NUM_PARAM_TENSORS; ti++) {
-        float wd = TENSOR_INFO[ti].decay ? weight_decay : 0.0f;
-        for (int l = 0; l < tensor_copies(c, ti); l++) {
-            size_t off = tensor_offset(lay, c, ti, l);
-            adamw_update(model->params + off, model->grads + off, model->m + off, model->v + off,
-                         tensor_numel(c, ti), wd, &hp);
+    for (int u = 0; u < p->layout.num_units; u++) {
+        size_t off = p->layout.unit_offset[u], S = p->shard_size[u], so = p->shard_offset[u];
+        if (p->stage == 0) {
+            adamw_unit_range(model, u, 0, p->layout.unit_size[u], model->params + off, model->grads + off,
+                             model->m + off, model->v + off, &hp);
+        } else {
+            float* params = p->stage == 3 ? model->param_shard + so : model->params + off + rank * S;
+            adamw_unit_range(model, u, rank * S, (rank + 1) * S, params, grad_shard_of(model, u),
+                             model->m + so, model->v + so, &hp);
         }
     }
+    if (p->stage == 1 || p->stage == 2) { params_all_gather(model); }
     return norm;
 }
 
 void gpt2_free(GPT2* model) {
-    free(model->params); free(model->grads); free(model->m); free(model->v);
+    free(model->params); free(model->param_shard); free(model->gather_unit0); free(model->gather_blocks);
+    free(model->grads); free(model->grad_shard); free(model->grad_unit0); free(model->grad_blocks);
+    free(model->rs_buffer); free(model->m); free(model->v);
     free(model->acts_memory); free(model->inputs); free(model->targets);
 }
 
+// ----------------------------------------------------------------------------
+// the sharding schedule: every collective of a step is issued from this section
+//
+//            forward                 backward                       after the backward
+// stage 0    -                       reduce-scatter grads per unit  all-gather grads; update all
+// stage 1    -                       reduce-scatter grads per unit  update own slice; all-gather params
+// stage 2    -                       reduce-scatter each unit into  update own slice; all-gather params
+//                                    the grad shard as it finishes
+// stage 3    all-gather each unit    all-gather again (policy);     update own slice
+//            (prefetch D ahead)      reduce-scatter as in stage 2
+
+static int block_slot(const GPT2* model, int u) { return (u - 1) % model->plan.block_gather_buffers; }
+
+static float* gather_buffer(GPT2* model, int u) {
+    if (u == 0) { return model->gather_unit0; }
+    return model->gather_blocks + (size_t)block_slot(model, u) * model->plan.layout.unit_size[1];
+}
+
+// Stage 3: starts the all-gather of unit u into its buffer.
+static void unit_gather_start(GPT2* model, int u) {
+    if (u > 0) {
+        int slot = block_slot(model, u);
+        if (model->slot_owner[slot] != -1) {
+            fail("internal: gather slot %d of unit %d still holds unit %d", slot, u, model->slot_owner[slot]);
+        }
+        model->slot_owner[slot] = u;
+    }
+    comm_all_gather_start(model->comm, model->param_shard + model->plan.shard_offset[u], gather_buffer(model, u),
+                          model->plan.shard_size[u], &model->gather_req[u]);
+    model->unit_state[u] = UNIT_GATHERING;
+}
+
+static void schedule_begin_micro_step(GPT2* model) { model->schedule_pos = 0; }
+
+static float* unit_params(GPT2* model, int u) {
+    const ZeroPlan* p = &model->plan;
+    if (p->stage < 3) { return model->params + p->layout.unit_offset[u]; }
+    if (model->schedule_pos >= model->schedule_len || model->schedule[model->schedule_pos] != u) {
+        fail("internal: unit %d used out of the schedule's order (position %d)", u, model->schedule_pos);
+    }
+    if (model->unit_state[u] == UNIT_SHARDED) { unit_gather_start(model, u); }
+    if (model->unit_state[u] == UNIT_GATHERING) {
+        comm_wait(model->comm, &model->gather_req[u]);
+        model->unit_state[u] = UNIT_GATHERED;
+    }
+    // prefetch: start gathering the next units of the schedule while this one computes
+    for (int k = 1; k <= p->prefetch && model->schedule_pos + k < model->schedule_len; k++) {
+        int next = model->schedule[model->schedule_pos + k];
+        if (model->unit_state[next] == UNIT_SHARDED) { unit_gather_start(model, next); }
+    }
+    model->schedule_pos++;
+    return gather_buffer(model, u);
+}
+
+static void unit_release(GPT2* model, int u) {
+    if (model->plan.stage < 3 || model->unit_state[u] == UNIT_SHARDED) { return; }
+    if (model->unit_state[u] == UNIT_GATHERING) { comm_wait(model->comm, &model->gather_req[u]); }
+    model->unit_state[u] = UNIT_SHARDED;
+    if (u > 0) { model->slot_owner[block_slot(model, u)] = -1; }
+}
+
+// After a unit's forward, the reshard_after_forward policy decides. Unit 0 is used twice in the
+// forward: after the encoder it is released like a block; after the head it is never released
+// here, because the backward starts with it.
+static void unit_release_after_forward(GPT2* model, int u) {
+    ReshardPolicy policy = model->plan.reshard;
+    int last_block = u == model->config.num_layers;
+    int head = u == 0 && model->schedule_pos > 1;
+    if (head || policy == RESHARD_NEVER || (policy == RESHARD_DEFAULT && last_block)) { return; }
+    unit_release(model, u);
+}
+
+static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }
+
+// After a forward that no backward follows (evaluation, sampling): free whatever is gathered.
+void units_release_all(GPT2* model) {
+    for (int u = 0; u < model->plan.layout.num_units; u++) { unit_release(model, u); }
+}
+
+// Stages 2-3 without accumulation: blocks alternate between two gradient buffers, so block l's
+// reduce-scatter can still be running while block l-1's backward fills the other one.
+static float* unit_grads(GPT2* model, int u) {
+    const ZeroPlan* p = &model->plan;
+    if (p->full_grads) { return model->grads + p->layout.unit_offset[u]; }
+    size_t n = p->layout.unit_size[u];
+    float* buf = model->grad_unit0;
+    if (u > 0) {
+        int slot = (u - 1) % 2;
+        int previous = model->grad_slot_owner[slot];
+        if (previous != -1) { comm_wait(model->comm, &model->reduce_req[previous]); }
+        model->grad_slot_owner[slot] = u;
+        buf = model->grad_blocks + (size_t)slot * n;
+    }
+    memset(buf, 0, n * sizeof(float));
+    return buf;
+}
+
+// A unit's gradients are complete (for this micro-step). On the step's last micro-step they are
+// reduce-scattered: stages 2-3 straight into the grad shard (waited for later), stages 0-1
+// into a one-slice buffer and then into this rank's slice of the full gradient.
+static void unit_grads_done(GPT2* model, int u, int reduce) {
+    if (!reduce) { return; }
+    const ZeroPlan* p = &model->plan;
+    int rank = model->comm->rank;
+    const float* full = p->full_grads ? model->grads + p->layout.unit_offset[u]
+                                      : (u == 0 ? model->grad_unit0 : model->grad_blocks + (size_t)((u - 1) % 2) * p->layout.unit_size[u]);
+    if (p->stage >= 2) {
+        comm_reduce_scatter_start(model->comm, full, model->grad_shard + p->shard_offset[u], p->shard_size[u], &model->reduce_req[u]);
+    } else {
+        CommRequest req;
+        comm_reduce_scatter_start(model->comm, full, model->rs_buffer, p->shard_size[u], &req);
+        comm_wait(model->comm, &req);
+        memcpy(model->grads + zero_slice_offset(p, u, rank), model->rs_buffer, p->shard_size[u] * sizeof(float));
+    }
+}
+
+// After the last micro-step's backward: wait for the reductions; stage 0 then all-gathers the
+// reduced slices, which completes its all-reduce.
+static void grads_finish_reduction(GPT2* model) {
+    const ZeroPlan* p = &model->plan;
+    for (int u = 0; u < p->layout.num_units; u++) {
+        if (p->stage >= 2) { comm_wait(model->comm, &model->reduce_req[u]); }
+    }
+    model->grad_slot_owner[0] = model->grad_slot_owner[1] = -1;
+    if (p->stage == 0) {
+        CommRequest* reqs = model->reduce_req; // reused: no reduce-scatter is in flight now
+        for (int u = 0; u < p->layout.num_units; u++) {
+            comm_all_gather_inplace_start(model->comm, model->grads + p->layout.unit_offset[u], p->shard_size[u], &reqs[u]);
+        }
+        for (int u = 0; u < p->layout.num_units; u++) { comm_wait(model->comm, &reqs[u]); }
+    }
+}
+
+// Stages 1-2: every rank updated its own slices; gather them back into the full params.
+static void params_all_gather(GPT2* model) {
+    const ZeroPlan* p = &model->plan;
+    CommRequest* reqs = model->gather_req; // free in stages 1-2
+    for (int u = 0; u < p->layout.num_units; u++) {
+        comm_all_gather_inplace_start(model->comm, model->params + p->layout.unit_offset[u], p->shard_size[u], &reqs[u]);
+    }
+    for (int u = 0; u < p->layout.num_units; u++) { comm_wait(model->comm, &reqs[u]); }
+}
+
+// The full parameters on every rank (for saving): a copy in stages 0-2, all-gathered in stage 3.
+float* gpt2_full_params(GPT2* model) {
+    const ZeroPlan* p = &model->plan;
+    float* full = (float*)mallocCheck(p->layout.total * sizeof(float));
+    if (p->stage < 3) { memcpy(full, model->params, p->layout.total * sizeof(float)); return full; }
+    for (int u = 0; u < p->layout.num_units; u++) {
+        CommRequest req;
+        comm_all_gather_start(model->comm, model->param_shard + p->shard_offset[u], full + p->layout.unit_offset[u],
+                              p->shard_size[u], &req);
+        comm_wait(model->comm, &req);
+    }
+    return full;
+}
+
+// Writes the model in llm.c's format (fp32, tensor-major) from a full slab, to a temporary name
+// first, then renames it, so a crash while writing never leaves a half file under the real name.
+void write_model_file(const GPT2Config* c, const ParamLayout* lay, const float* full, const char* path) {
+    char tmp[1024];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* fp = fopenCheck(tmp, "wb");
+    int header[HEADER_INTS] = {0};
+    header[0] = MODEL_MAGIC; header[1] = MODEL_VERSION_FP32;
+    header[2] = c->max_seq_len; header[3] = c->vocab_size; header[4] = c->num_layers;
+    header[5] = c->num_heads; header[6] = c->channels; header[7] = c->padded_vocab_size;
+    fwriteCheck(header, sizeof(int), HEADER_INTS, fp, tmp);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        for (int l = 0; l < tensor_copies(c, t); l++) {
+            fwriteCheck(full + tensor_offset(lay, c, t, l), sizeof(float), tensor_numel(c, t), fp, tmp);
+        }
+    }
+    if (fflush(fp) != 0) { fail("cannot write '%s': %s", tmp, strerror(errno)); }
+    fcloseCheck(fp, tmp);
+    if (rename(tmp, path) != 0) { fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
+}
+
+// Rank 0's start-up table: what this rank allocated per category, the plan's prediction, and
+// the ZeRO paper's formula (which leaves out buffers and the extra gradient units).
+void print_memory_table(const GPT2* model) {
+    const ZeroPlan* p = &model->plan;
+    const MemoryUse* m = &model->mem;
+    const double MB = 1024.0 * 1024.0;
+    printf("ZeRO stage %d, %d ranks", p->stage, p->world_size);
+    if (p->stage == 3) { printf(", reshard_after_forward %s, prefetch %d", RESHARD_NAMES[p->reshard], p->prefetch); }
+    printf(", %zu parameters padded to %zu\n", p->layout.num_parameters, p->layout.total);
+    printf("memory per rank  | allocated (bytes) |      plan (bytes) | ZeRO formula\n");
+    printf("params           | %17zu | %17zu | %9.2f MB\n", m->params, p->mem_params, p->zero_params / MB);
+    printf("grads            | %17zu | %17zu | %9.2f MB\n", m->grads, p->mem_grads, p->zero_grads / MB);
+    printf("optimizer        | %17zu | %17zu | %9.2f MB\n", m->optimizer, p->mem_optimizer, p->zero_optimizer / MB);
+    printf("gather buffers   | %17zu | %17zu |\n", m->buffers, p->mem_buffers);
+    printf("activations      | %17zu |                 - |\n", m->activations);
+    printf("comm per step (plan, bus bytes): reduce-scatter %.0f, all-gather %.0f, scalars %.0f\n",
+           p->comm_reduce_scatter, p->comm_all_gather, 2.0 * sizeof(double) * (p->world_size - 1));
+}
 #ifndef TESTING
 // ----------------------------------------------------------------------------
 // sampling
@@ -908,21 +1258,23 @@ int sample_index(const float* probs, int n, float coin) {
     return n - 1; // rounding left the sum just under 1
 }
 
-// Generates gen_len tokens after <|endoftext|> and prints them. Runs the forward on B=1 and a
-// growing T (the whole prefix each time: simple, and cheap at these lengths).
+// Generates gen_len tokens after <|endoftext|>; rank 0 prints them. Every rank runs it (stage 3
+// needs all ranks for each gather) with the same seed, so all draw the same tokens. The forward
+// runs on B=1 and a growing T (the whole prefix each time: simple, and cheap at these lengths).
 void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len) {
     int eot = tokenizer->init_ok ? tokenizer->eot_token : 50256;
+    int print = model->comm->rank == 0;
     int* tokens = (int*)mallocCheck((size_t)(gen_len + 1) * sizeof(int));
     tokens[0] = eot;
-    printf("generating:\n---\n");
+    if (print) { printf("generating:\n---\n"); }
     for (int t = 1; t <= gen_len; t++) {
         gpt2_forward(model, tokens, NULL, 1, t);
+        units_release_all(model);
         const float* probs = model->acts.probs + (size_t)(t - 1) * model->config.padded_vocab_size;
         tokens[t] = sample_index(probs, model->config.vocab_size, rng_uniform(rng));
-        tokenizer_print(tokenizer, tokens[t]);
-        fflush(stdout);
+        if (print) { tokenizer_print(tokenizer, tokens[t]); fflush(stdout); }
     }
-    printf("\n---\n");
+    if (print) { printf("\n---\n"); }
     free(tokens);
 }
 
@@ -936,7 +1288,7 @@ typedef struct {
     const char* output_dir;    // -o
     int B;                     // -b
     int T;                     // -t
-    int total_batch;           // -d tokens per optimizer step over all micro-steps (-1: B*T)
+    int total_batch;           // -d tokens per optimizer step over all micro-steps and ranks (-1: B*T*ranks)
     float lr;                  // -l
     int warmup;                // -u
     float final_lr_frac;       // -q
@@ -949,6 +1301,9 @@ typedef struct {
     float grad_clip;           // -gc (0: off)
     int shuffle;               // -sh
     int seed;                  // -rs
+    int zero_stage;            // -z
+    const char* reshard;       // -zr (stage 3)
+    int prefetch;              // -zp (stage 3)
 } TrainArgs;
 
 typedef enum { ARG_STR, ARG_INT, ARG_FLOAT } ArgType;
@@ -960,26 +1315,29 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-j", ARG_STR, val_pattern, "val data file or glob pattern"),
     ARG("-e", ARG_STR, model, "model file (llm.c fp32 format), or dN for a fresh GPT-2 of depth N"),
     ARG("-o", ARG_STR, output_dir, "output dir for the log and the final model (none: no output)"),
-    ARG("-b", ARG_INT, B, "batch size B (sequences per micro-step)"),
+    ARG("-b", ARG_INT, B, "batch size B per rank (sequences per micro-step)"),
     ARG("-t", ARG_INT, T, "sequence length T"),
-    ARG("-d", ARG_INT, total_batch, "tokens per optimizer step (multiple of B*T; -1: B*T)"),
+    ARG("-d", ARG_INT, total_batch, "tokens per optimizer step, all ranks (multiple of B*T*ranks; -1: B*T*ranks)"),
     ARG("-l", ARG_FLOAT, lr, "peak learning rate"),
     ARG("-u", ARG_INT, warmup, "learning-rate warmup steps"),
     ARG("-q", ARG_FLOAT, final_lr_frac, "final learning rate as a fraction of the peak (cosine decay)"),
     ARG("-c", ARG_FLOAT, weight_decay, "weight decay (on the 2-D weights only)"),
     ARG("-x", ARG_INT, max_steps, "optimizer steps (-1: one epoch of the train data; 0: just evaluate/sample/save)"),
     ARG("-v", ARG_INT, val_every, "val loss every this many steps (0: never)"),
-    ARG("-m", ARG_INT, val_max_steps, "val batches per evaluation (-1: all)"),
-    ARG("-s", ARG_INT, sample_every, "sample every this many steps (0: never)"),
+    ARG("-m", ARG_INT, val_max_steps, "val batches per rank per evaluation (-1: all)"),
+    ARG("-s", ARG_INT, sample_every, "sample every this many steps, and at the end (0: never)"),
     ARG("-g", ARG_INT, gen_len, "tokens per sample"),
     ARG("-gc", ARG_FLOAT, grad_clip, "clip gradients to this global L2 norm (0: off)"),
     ARG("-sh", ARG_INT, shuffle, "1: shuffle the order of training batches each epoch; 0: file order"),
     ARG("-rs", ARG_INT, seed, "random seed (fresh model, sampling, shuffling)"),
+    ARG("-z", ARG_INT, zero_stage, "ZeRO stage: 0 DDP, 1 +optimizer state sharded, 2 +grads, 3 +params (FSDP)"),
+    ARG("-zr", ARG_STR, reshard, "stage 3 reshard_after_forward: default (all but the last block), always, never"),
+    ARG("-zp", ARG_INT, prefetch, "stage 3 prefetch depth: units gathered ahead (0: off; default 1)"),
 };
 #define NUM_ARGS ((int)(sizeof(ARG_SPECS) / sizeof(ARG_SPECS[0])))
 
 static void print_usage(const TrainArgs* defaults) {
-    printf("usage: ./train_gpt2 [flag value] ...\n");
+    printf("usage: ./train_gpt2 [flag value] ...      (mpirun -np N ./train_gpt2 ... for N ranks)\n");
     for (int i = 0; i < NUM_ARGS; i++) {
         const ArgSpec* s = &ARG_SPECS[i];
         const char* field = (const char*)defaults + s->offset;
@@ -991,13 +1349,16 @@ static void print_usage(const TrainArgs* defaults) {
         }
         printf("  %-4s %s (default %s)\n", s->flag, s->help, def);
     }
-    printf("OMP_NUM_THREADS sets the threads.\n");
+    printf("OMP_NUM_THREADS sets the threads per rank.\n");
 }
 
-static void parse_args(TrainArgs* args, int argc, char** argv) {
+static void parse_args(TrainArgs* args, int argc, char** argv, int rank) {
     TrainArgs defaults = *args;
     for (int i = 1; i < argc; i += 2) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) { print_usage(&defaults); exit(0); }
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            if (rank == 0) { print_usage(&defaults); }
+            exit(0);
+        }
         const ArgSpec* spec = NULL;
         for (int k = 0; k < NUM_ARGS; k++) { if (strcmp(argv[i], ARG_SPECS[k].flag) == 0) { spec = &ARG_SPECS[k]; } }
         if (spec == NULL) { fail("unknown flag '%s' (./train_gpt2 -h lists the flags)", argv[i]); }
@@ -1022,6 +1383,17 @@ static void parse_args(TrainArgs* args, int argc, char** argv) {
     if (args->final_lr_frac < 0.0f || args->final_lr_frac > 1.0f) { fail("flag -q expects a fraction in [0, 1], got %g", args->final_lr_frac); }
     if (args->gen_len <= 0) { fail("flag -g expects a sample length >= 1, got %d", args->gen_len); }
     if (args->warmup < 0) { fail("flag -u expects warmup steps >= 0, got %d", args->warmup); }
+    if (args->zero_stage < 0 || args->zero_stage > 3) { fail("flag -z expects a ZeRO stage 0, 1, 2 or 3, got %d", args->zero_stage); }
+    // the stage-3 knobs: an error elsewhere, not silently ignored
+    if (args->zero_stage != 3 && args->reshard != NULL) { fail("flag -zr applies only to -z 3 (got -z %d)", args->zero_stage); }
+    if (args->zero_stage != 3 && args->prefetch != -1) { fail("flag -zp applies only to -z 3 (got -z %d)", args->zero_stage); }
+    if (args->zero_stage == 3 && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
+}
+
+static ReshardPolicy parse_reshard(const char* s) {
+    if (s == NULL) { return RESHARD_DEFAULT; }
+    for (int i = 0; i < 3; i++) { if (strcmp(s, RESHARD_NAMES[i]) == 0) { return (ReshardPolicy)i; } }
+    fail("flag -zr expects default, always or never, got '%s'", s);
 }
 
 // A fresh "dN" model name gives N; anything else is a file path (0).
@@ -1042,7 +1414,8 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// Mean loss over up to max_steps val batches from the start of the val data.
+// Mean loss over up to max_steps val batches per rank, averaged over the ranks (each reads
+// different batches).
 static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     dataloader_reset(val);
     int n = (int)dataloader_num_batches(val);
@@ -1051,13 +1424,38 @@ static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     for (int i = 0; i < n; i++) {
         dataloader_next_batch(val);
         gpt2_forward(model, val->inputs, val->targets, val->B, val->T);
+        units_release_all(model);
         sum += model->mean_loss;
     }
-    return (float)(sum / n);
+    return (float)(comm_sum(model->comm, sum / n) / model->comm->world_size);
+}
+
+// One optimizer step: grad_accum micro-steps, each rank on its own batches, the gradient
+// reductions of the last micro-step, the update. Returns the loss averaged over micro-steps
+// and ranks; *norm gets the gradient norm.
+static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr, const TrainArgs* args,
+                        int step, float* norm) {
+    Comm* comm = model->comm;
+    gpt2_zero_grad(model);
+    double loss_sum = 0.0;
+    // the step's loss is the mean over micro-steps and ranks: each backward's share
+    float loss_scale = 1.0f / ((float)grad_accum * comm->world_size);
+    for (int micro = 0; micro < grad_accum; micro++) {
+        dataloader_next_batch(train);
+        gpt2_forward(model, train->inputs, train->targets, args->B, args->T);
+        gpt2_backward(model, args->B, args->T, loss_scale, micro == grad_accum - 1);
+        loss_sum += model->mean_loss;
+    }
+    grads_finish_reduction(model);
+    *norm = gpt2_update(model, lr, 0.9f, 0.95f, 1e-8f, args->weight_decay, args->grad_clip, step + 1);
+    return (float)(comm_sum(comm, loss_sum / grad_accum) / comm->world_size);
 }
 
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); // progress lines appear as they happen, also in a log file
+    Comm comm;
+    comm_init(&comm, &argc, &argv);
+    int rank = comm.rank, N = comm.world_size;
     TrainArgs args = {
         .train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin",
         .val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",
@@ -1065,45 +1463,61 @@ int main(int argc, char** argv) {
         .B = 4, .T = 64, .total_batch = -1, .lr = 3e-4f, .warmup = 0, .final_lr_frac = 1.0f,
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
+        .zero_stage = 0, .reshard = NULL, .prefetch = -1,
     };
-    parse_args(&args, argc, argv);
+    comm_check_same_args(&comm, argc, argv);
+    parse_args(&args, argc, argv, rank);
 
-    GPT2 model;
+    // the config, then the plan and this rank's allocations, then the parameters
+    GPT2Config config;
     int depth = parse_depth(args.model);
-    if (depth > 0) { gpt2_build_from_random(&model, depth, args.T > 1024 ? args.T : 1024, (uint64_t)args.seed); }
-    else { gpt2_build_from_checkpoint(&model, args.model); }
-    const GPT2Config* c = &model.config;
-    if (args.T > c->max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args.T, c->max_seq_len); }
-    if (args.gen_len > c->max_seq_len) { fail("flag -g %d exceeds the model's maximum sequence length %d", args.gen_len, c->max_seq_len); }
+    FILE* model_fp = NULL;
+    if (depth > 0) { config = config_for_depth(depth, args.T > 1024 ? args.T : 1024); }
+    else { model_fp = model_file_open(args.model, &config); }
+    if (args.T > config.max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args.T, config.max_seq_len); }
+    if (args.gen_len > config.max_seq_len) { fail("flag -g %d exceeds the model's maximum sequence length %d", args.gen_len, config.max_seq_len); }
     if (args.gen_len > args.B * args.T) { fail("flag -g %d exceeds B*T = %d, the tokens the activations hold", args.gen_len, args.B * args.T); }
-    int tokens_per_micro = args.B * args.T;
+    int tokens_per_micro = args.B * args.T * N;
     int total_batch = args.total_batch == -1 ? tokens_per_micro : args.total_batch;
     if (total_batch <= 0 || total_batch % tokens_per_micro != 0) {
-        fail("flag -d %d must be a positive multiple of B*T = %d", total_batch, tokens_per_micro);
+        fail("flag -d %d must be a positive multiple of B*T*ranks = %d*%d*%d = %d", total_batch, args.B, args.T, N, tokens_per_micro);
     }
     int grad_accum = total_batch / tokens_per_micro;
+    ZeroOptions zopt = {args.zero_stage, grad_accum, parse_reshard(args.reshard), args.prefetch == -1 ? 1 : args.prefetch};
+    if (zopt.stage != 3) { zopt.prefetch = 0; }
+    GPT2 model;
+    gpt2_init(&model, &config, &comm, zopt);
+    float* full = (float*)callocCheck(model.plan.layout.total, sizeof(float));
+    if (depth > 0) { init_random(&config, &model.plan.layout, full, (uint64_t)args.seed); }
+    else { model_file_read(model_fp, args.model, &config, &model.plan.layout, full); fclose(model_fp); }
+    gpt2_set_params(&model, full);
+    free(full);
 
     DataLoader train, val;
-    dataloader_init(&train, args.train_pattern, args.B, args.T, 0, 1, c->vocab_size, args.shuffle, (uint64_t)args.seed);
-    dataloader_init(&val, args.val_pattern, args.B, args.T, 0, 1, c->vocab_size, 0, 0);
+    dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);
+    dataloader_init(&val, args.val_pattern, args.B, args.T, rank, N, config.vocab_size, 0, 0);
     int max_steps = args.max_steps;
     if (max_steps == -1) { max_steps = (int)(dataloader_num_batches(&train) / grad_accum); }
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, "gpt2_tokenizer.bin");
+    gpt2_alloc_activations(&model, args.B, args.T);
 
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    printf("model %s: L %d, NH %d, C %d, maxT %d, V %d (padded %d), %zu parameters\n", args.model,
-           c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size,
-           model.layout.num_parameters);
-    printf("batch B %d x T %d, %d micro-steps per step (%d tokens), %d steps, lr %g, %d threads\n",
-           args.B, args.T, grad_accum, total_batch, max_steps, args.lr, threads);
+    if (rank == 0) {
+        printf("model %s: L %d, NH %d, C %d, maxT %d, V %d (padded %d), %zu parameters\n", args.model,
+               config.num_layers, config.num_heads, config.channels, config.max_seq_len, config.vocab_size,
+               config.padded_vocab_size, model.plan.layout.num_parameters);
+        printf("%d ranks x batch B %d x T %d, %d micro-steps per step (%d tokens), %d steps, lr %g, %d threads per rank\n",
+               N, args.B, args.T, grad_accum, total_batch, max_steps, args.lr, threads);
+        print_memory_table(&model);
+    }
 
     FILE* logfile = NULL;
     char path[1024];
-    if (args.output_dir != NULL) {
+    if (args.output_dir != NULL && rank == 0) {
         mkdir(args.output_dir, 0755); // exists already is fine; fopen below names a real problem
         snprintf(path, sizeof(path), "%s/main.log", args.output_dir);
         logfile = fopenCheck(path, "w");
@@ -1114,46 +1528,51 @@ int main(int argc, char** argv) {
     for (int step = 0; step < max_steps; step++) {
         if (args.val_every > 0 && (step % args.val_every == 0)) {
             float val_loss = evaluate(&model, &val, args.val_max_steps);
-            printf("val loss %f\n", val_loss);
+            if (rank == 0) { printf("val loss %f\n", val_loss); }
             if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
         }
         if (args.sample_every > 0 && step > 0 && step % args.sample_every == 0) {
             gpt2_sample(&model, &tokenizer, &sample_rng, args.gen_len);
         }
         double t0 = now_seconds();
-        gpt2_zero_grad(&model);
-        double loss_sum = 0.0;
-        for (int micro = 0; micro < grad_accum; micro++) {
-            dataloader_next_batch(&train);
-            gpt2_forward(&model, train.inputs, train.targets, args.B, args.T);
-            gpt2_backward(&model, args.B, args.T, 1.0f / grad_accum);
-            loss_sum += model.mean_loss;
-        }
+        comm_reset_counters(&comm);
         float lr = lr_cosine(step, args.lr, args.warmup, max_steps, args.final_lr_frac);
-        float norm = gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, args.weight_decay, args.grad_clip, step + 1);
+        float norm;
+        float loss = train_step(&model, &train, grad_accum, lr, &args, step, &norm);
         double dt = now_seconds() - t0;
-        float loss = (float)(loss_sum / grad_accum);
-        printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s)\n", step + 1, max_steps,
-               loss, norm, lr, dt * 1000, total_batch / dt);
+        if (rank == 0) {
+            printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s)", step + 1, max_steps,
+                   loss, norm, lr, dt * 1000, total_batch / dt);
+            if (N > 1) {
+                printf(" | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f",
+                       comm.bus_bytes[COLL_REDUCE_SCATTER], comm.bus_bytes[COLL_ALL_GATHER], comm.bus_bytes[COLL_SCALARS]);
+            }
+            printf("\n");
+        }
         if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
     }
     if (args.val_every > 0) {
         float val_loss = evaluate(&model, &val, args.val_max_steps);
-        printf("val loss %f\n", val_loss);
+        if (rank == 0) { printf("val loss %f\n", val_loss); }
         if (logfile) { fprintf(logfile, "s:%d tel:%f\n", max_steps, val_loss); }
     }
     if (args.sample_every > 0) { gpt2_sample(&model, &tokenizer, &sample_rng, args.gen_len); }
-    if (logfile) {
-        fcloseCheck(logfile, path);
-        snprintf(path, sizeof(path), "%s/model_%08d.bin", args.output_dir, max_steps);
-        gpt2_write_checkpoint(&model, path);
-        printf("wrote %s\n", path);
+    if (args.output_dir != NULL) {
+        float* params = gpt2_full_params(&model); // collective in stage 3: every rank takes part
+        if (rank == 0) {
+            fcloseCheck(logfile, path);
+            snprintf(path, sizeof(path), "%s/model_%08d.bin", args.output_dir, max_steps);
+            write_model_file(&config, &model.plan.layout, params, path);
+            printf("wrote %s\n", path);
+        }
+        free(params);
     }
 
     dataloader_free(&train);
     dataloader_free(&val);
     tokenizer_free(&tokenizer);
     gpt2_free(&model);
+    comm_finalize(&comm);
     return 0;
 }
 #endif // TESTING

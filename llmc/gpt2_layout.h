@@ -3,11 +3,16 @@ The GPT-2 parameter tensors and how they lie in memory: plain C, shared by the C
 trainers (and the sharding plan built on top of it).
 
 Files store the 16 tensors tensor-major, each stacked over layers (llm.c's order). Memory is
-one slab laid out unit-major (DESIGN.md §3): unit 0 = embeddings (wte, wpe), units 1..L = the
-transformer blocks (each block's 12 tensors contiguous), unit L+1 = final layernorm. A block is
-what ZeRO stage 3 gathers and releases as one piece, so it must be one contiguous range. Each
-unit is padded to a multiple of `unit_multiple` floats, so that N ranks can each own an equal
-slice of every unit; the padding stays zero.
+one slab laid out unit-major (DESIGN.md §3): unit 0 = the two ends of the model (wte, wpe and
+the final layernorm lnfw, lnfb), units 1..L = the transformer blocks (each block's 12 tensors
+contiguous). A unit is what ZeRO stage 3 gathers and releases as one piece, so it must be one
+contiguous range. Each unit is padded to a multiple of `unit_multiple` floats, so that N ranks
+can each own an equal slice of every unit; the padding stays zero.
+
+Why the final layernorm shares unit 0: it runs right before the LM head, which is wte (tied),
+and its backward right after the head's. Grouping them (as torchtitan groups norm and head)
+means stage 3 gathers unit 0 exactly twice per step, for the encoder and for lnf + head +
+their backward, instead of adding a third tiny gather for a 2*C-element unit.
 */
 #ifndef LLMC_GPT2_LAYOUT_H
 #define LLMC_GPT2_LAYOUT_H
@@ -34,7 +39,7 @@ enum {
     LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB, LNFW, LNFB, NUM_PARAM_TENSORS
 };
 
-typedef enum { UNIT_EMBED, UNIT_BLOCK, UNIT_FINAL } UnitKind;
+typedef enum { UNIT_ENDS, UNIT_BLOCK } UnitKind;
 
 typedef struct {
     const char* name;
@@ -43,14 +48,14 @@ typedef struct {
 } TensorInfo;
 
 static const TensorInfo TENSOR_INFO[NUM_PARAM_TENSORS] = {
-    {"wte", UNIT_EMBED, 1},     {"wpe", UNIT_EMBED, 1},
+    {"wte", UNIT_ENDS, 1},      {"wpe", UNIT_ENDS, 1},
     {"ln1w", UNIT_BLOCK, 0},    {"ln1b", UNIT_BLOCK, 0},
     {"qkvw", UNIT_BLOCK, 1},    {"qkvb", UNIT_BLOCK, 0},
     {"attprojw", UNIT_BLOCK, 1}, {"attprojb", UNIT_BLOCK, 0},
     {"ln2w", UNIT_BLOCK, 0},    {"ln2b", UNIT_BLOCK, 0},
     {"fcw", UNIT_BLOCK, 1},     {"fcb", UNIT_BLOCK, 0},
     {"fcprojw", UNIT_BLOCK, 1}, {"fcprojb", UNIT_BLOCK, 0},
-    {"lnfw", UNIT_FINAL, 0},    {"lnfb", UNIT_FINAL, 0},
+    {"lnfw", UNIT_ENDS, 0},     {"lnfb", UNIT_ENDS, 0},
 };
 
 // Elements of tensor t for one layer (block tensors) or in total (the others).
@@ -76,10 +81,10 @@ static inline int tensor_copies(const GPT2Config* c, int t) {
     return TENSOR_INFO[t].unit == UNIT_BLOCK ? c->num_layers : 1;
 }
 
-#define MAX_UNITS 1026 // up to 1024 layers
+#define MAX_UNITS 1025 // up to 1024 layers
 
 typedef struct {
-    int num_units;                        // L + 2
+    int num_units;                        // L + 1
     size_t unit_multiple;                 // every unit's size is a multiple of this
     size_t unit_offset[MAX_UNITS];        // start of unit u in the slab
     size_t unit_numel[MAX_UNITS];         // real elements of unit u
@@ -89,21 +94,15 @@ typedef struct {
     size_t num_parameters;                // real elements (the padded vocab rows count: they are in the file)
 } ParamLayout;
 
-static inline int unit_of(const GPT2Config* c, int t, int layer) {
-    switch (TENSOR_INFO[t].unit) {
-        case UNIT_EMBED: return 0;
-        case UNIT_BLOCK: return 1 + layer;
-        default: return c->num_layers + 1;
-    }
-}
+static inline int unit_of(int t, int layer) { return TENSOR_INFO[t].unit == UNIT_BLOCK ? 1 + layer : 0; }
 
 static inline void layout_init(ParamLayout* lay, const GPT2Config* c, size_t unit_multiple) {
-    if (c->num_layers + 2 > MAX_UNITS) { fail("model has %d layers, at most %d supported", c->num_layers, MAX_UNITS - 2); }
+    if (c->num_layers + 1 > MAX_UNITS) { fail("model has %d layers, at most %d supported", c->num_layers, MAX_UNITS - 1); }
     memset(lay, 0, sizeof(*lay));
-    lay->num_units = c->num_layers + 2;
+    lay->num_units = c->num_layers + 1;
     lay->unit_multiple = unit_multiple;
     // the tensors of each unit kind follow each other in file order
-    size_t in_unit[3] = {0, 0, 0};
+    size_t in_unit[2] = {0, 0};
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         UnitKind k = TENSOR_INFO[t].unit;
         lay->offset_in_unit[t] = in_unit[k];
@@ -111,7 +110,7 @@ static inline void layout_init(ParamLayout* lay, const GPT2Config* c, size_t uni
     }
     size_t off = 0;
     for (int u = 0; u < lay->num_units; u++) {
-        UnitKind k = u == 0 ? UNIT_EMBED : (u <= c->num_layers ? UNIT_BLOCK : UNIT_FINAL);
+        UnitKind k = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
         lay->unit_numel[u] = in_unit[k];
         lay->unit_size[u] = (in_unit[k] + unit_multiple - 1) / unit_multiple * unit_multiple;
         lay->unit_offset[u] = off;
@@ -123,7 +122,8 @@ static inline void layout_init(ParamLayout* lay, const GPT2Config* c, size_t uni
 
 // Offset in the slab of tensor t of layer `layer` (layer is ignored for non-block tensors).
 static inline size_t tensor_offset(const ParamLayout* lay, const GPT2Config* c, int t, int layer) {
-    return lay->unit_offset[unit_of(c, t, layer)] + lay->offset_in_unit[t];
+    (void)c;
+    return lay->unit_offset[unit_of(t, layer)] + lay->offset_in_unit[t];
 }
 
 // The config from a model file header (header[2..7] = maxT, V, L, NH, C, Vp), checked so a
@@ -136,7 +136,7 @@ static inline void config_from_header(GPT2Config* c, const int* header, const ch
     c->channels = header[6];
     c->padded_vocab_size = header[7];
     if (c->max_seq_len <= 0 || c->max_seq_len > 1 << 20 || c->vocab_size <= 0 || c->vocab_size > 1 << 20 ||
-        c->num_layers <= 0 || c->num_layers > MAX_UNITS - 2 || c->num_heads <= 0 || c->channels <= 0 ||
+        c->num_layers <= 0 || c->num_layers > MAX_UNITS - 1 || c->num_heads <= 0 || c->channels <= 0 ||
         c->channels > 1 << 16 || c->channels % c->num_heads != 0 ||
         c->padded_vocab_size < c->vocab_size || c->padded_vocab_size > c->vocab_size + 1024) {
         fail("'%s' has an invalid config: maxT %d, V %d, L %d, NH %d, C %d, Vp %d",

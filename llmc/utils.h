@@ -23,6 +23,9 @@ static inline void set_error_rank(int rank, int world_size) {
     if (world_size > 1) { snprintf(g_rank_prefix, sizeof(g_rank_prefix), "[rank %d] ", rank); }
 }
 
+// Called by fail() before it exits; a multi-process run sets it to take all ranks down.
+static void (*g_fail_hook)(void) = NULL;
+
 // Print one line to stderr and exit(1). Used for every user-facing error.
 static inline void __attribute__((noreturn, format(printf, 1, 2))) fail(const char* fmt, ...) {
     va_list ap;
@@ -32,6 +35,7 @@ static inline void __attribute__((noreturn, format(printf, 1, 2))) fail(const ch
     fprintf(stderr, "\n");
     va_end(ap);
     fflush(stderr);
+    if (g_fail_hook != NULL) { g_fail_hook(); }
     exit(EXIT_FAILURE);
 }
 

@@ -1,0 +1,172 @@
+/*
+Communication for the CPU trainer: the few collectives the ZeRO stages need, over MPI when
+built with USE_MPI (make does that when mpicc is found), else for one process.
+
+Every collective adds its bus bytes (nccl-tests' convention, DESIGN.md §5) to a counter of its
+kind, so the trainer can print what it moved and the tests can hold it to the plan. Bootstrap
+and error plumbing stay here, away from the sharding logic in train_gpt2.c.
+*/
+#ifndef LLMC_MPI_COMM_H
+#define LLMC_MPI_COMM_H
+
+#include <stddef.h>
+#include <string.h>
+#include <limits.h>
+#include "utils.h"
+#ifdef USE_MPI
+#include <mpi.h>
+#endif
+
+typedef enum { COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_SCALARS, NUM_COLL_KINDS } CollKind;
+static const char* const COLL_NAMES[NUM_COLL_KINDS] = {"reduce-scatter", "all-gather", "scalars"};
+
+typedef struct {
+    int rank;
+    int world_size;
+    double bus_bytes[NUM_COLL_KINDS]; // since the last comm_reset_counters
+} Comm;
+
+#ifdef USE_MPI
+typedef MPI_Request CommRequest;
+#define COMM_REQUEST_NULL MPI_REQUEST_NULL
+
+static inline void mpi_check(int rc, const char* what, const char* file, int line) {
+    if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        fail("MPI error in %s: %s [%s:%d]", what, msg, file, line);
+    }
+}
+#define mpiCheck(call) mpi_check((call), #call, __FILE__, __LINE__)
+
+// A failing rank takes the whole job down: the other ranks would otherwise wait forever in
+// their next collective.
+static void comm_abort_hook(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
+#else
+typedef int CommRequest;
+#define COMM_REQUEST_NULL 0
+#endif
+
+static inline void comm_init(Comm* comm, int* argc, char*** argv) {
+    memset(comm, 0, sizeof(*comm));
+    comm->world_size = 1;
+#ifdef USE_MPI
+    mpiCheck(MPI_Init(argc, argv));
+    mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
+    mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm->world_size));
+    set_error_rank(comm->rank, comm->world_size);
+    if (comm->world_size > 1) { g_fail_hook = comm_abort_hook; }
+#else
+    (void)argc; (void)argv;
+#endif
+}
+
+static inline void comm_finalize(Comm* comm) {
+    (void)comm;
+#ifdef USE_MPI
+    MPI_Finalize();
+#endif
+}
+
+static inline void comm_reset_counters(Comm* comm) { memset(comm->bus_bytes, 0, sizeof(comm->bus_bytes)); }
+
+static inline int comm_count(size_t n, const char* what) {
+    if (n > INT_MAX) { fail("%s of %zu elements per rank exceeds MPI's int count", what, n); }
+    return (int)n;
+}
+
+// Starts recv (n) = the sum over ranks of this rank's slice of send (N*n): rank r gets the sum
+// of every rank's send[r*n .. (r+1)*n).
+static inline void comm_reduce_scatter_start(Comm* comm, const float* send, float* recv, size_t n, CommRequest* req) {
+    comm->bus_bytes[COLL_REDUCE_SCATTER] += (double)n * sizeof(float) * (comm->world_size - 1);
+#ifdef USE_MPI
+    mpiCheck(MPI_Ireduce_scatter_block(send, recv, comm_count(n, "reduce-scatter"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req));
+#else
+    memcpy(recv, send, n * sizeof(float));
+    *req = COMM_REQUEST_NULL;
+#endif
+}
+
+// Starts recv (N*n) = every rank's send (n) side by side, in rank order.
+static inline void comm_all_gather_start(Comm* comm, const float* send, float* recv, size_t n, CommRequest* req) {
+    comm->bus_bytes[COLL_ALL_GATHER] += (double)n * sizeof(float) * (comm->world_size - 1);
+#ifdef USE_MPI
+    mpiCheck(MPI_Iallgather(send, comm_count(n, "all-gather"), MPI_FLOAT, recv, (int)n, MPI_FLOAT, MPI_COMM_WORLD, req));
+#else
+    if (recv != send) { memcpy(recv, send, n * sizeof(float)); }
+    *req = COMM_REQUEST_NULL;
+#endif
+}
+
+// Starts the all-gather in place: buf (N*n) holds this rank's part at buf[rank*n], and gets
+// every rank's part.
+static inline void comm_all_gather_inplace_start(Comm* comm, float* buf, size_t n, CommRequest* req) {
+    comm->bus_bytes[COLL_ALL_GATHER] += (double)n * sizeof(float) * (comm->world_size - 1);
+#ifdef USE_MPI
+    mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, comm_count(n, "all-gather"), MPI_FLOAT, MPI_COMM_WORLD, req));
+#else
+    (void)buf;
+    *req = COMM_REQUEST_NULL;
+#endif
+}
+
+static inline void comm_wait(Comm* comm, CommRequest* req) {
+    (void)comm;
+#ifdef USE_MPI
+    mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE));
+#else
+    *req = COMM_REQUEST_NULL;
+#endif
+}
+
+// all[r] = rank r's value, on every rank. Summing `all` in rank order gives every rank, and
+// every stage, the same bits (an MPI_Allreduce may sum in any order).
+static inline void comm_gather_doubles(Comm* comm, double mine, double* all) {
+    comm->bus_bytes[COLL_SCALARS] += (double)sizeof(double) * (comm->world_size - 1);
+#ifdef USE_MPI
+    mpiCheck(MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD));
+#else
+    all[0] = mine;
+#endif
+}
+
+// The sum over ranks of `mine`, in rank order.
+static inline double comm_sum(Comm* comm, double mine) {
+    double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
+    comm_gather_doubles(comm, mine, all);
+    double sum = 0.0;
+    for (int r = 0; r < comm->world_size; r++) { sum += all[r]; }
+    free(all);
+    return sum;
+}
+
+// Checks every rank was started with the same command line (mpirun can start different ones:
+// `mpirun -np 1 ./a -b 4 : -np 1 ./a -b 2`). On a mismatch rank 0 names it and all ranks exit.
+static inline void comm_check_same_args(Comm* comm, int argc, char** argv) {
+    char mine[2048] = {0};
+    for (int i = 1; i < argc; i++) {
+        strncat(mine, argv[i], sizeof(mine) - strlen(mine) - 2);
+        strncat(mine, " ", sizeof(mine) - strlen(mine) - 1);
+    }
+#ifdef USE_MPI
+    if (comm->world_size == 1) { return; }
+    char* all = (char*)mallocCheck(sizeof(mine) * comm->world_size);
+    mpiCheck(MPI_Allgather(mine, sizeof(mine), MPI_CHAR, all, sizeof(mine), MPI_CHAR, MPI_COMM_WORLD));
+    for (int r = 1; r < comm->world_size; r++) {
+        const char* theirs = all + sizeof(mine) * r;
+        if (strcmp(all, theirs) != 0) {
+            if (comm->rank == 0) {
+                fprintf(stderr, "error: ranks disagree on flags: rank 0 has '%s', rank %d has '%s'\n", all, r, theirs);
+            }
+            MPI_Finalize(); // every rank saw the mismatch: a clean exit, nobody is left waiting
+            exit(EXIT_FAILURE);
+        }
+    }
+    free(all);
+#else
+    (void)comm;
+#endif
+}
+
+#endif // LLMC_MPI_COMM_H

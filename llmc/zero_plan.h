@@ -1,0 +1,157 @@
+/*
+The ZeRO sharding plan: plain C, no MPI or CUDA, shared by the CPU and CUDA trainers, so the
+CPU build tests the same arithmetic the GPU build uses (DESIGN.md §3-§4).
+
+From the model config, the world size N and the stage it computes:
+- the units (llmc/gpt2_layout.h), each padded to a multiple of N*align so that rank r owns the
+  slice [r*S_u, (r+1)*S_u) of unit u: a shard is an offset and a length, never a divisibility
+  error;
+- where each rank's shards live in its shard slab (the units' own slices, one after another);
+- the bytes each rank holds per category (params, grads, optimizer state, gather buffers), and
+  the ZeRO paper's formula beside them;
+- the bytes each rank communicates per step per collective kind, counted like nccl-tests' bus
+  bytes: reduce-scatter or all-gather of a full buffer of S bytes = S*(N-1)/N per rank.
+
+The stages (P = padded parameter count, K = optimizer bytes per parameter):
+  stage 0  nothing sharded      grads reduce-scattered, then all-gathered (an all-reduce)
+  stage 1  optimizer state      grads reduce-scattered; own shard updated; params all-gathered
+  stage 2  + gradients          as 1, but each unit's grads reduce-scattered as its backward
+                                ends into the grad shard; full grads exist for a few units only
+  stage 3  + parameters         each unit all-gathered before its forward and its backward,
+                                released after; grads reduce-scattered; no gather after update
+
+Choices the plan counts (and the trainers follow):
+- Unit 0 (wte, wpe, lnf) is used at both ends. Stage 3 gathers it for the encoder and again for
+  lnf + LM head; it stays gathered from the head's forward into the head's backward, which
+  comes right after (re-gathering it at once would only cost). The encoder's backward needs no
+  parameters. So unit 0 is gathered twice per micro-step, or once with reshard 'never'.
+- Its gradient gets the LM head's part first in the backward and the encoder's part last; in
+  stages 2-3 its full gradient lives through the whole backward and is reduce-scattered once
+  (memory: one unit-0 gradient buffer) rather than twice (communication).
+- Block gradients in stages 2-3 go to two block-sized buffers, alternating, so the
+  reduce-scatter of block l can run while block l-1's backward computes.
+- Gradient accumulation: every stage keeps summing the local gradient over the micro-steps and
+  reduce-scatters once, on the last micro-step, so accumulation never multiplies gradient
+  communication. The price in stages 2-3 is a full local gradient buffer while accumulating
+  (what FSDP's no_sync does); reduce-scattering every micro-step (DeepSpeed's choice) would
+  keep the memory and multiply the traffic instead.
+- reshard_after_forward (stage 3): 'default' frees each block after its forward except the
+  last, which backward needs first; 'always' frees every block (each is gathered twice:
+  exactly 1.5x stage 0's traffic); 'never' keeps every block gathered from its forward to its
+  backward (params cost as in stage 2, no second gather).
+- prefetch depth D (stage 3): gather the next D units while the current one computes; it
+  needs D+1 block buffers ('never' needs L).
+*/
+#ifndef LLMC_ZERO_PLAN_H
+#define LLMC_ZERO_PLAN_H
+
+#include <stddef.h>
+#include <string.h>
+#include "gpt2_layout.h"
+
+typedef enum { RESHARD_DEFAULT = 0, RESHARD_ALWAYS = 1, RESHARD_NEVER = 2 } ReshardPolicy;
+static const char* const RESHARD_NAMES[] = {"default", "always", "never"};
+
+// Bytes per element of each kind of state, which differ between the trainers.
+typedef struct {
+    int param;     // CPU fp32: 4; CUDA bf16: 2
+    int grad;      // CPU fp32: 4; CUDA bf16: 2
+    int optimizer; // CPU m + v: 8; CUDA fp32 master + m + v: 12
+} StateBytes;
+
+typedef struct {
+    // what the plan was made for
+    int stage;                  // 0..3
+    int world_size;             // N
+    int grad_accum;             // micro-steps per optimizer step
+    ReshardPolicy reshard;      // stage 3 only
+    int prefetch;               // stage 3 only: units gathered ahead
+    StateBytes bytes;
+    ParamLayout layout;         // units padded to a multiple of N * align
+    // shards
+    size_t shard_size[MAX_UNITS];   // S_u = unit_size[u] / N
+    size_t shard_offset[MAX_UNITS]; // where unit u's shard starts in the shard slab
+    size_t shard_total;             // sum of S_u = layout.total / N
+    size_t max_shard_size;          // the largest S_u
+    // buffers
+    int block_gather_buffers;       // stage 3: block-sized parameter buffers (0 otherwise)
+    int full_grads;                 // 1 if a full local gradient slab exists
+    // per-rank memory, bytes
+    size_t mem_params, mem_grads, mem_optimizer, mem_buffers;
+    size_t zero_params, zero_grads, zero_optimizer; // the ZeRO paper's formula for the stage
+    // per-rank communication per optimizer step, bus bytes
+    double comm_reduce_scatter, comm_all_gather;
+    int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the blocks
+} ZeroPlan;
+
+// Bus bytes of a reduce-scatter or all-gather of a full buffer of `bytes` over N ranks.
+static inline double bus_bytes(double bytes, int N) { return bytes * (N - 1) / N; }
+
+// The lowest multiple of `a` that is >= x.
+static inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, int world_size, int grad_accum,
+                                  ReshardPolicy reshard, int prefetch, StateBytes bytes, size_t align) {
+    memset(p, 0, sizeof(*p));
+    p->stage = stage;
+    p->world_size = world_size;
+    p->grad_accum = grad_accum;
+    p->reshard = reshard;
+    p->prefetch = prefetch;
+    p->bytes = bytes;
+    size_t N = (size_t)world_size;
+    layout_init(&p->layout, c, N * align);
+    const ParamLayout* lay = &p->layout;
+    size_t off = 0;
+    for (int u = 0; u < lay->num_units; u++) {
+        p->shard_size[u] = lay->unit_size[u] / N;
+        p->shard_offset[u] = off;
+        off += p->shard_size[u];
+        if (p->shard_size[u] > p->max_shard_size) { p->max_shard_size = p->shard_size[u]; }
+    }
+    p->shard_total = off;
+    size_t P = lay->total, PN = p->shard_total;
+    size_t unit0 = lay->unit_size[0], block = lay->unit_size[1];
+    int L = c->num_layers;
+
+    // parameters: full slab, or the shard plus gather buffers for unit 0 and some blocks
+    p->block_gather_buffers = stage < 3 ? 0 : (reshard == RESHARD_NEVER ? L : prefetch + 1);
+    if (p->block_gather_buffers > L) { p->block_gather_buffers = L; }
+    p->mem_params = (stage < 3 ? P : PN) * bytes.param;
+    if (stage == 3) { p->mem_buffers += (unit0 + (size_t)p->block_gather_buffers * block) * bytes.param; }
+    // gradients: full slab (stages 0-1, or any stage while accumulating), else the shard plus
+    // the unit-0 buffer and two block buffers; stages 0-1 reduce-scatter into a one-shard buffer
+    p->full_grads = stage < 2 || grad_accum > 1;
+    p->mem_grads = (p->full_grads ? P : 0) * bytes.grad;
+    if (stage >= 2) {
+        p->mem_grads += PN * bytes.grad;
+        if (!p->full_grads) { p->mem_grads += (unit0 + 2 * block) * bytes.grad; }
+    } else {
+        p->mem_buffers += p->max_shard_size * bytes.grad;
+    }
+    // optimizer state: full on every rank in stage 0, the shard from stage 1 on
+    p->mem_optimizer = (stage == 0 ? P : PN) * bytes.optimizer;
+    // the formula of the ZeRO paper (no buffers)
+    p->zero_params = (stage < 3 ? P : PN) * bytes.param;
+    p->zero_grads = (stage < 2 ? P : PN) * bytes.grad;
+    p->zero_optimizer = (stage < 1 ? P : PN) * bytes.optimizer;
+
+    // communication: one reduce-scatter of every unit's grads per step; then stage 0
+    // all-gathers the grads, stages 1-2 the updated params, and stage 3 gathers units as it goes
+    p->comm_reduce_scatter = bus_bytes((double)P * bytes.grad, world_size);
+    if (stage == 0) { p->comm_all_gather = bus_bytes((double)P * bytes.grad, world_size); }
+    if (stage == 1 || stage == 2) { p->comm_all_gather = bus_bytes((double)P * bytes.param, world_size); }
+    if (stage == 3) {
+        p->unit0_gathers = reshard == RESHARD_NEVER ? 1 : 2;
+        p->block_gathers = L + (reshard == RESHARD_ALWAYS ? L : reshard == RESHARD_DEFAULT ? L - 1 : 0);
+        double per_micro = (double)p->unit0_gathers * unit0 + (double)p->block_gathers * block;
+        p->comm_all_gather = bus_bytes(per_micro * bytes.param, world_size) * grad_accum;
+    }
+}
+
+// Rank r's slice of unit u, as an offset into the full slab.
+static inline size_t zero_slice_offset(const ZeroPlan* p, int u, int rank) {
+    return p->layout.unit_offset[u] + (size_t)rank * p->shard_size[u];
+}
+
+#endif // LLMC_ZERO_PLAN_H

@@ -17,7 +17,7 @@ HEADERS = $(wildcard llmc/*.h)
 
 .PHONY: all test demo data references clean
 
-all: train_gpt2 test_gpt2
+all: train_gpt2 test_gpt2 dev/test/test_zero_plan
 
 # train_gpt2 runs the ZeRO stages under mpirun when built with MPI (OpenMPI's mpicc); without
 # it, the same source builds the single-process trainer.
@@ -35,6 +35,9 @@ train_gpt2: train_gpt2.c $(HEADERS)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) $< -o $@ $(LDLIBS)
 
 test_gpt2: test_gpt2.c train_gpt2.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+dev/test/test_zero_plan: dev/test/test_zero_plan.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 # --- data: GPT-2 BPE through the npm package js-tiktoken (pinned in package-lock.json)
@@ -56,7 +59,7 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 data references
+test: train_gpt2 test_gpt2 dev/test/test_zero_plan data references
 	bash dev/test/run_tests.sh
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
@@ -65,4 +68,4 @@ demo: train_gpt2 data
 	@echo "loss curve: log_demo/main.log; model: log_demo/model_00000300.bin"
 
 clean:
-	rm -f train_gpt2 test_gpt2
+	rm -f train_gpt2 test_gpt2 dev/test/test_zero_plan

@@ -1475,8 +1475,8 @@ int main(int argc, char** argv) {
     if (depth > 0) { config = config_for_depth(depth, args.T > 1024 ? args.T : 1024); }
     else { model_fp = model_file_open(args.model, &config); }
     if (args.T > config.max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args.T, config.max_seq_len); }
-    if (args.gen_len > config.max_seq_len) { fail("flag -g %d exceeds the model's maximum sequence length %d", args.gen_len, config.max_seq_len); }
-    if (args.gen_len > args.B * args.T) { fail("flag -g %d exceeds B*T = %d, the tokens the activations hold", args.gen_len, args.B * args.T); }
+    if (args.sample_every > 0 && args.gen_len > config.max_seq_len) { fail("flag -g %d exceeds the model's maximum sequence length %d", args.gen_len, config.max_seq_len); }
+    if (args.sample_every > 0 && args.gen_len > args.B * args.T) { fail("flag -g %d exceeds B*T = %d, the tokens the activations hold", args.gen_len, args.B * args.T); }
     int tokens_per_micro = args.B * args.T * N;
     int total_batch = args.total_batch == -1 ? tokens_per_micro : args.total_batch;
     if (total_batch <= 0 || total_batch % tokens_per_micro != 0) {

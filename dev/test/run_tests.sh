@@ -24,7 +24,9 @@ run_test() { # run_test NAME COMMAND...
 }
 run_test "test_gpt2 (GPT-2 124M vs PyTorch)" ./test_gpt2 gpt2_124M
 run_test "test_gpt2 (tiny vs PyTorch)" ./test_gpt2 gpt2_tiny
+run_test "sharding plan and sampler" ./dev/test/test_zero_plan
 run_test "bad input" bash dev/test/test_bad_input.sh
 run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
+run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
 echo "$total_passed passed, $total_failed failed"
 [ $total_failed -eq 0 ]

@@ -1,0 +1,173 @@
+/*
+Unit tests of the sharding plan (llmc/zero_plan.h) and the data loader's distributed sampler,
+against exact theory: shards partition every unit; memory per rank follows the ZeRO formula
+and shrinks stage by stage as DESIGN.md §4 says; bytes per step follow the bus-byte counts
+(stage 3 with reshard 'always' moves exactly 1.5x stage 0); N ranks read disjoint tokens.
+    make dev/test/test_zero_plan && dev/test/test_zero_plan
+*/
+#include <stdio.h>
+#include <math.h>
+#include "../../llmc/zero_plan.h"
+#include "../../llmc/dataloader.h"
+
+static int g_passed = 0, g_failed = 0;
+#define CHECK(cond, ...) do { \
+    if (cond) { g_passed++; } \
+    else { g_failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
+} while (0)
+
+static const StateBytes CPU = {4, 4, 8};
+static const StateBytes CUDA = {2, 2, 12};
+
+// The units tile the slab; every tensor of every layer lies inside its unit's real elements,
+// without overlaps; rank slices partition each unit.
+static void check_layout(const char* name, const GPT2Config* c, int N) {
+    ZeroPlan p;
+    zero_plan_init(&p, c, 1, N, 1, RESHARD_DEFAULT, 0, CPU, 16);
+    const ParamLayout* lay = &p.layout;
+    CHECK(lay->num_units == c->num_layers + 1, "%s N=%d: %d units", name, N, lay->num_units);
+    size_t off = 0, shard_off = 0, real = 0;
+    for (int u = 0; u < lay->num_units; u++) {
+        CHECK(lay->unit_offset[u] == off, "%s N=%d unit %d starts at %zu, expected %zu", name, N, u, lay->unit_offset[u], off);
+        CHECK(lay->unit_size[u] % (16 * (size_t)N) == 0, "%s N=%d unit %d size %zu not a multiple of 16N", name, N, u, lay->unit_size[u]);
+        CHECK(lay->unit_size[u] >= lay->unit_numel[u] && lay->unit_size[u] < lay->unit_numel[u] + 16 * (size_t)N,
+              "%s N=%d unit %d padded %zu -> %zu", name, N, u, lay->unit_numel[u], lay->unit_size[u]);
+        CHECK(p.shard_size[u] * N == lay->unit_size[u], "%s N=%d unit %d: %d slices of %zu != %zu", name, N, u, N, p.shard_size[u], lay->unit_size[u]);
+        CHECK(p.shard_offset[u] == shard_off, "%s N=%d unit %d shard offset %zu != %zu", name, N, u, p.shard_offset[u], shard_off);
+        for (int r = 0; r < N; r++) {
+            CHECK(zero_slice_offset(&p, u, r) == lay->unit_offset[u] + r * p.shard_size[u], "%s slice", name);
+        }
+        off += lay->unit_size[u];
+        shard_off += p.shard_size[u];
+        real += lay->unit_numel[u];
+    }
+    CHECK(off == lay->total && shard_off == p.shard_total && p.shard_total * N == lay->total,
+          "%s N=%d: total %zu, shards %zu", name, N, lay->total, p.shard_total);
+    CHECK(real == lay->num_parameters, "%s N=%d: %zu real elements != %zu parameters", name, N, real, lay->num_parameters);
+    // every tensor copy inside its unit's real part, no two overlapping: mark each element once
+    unsigned char* seen = (unsigned char*)callocCheck(lay->total, 1);
+    size_t marked = 0;
+    int overlap = 0, outside = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        for (int l = 0; l < tensor_copies(c, t); l++) {
+            size_t o = tensor_offset(lay, c, t, l);
+            int u = unit_of(t, l);
+            if (o < lay->unit_offset[u] || o + tensor_numel(c, t) > lay->unit_offset[u] + lay->unit_numel[u]) { outside++; }
+            for (size_t i = 0; i < tensor_numel(c, t); i++) { overlap += seen[o + i]; seen[o + i] = 1; marked++; }
+        }
+    }
+    CHECK(overlap == 0 && outside == 0 && marked == lay->num_parameters,
+          "%s N=%d: %d overlapping elements, %d tensors outside their unit", name, N, overlap, outside);
+    free(seen);
+}
+
+// Memory and bytes per rank against the formulas of DESIGN.md §4-§5.
+static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, StateBytes sb) {
+    ZeroPlan p[4];
+    for (int s = 0; s < 4; s++) { zero_plan_init(&p[s], c, s, N, 1, RESHARD_ALWAYS, 1, sb, 16); }
+    size_t P = p[0].layout.total, PN = P / N;
+    size_t unit0 = p[0].layout.unit_size[0], block = p[0].layout.unit_size[1];
+    // the ZeRO formula: K-byte optimizer state sharded from stage 1, grads from 2, params at 3
+    CHECK(p[0].zero_params == P * sb.param && p[0].zero_grads == P * sb.grad && p[0].zero_optimizer == P * sb.optimizer, "%s N=%d stage 0 formula", name, N);
+    CHECK(p[1].zero_params == P * sb.param && p[1].zero_grads == P * sb.grad && p[1].zero_optimizer == PN * sb.optimizer, "%s N=%d stage 1 formula", name, N);
+    CHECK(p[2].zero_params == P * sb.param && p[2].zero_grads == PN * sb.grad && p[2].zero_optimizer == PN * sb.optimizer, "%s N=%d stage 2 formula", name, N);
+    CHECK(p[3].zero_params == PN * sb.param && p[3].zero_grads == PN * sb.grad && p[3].zero_optimizer == PN * sb.optimizer, "%s N=%d stage 3 formula", name, N);
+    // what the plan allocates beyond the formula: named buffers, nothing else
+    CHECK(p[0].mem_params == P * sb.param && p[0].mem_grads == P * sb.grad && p[0].mem_optimizer == P * sb.optimizer, "%s stage 0 alloc", name);
+    CHECK(p[1].mem_optimizer == PN * sb.optimizer, "%s stage 1 optimizer", name);
+    CHECK(p[2].mem_grads == (PN + unit0 + 2 * block) * sb.grad, "%s stage 2 grads = shard + unit 0 + 2 blocks", name);
+    CHECK(p[3].mem_params == PN * sb.param && p[3].mem_buffers == (unit0 + 2 * block) * sb.param,
+          "%s stage 3 params = shard, buffers = unit 0 + (prefetch+1) blocks", name);
+    // bytes per step: an all-reduce's bus bytes 2*S*(N-1)/N, done as reduce-scatter + all-gather
+    double S = (double)P * sb.grad, ring = (double)(N - 1) / N;
+    for (int s = 0; s < 3; s++) {
+        CHECK(fabs(p[s].comm_reduce_scatter + p[s].comm_all_gather - 2 * S * ring) < 0.5, "%s N=%d stage %d bytes", name, N, s);
+    }
+    double stage0 = p[0].comm_reduce_scatter + p[0].comm_all_gather;
+    double stage3 = p[3].comm_reduce_scatter + p[3].comm_all_gather;
+    CHECK(N == 1 ? stage3 == 0 : fabs(stage3 / stage0 - 1.5) < 1e-12, "%s N=%d: stage 3 (always) moves %.6fx stage 0, not 1.5x", name, N, stage3 / stage0);
+    ZeroPlan never, dflt, accum;
+    zero_plan_init(&never, c, 3, N, 1, RESHARD_NEVER, 1, sb, 16);
+    zero_plan_init(&dflt, c, 3, N, 1, RESHARD_DEFAULT, 1, sb, 16);
+    zero_plan_init(&accum, c, 3, N, 3, RESHARD_ALWAYS, 1, sb, 16);
+    CHECK(fabs(never.comm_reduce_scatter + never.comm_all_gather - stage0) < 0.5, "%s N=%d: 'never' should move what stage 0 moves", name, N);
+    CHECK(fabs(stage3 - (dflt.comm_reduce_scatter + dflt.comm_all_gather) - block * sb.param * ring) < 0.5,
+          "%s N=%d: 'default' should save exactly one block gather", name, N);
+    CHECK(accum.comm_reduce_scatter == p[3].comm_reduce_scatter && fabs(accum.comm_all_gather - 3 * p[3].comm_all_gather) < 0.5,
+          "%s N=%d: accumulation x3 must keep one reduce-scatter and gather 3x", name, N);
+    CHECK(never.mem_buffers == (unit0 + (size_t)c->num_layers * block) * sb.param, "%s 'never' holds every block", name);
+}
+
+// For GPT-2 124M: per-rank memory shrinks at every stage (DESIGN.md §4's table).
+static void check_shrinks(const GPT2Config* c, int N, StateBytes sb) {
+    size_t prev = (size_t)-1;
+    for (int s = 0; s < 4; s++) {
+        ZeroPlan p;
+        zero_plan_init(&p, c, s, N, 1, RESHARD_DEFAULT, 1, sb, 16);
+        size_t total = p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers;
+        CHECK(total < prev, "124M N=%d: stage %d holds %zu bytes, not less than stage %d's %zu", N, s, total, s - 1, prev);
+        printf("GPT-2 124M, N=%d, %s: stage %d holds %.1f MB per rank (params %.1f, grads %.1f, optimizer %.1f, buffers %.1f)\n",
+               N, sb.param == 4 ? "CPU fp32" : "CUDA bf16", s, total / 1048576.0, p.mem_params / 1048576.0,
+               p.mem_grads / 1048576.0, p.mem_optimizer / 1048576.0, p.mem_buffers / 1048576.0);
+        prev = total;
+    }
+}
+
+// N loaders on one shard: over one epoch their batches never overlap (the last token of a
+// batch is the next batch's first input, so compare input positions), in order and shuffled.
+static void check_sampler(const char* path, int N, int shuffle) {
+    int B = 2, T = 16;
+    DataLoader dl[8];
+    size_t ntok = 0;
+    for (int r = 0; r < N; r++) { dataloader_init(&dl[r], path, B, T, r, N, 65536, shuffle, 42); }
+    FILE* fp = fopenCheck(path, "rb");
+    ntok = shard_check(path, fp);
+    fclose(fp);
+    unsigned char* owner = (unsigned char*)callocCheck(ntok, 1);
+    size_t batches = dataloader_num_batches(&dl[0]), clashes = 0, covered = 0;
+    for (size_t b = 0; b < batches; b++) {
+        for (int r = 0; r < N; r++) {
+            size_t slot = dl[r].slot_order[dl[r].slot_idx];
+            size_t start = slot * N * B * T + (size_t)r * B * T;
+            dataloader_next_batch(&dl[r]);
+            for (size_t i = start; i < start + (size_t)B * T; i++) { clashes += owner[i] != 0; owner[i] = (unsigned char)(r + 1); covered++; }
+        }
+    }
+    CHECK(clashes == 0, "sampler N=%d shuffle=%d: %zu positions read by two ranks", N, shuffle, clashes);
+    CHECK(covered == batches * N * B * T && covered <= ntok - 1, "sampler N=%d: covered %zu of %zu tokens", N, covered, ntok);
+    // the same seed gives every rank the same slot order, and the order differs from file order
+    if (shuffle) {
+        int same = 1, moved = 0;
+        for (size_t i = 0; i < dl[0].num_slots; i++) {
+            same &= dl[0].slot_order[i] == dl[N - 1].slot_order[i];
+            moved |= dl[0].slot_order[i] != i;
+        }
+        CHECK(same && moved, "sampler N=%d: shuffled slot orders must agree across ranks and differ from file order", N);
+    }
+    free(owner);
+    for (int r = 0; r < N; r++) { dataloader_free(&dl[r]); }
+}
+
+int main(int argc, char** argv) {
+    const char* shard = argc > 1 ? argv[1] : "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";
+    GPT2Config d12 = {1024, 50257, 50304, 12, 12, 768};
+    GPT2Config tiny = {1024, 50257, 50304, 2, 4, 64};
+    GPT2Config micro = {8, 100, 128, 3, 1, 4}; // blocks of 260 elements: smaller than 16*N for N >= 17
+    int Ns[] = {1, 2, 3, 4, 7, 8, 64, 512};
+    for (int i = 0; i < 8; i++) {
+        check_layout("micro", &micro, Ns[i]);
+        check_memory_and_comm("micro", &micro, Ns[i], CPU);
+        if (Ns[i] <= 64) {
+            check_layout("tiny", &tiny, Ns[i]);
+            check_memory_and_comm("tiny", &tiny, Ns[i], CPU);
+            check_layout("d12", &d12, Ns[i]);
+            check_memory_and_comm("d12", &d12, Ns[i], CPU);
+            check_memory_and_comm("d12 cuda", &d12, Ns[i], CUDA);
+        }
+    }
+    check_shrinks(&d12, 4, CPU);
+    check_shrinks(&d12, 8, CUDA);
+    for (int N = 1; N <= 4; N++) { check_sampler(shard, N, 0); check_sampler(shard, N, 1); }
+    printf("test_zero_plan: %d passed, %d failed\n", g_passed, g_failed);
+    return g_failed == 0 ? 0 : 1;
+}

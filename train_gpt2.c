@@ -1568,6 +1568,14 @@ int main(int argc, char** argv) {
         free(params);
     }
 
+    // the largest peak resident memory over the ranks (their RSS: all of a rank's memory)
+    double peak = (double)peak_rss_bytes(), peak_max = peak;
+    double* all = (double*)mallocCheck(N * sizeof(double));
+    comm_gather_doubles(&comm, peak, all);
+    for (int r = 0; r < N; r++) { if (all[r] > peak_max) { peak_max = all[r]; } }
+    free(all);
+    if (rank == 0) { printf("peak RSS per rank: max %.1f MB (rank 0: %.1f MB)\n", peak_max / 1048576.0, peak / 1048576.0); }
+
     dataloader_free(&train);
     dataloader_free(&val);
     tokenizer_free(&tokenizer);

@@ -81,22 +81,26 @@ static inline int comm_count(size_t n, const char* what) {
 static inline void comm_reduce_scatter_start(Comm* comm, const float* send, float* recv, size_t n, CommRequest* req) {
     comm->bus_bytes[COLL_REDUCE_SCATTER] += (double)n * sizeof(float) * (comm->world_size - 1);
 #ifdef USE_MPI
-    mpiCheck(MPI_Ireduce_scatter_block(send, recv, comm_count(n, "reduce-scatter"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req));
-#else
-    memcpy(recv, send, n * sizeof(float));
-    *req = COMM_REQUEST_NULL;
+    if (comm->world_size > 1) {
+        mpiCheck(MPI_Ireduce_scatter_block(send, recv, comm_count(n, "reduce-scatter"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req));
+        return;
+    }
 #endif
+    memcpy(recv, send, n * sizeof(float)); // one rank: MPI would only copy, through a temporary
+    *req = COMM_REQUEST_NULL;
 }
 
 // Starts recv (N*n) = every rank's send (n) side by side, in rank order.
 static inline void comm_all_gather_start(Comm* comm, const float* send, float* recv, size_t n, CommRequest* req) {
     comm->bus_bytes[COLL_ALL_GATHER] += (double)n * sizeof(float) * (comm->world_size - 1);
 #ifdef USE_MPI
-    mpiCheck(MPI_Iallgather(send, comm_count(n, "all-gather"), MPI_FLOAT, recv, (int)n, MPI_FLOAT, MPI_COMM_WORLD, req));
-#else
-    if (recv != send) { memcpy(recv, send, n * sizeof(float)); }
-    *req = COMM_REQUEST_NULL;
+    if (comm->world_size > 1) {
+        mpiCheck(MPI_Iallgather(send, comm_count(n, "all-gather"), MPI_FLOAT, recv, (int)n, MPI_FLOAT, MPI_COMM_WORLD, req));
+        return;
+    }
 #endif
+    memcpy(recv, send, n * sizeof(float));
+    *req = COMM_REQUEST_NULL;
 }
 
 // Starts the all-gather in place: buf (N*n) holds this rank's part at buf[rank*n], and gets
@@ -104,17 +108,19 @@ static inline void comm_all_gather_start(Comm* comm, const float* send, float* r
 static inline void comm_all_gather_inplace_start(Comm* comm, float* buf, size_t n, CommRequest* req) {
     comm->bus_bytes[COLL_ALL_GATHER] += (double)n * sizeof(float) * (comm->world_size - 1);
 #ifdef USE_MPI
-    mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, comm_count(n, "all-gather"), MPI_FLOAT, MPI_COMM_WORLD, req));
-#else
-    (void)buf;
-    *req = COMM_REQUEST_NULL;
+    if (comm->world_size > 1) {
+        mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, comm_count(n, "all-gather"), MPI_FLOAT, MPI_COMM_WORLD, req));
+        return;
+    }
 #endif
+    (void)buf; // one rank: its part is already the whole
+    *req = COMM_REQUEST_NULL;
 }
 
 static inline void comm_wait(Comm* comm, CommRequest* req) {
     (void)comm;
 #ifdef USE_MPI
-    mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE));
+    mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE)); // returns at once for MPI_REQUEST_NULL
 #else
     *req = COMM_REQUEST_NULL;
 #endif

@@ -144,4 +144,17 @@ static inline float parse_float(const char* flag, const char* s) {
     return v;
 }
 
+// Peak resident memory of this process in bytes (Linux VmHWM), 0 if unknown.
+static inline size_t peak_rss_bytes(void) {
+    FILE* fp = fopen("/proc/self/status", "r");
+    if (fp == NULL) { return 0; }
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof(line), fp)) {
+        if (strncmp(line, "VmHWM:", 6) == 0) { kb = strtoull(line + 6, NULL, 10); break; }
+    }
+    fclose(fp);
+    return kb * 1024;
+}
+
 #endif // LLMC_UTILS_H

@@ -11,13 +11,7 @@
 # usage: dev/test/test_train_cli.sh   (from anywhere; needs make test's files)
 set -u
 cd "$(dirname "$0")/../.."
-MODEL=gpt2_tiny.bin
-DATA=(-i dev/data/tinyshakespeare/tiny_shakespeare_train.bin -j dev/data/tinyshakespeare/tiny_shakespeare_val.bin)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0; failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+source dev/test/lib.sh
 run() { OMP_NUM_THREADS=${THREADS:-2} ./train_gpt2 -e "$MODEL" "${DATA[@]}" -v 0 -s 0 "$@"; }
 losses() { grep -o 'train loss [0-9.]*' | awk '{print $3}'; }
 
@@ -59,5 +53,4 @@ if run -x 1 -s 1 -g 8 > "$tmp/g.txt" 2>&1 && grep -q "^generating:" "$tmp/g.txt"
     ok "sampling prints generated text"
 else bad "sampling"; tail -3 "$tmp/g.txt"; fi
 
-echo "train cli: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary "train cli"

@@ -17,13 +17,7 @@ cd "$(dirname "$0")/../.."
 if ! command -v mpirun >/dev/null; then echo "mpirun not found: install openmpi-bin"; echo "zero: 0 passed, 1 failed"; exit 1; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 # more ranks than the 2 cores
-MODEL=gpt2_tiny.bin
-DATA=(-i dev/data/tinyshakespeare/tiny_shakespeare_train.bin -j dev/data/tinyshakespeare/tiny_shakespeare_val.bin)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0; failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; }
+source dev/test/lib.sh
 
 # zrun NAME N ARGS...: trains the tiny model on N ranks into $tmp/NAME (log NAME.txt)
 zrun() {
@@ -139,5 +133,4 @@ fails "ranks disagree on flags" "ranks disagree on flags: rank 0 has" \
     mpirun -np 1 "${T[@]}" -b 2 : -np 1 "${T[@]}" -b 4
 fails "-d not a multiple of B*T*ranks" "flag -d 100 must be a positive multiple of B*T*ranks = 4*64*2 = 512" mpirun -np 2 "${T[@]}" -d 100
 
-echo "zero: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+summary "zero"

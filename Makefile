@@ -64,7 +64,7 @@ test: train_gpt2 test_gpt2 dev/test/test_zero_plan data references
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
 demo: train_gpt2 data
-	OMP_NUM_THREADS=$$(nproc) ./train_gpt2 -e d4 -b 16 -t 64 -l 1e-3 -u 20 -q 0.1 -c 0.1 -x 300 -v 50 -s 0 -g 128 -o log_demo
+	OMP_NUM_THREADS=$$(nproc) ./train_gpt2 -e d4 -b 16 -t 64 -l 1e-3 -u 20 -q 0.1 -c 0.1 -x 300 -v 50 -s 100 -g 128 -o log_demo
 	@echo "loss curve: log_demo/main.log; model: log_demo/model_00000300.bin"
 
 clean:

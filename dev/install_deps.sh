@@ -2,15 +2,24 @@
 # Installs what gpt2-zero needs on a fresh Debian machine (run as root): the C toolchain,
 # OpenMPI, Node.js with npm (for the GPT-2 BPE package), and Debian's PyTorch, NumPy and
 # Matplotlib for the reference model and plots. OpenBLAS matters: without it numpy and torch
-# use the reference BLAS and run ~40x slower. Packages already installed are skipped.
+# use the reference BLAS and run ~40x slower. What is already there is skipped; that is
+# judged by the command, not the package name (Node.js from another source brings its own npm,
+# and Debian's npm package would conflict with it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES="gcc make nodejs npm libopenmpi-dev openmpi-bin python3-torch python3-numpy python3-matplotlib libopenblas0-pthread"
 missing=""
-for p in $PACKAGES; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
+need() { missing="$missing $1"; }
+command -v gcc >/dev/null || need gcc
+command -v make >/dev/null || need make
+command -v node >/dev/null || need nodejs
+command -v npm >/dev/null || need npm
+command -v mpicc >/dev/null || need libopenmpi-dev
+command -v mpirun >/dev/null || need openmpi-bin
+/usr/bin/python3 -c "import torch" 2>/dev/null || need python3-torch
+/usr/bin/python3 -c "import numpy" 2>/dev/null || need python3-numpy
+/usr/bin/python3 -c "import matplotlib" 2>/dev/null || need python3-matplotlib
+dpkg-query -W -f='${Status}' libopenblas0-pthread 2>/dev/null | grep -q "install ok installed" || need libopenblas0-pthread
 if [ -n "$missing" ]; then
     echo "installing:$missing"
     export DEBIAN_FRONTEND=noninteractive

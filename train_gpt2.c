@@ -1127,21 +1127,27 @@ void units_release_all(GPT2* model) {
     for (int u = 0; u < model->plan.layout.num_units; u++) { unit_release(model, u); }
 }
 
-// Stages 2-3 without accumulation: blocks alternate between two gradient buffers, so block l's
-// reduce-scatter can still be running while block l-1's backward fills the other one.
-static float* unit_grads(GPT2* model, int u) {
+// Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
+// accumulation) in the unit-0 buffer or one of the two block buffers, block l in slot l % 2.
+static float* unit_grad_buffer(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     if (p->full_grads) { return model->grads + p->layout.unit_offset[u]; }
-    size_t n = p->layout.unit_size[u];
-    float* buf = model->grad_unit0;
+    if (u == 0) { return model->grad_unit0; }
+    return model->grad_blocks + (size_t)((u - 1) % 2) * p->layout.unit_size[u];
+}
+
+// The two block buffers alternate, so block l's reduce-scatter can still be running while block
+// l-1's backward fills the other one; block l-2 waits for block l's to finish.
+static float* unit_grads(GPT2* model, int u) {
+    float* buf = unit_grad_buffer(model, u);
+    if (model->plan.full_grads) { return buf; }
     if (u > 0) {
         int slot = (u - 1) % 2;
         int previous = model->grad_slot_owner[slot];
         if (previous != -1) { comm_wait(model->comm, &model->reduce_req[previous]); }
         model->grad_slot_owner[slot] = u;
-        buf = model->grad_blocks + (size_t)slot * n;
     }
-    memset(buf, 0, n * sizeof(float));
+    memset(buf, 0, model->plan.layout.unit_size[u] * sizeof(float));
     return buf;
 }
 
@@ -1152,8 +1158,7 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
     if (!reduce) { return; }
     const ZeroPlan* p = &model->plan;
     int rank = model->comm->rank;
-    const float* full = p->full_grads ? model->grads + p->layout.unit_offset[u]
-                                      : (u == 0 ? model->grad_unit0 : model->grad_blocks + (size_t)((u - 1) % 2) * p->layout.unit_size[u]);
+    const float* full = unit_grad_buffer(model, u);
     if (p->stage >= 2) {
         comm_reduce_scatter_start(model->comm, full, model->grad_shard + p->shard_offset[u], p->shard_size[u], &model->reduce_req[u]);
     } else {
@@ -1164,6 +1169,16 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
     }
 }
 
+// Every unit of a full slab whose own slices this rank holds: all-gather them in place, all
+// units in flight at once. reqs (one per unit) must be free.
+static void all_gather_units_inplace(GPT2* model, float* slab, CommRequest* reqs) {
+    const ZeroPlan* p = &model->plan;
+    for (int u = 0; u < p->layout.num_units; u++) {
+        comm_all_gather_inplace_start(model->comm, slab + p->layout.unit_offset[u], p->shard_size[u], &reqs[u]);
+    }
+    for (int u = 0; u < p->layout.num_units; u++) { comm_wait(model->comm, &reqs[u]); }
+}
+
 // After the last micro-step's backward: wait for the reductions; stage 0 then all-gathers the
 // reduced slices, which completes its all-reduce.
 static void grads_finish_reduction(GPT2* model) {
@@ -1172,24 +1187,11 @@ static void grads_finish_reduction(GPT2* model) {
         if (p->stage >= 2) { comm_wait(model->comm, &model->reduce_req[u]); }
     }
     model->grad_slot_owner[0] = model->grad_slot_owner[1] = -1;
-    if (p->stage == 0) {
-        CommRequest* reqs = model->reduce_req; // reused: no reduce-scatter is in flight now
-        for (int u = 0; u < p->layout.num_units; u++) {
-            comm_all_gather_inplace_start(model->comm, model->grads + p->layout.unit_offset[u], p->shard_size[u], &reqs[u]);
-        }
-        for (int u = 0; u < p->layout.num_units; u++) { comm_wait(model->comm, &reqs[u]); }
-    }
+    if (p->stage == 0) { all_gather_units_inplace(model, model->grads, model->reduce_req); }
 }
 
 // Stages 1-2: every rank updated its own slices; gather them back into the full params.
-static void params_all_gather(GPT2* model) {
-    const ZeroPlan* p = &model->plan;
-    CommRequest* reqs = model->gather_req; // free in stages 1-2
-    for (int u = 0; u < p->layout.num_units; u++) {
-        comm_all_gather_inplace_start(model->comm, model->params + p->layout.unit_offset[u], p->shard_size[u], &reqs[u]);
-    }
-    for (int u = 0; u < p->layout.num_units; u++) { comm_wait(model->comm, &reqs[u]); }
-}
+static void params_all_gather(GPT2* model) { all_gather_units_inplace(model, model->params, model->gather_req); }
 
 // The full parameters on every rank (for saving): a copy in stages 0-2, all-gathered in stage 3.
 float* gpt2_full_params(GPT2* model) {

@@ -1262,7 +1262,8 @@ int sample_index(const float* probs, int n, float coin) {
 
 // Generates gen_len tokens after <|endoftext|>; rank 0 prints them. Every rank runs it (stage 3
 // needs all ranks for each gather) with the same seed, so all draw the same tokens. The forward
-// runs on B=1 and a growing T (the whole prefix each time: simple, and cheap at these lengths).
+// runs on B=1 over the whole prefix each time (simple, and cheap at these lengths), or over its
+// last T tokens once it is longer than the T the activations were sized for.
 void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len) {
     int eot = tokenizer->init_ok ? tokenizer->eot_token : 50256;
     int print = model->comm->rank == 0;
@@ -1270,9 +1271,10 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
     tokens[0] = eot;
     if (print) { printf("generating:\n---\n"); }
     for (int t = 1; t <= gen_len; t++) {
-        gpt2_forward(model, tokens, NULL, 1, t);
+        int context = t < model->T ? t : model->T;
+        gpt2_forward(model, tokens + t - context, NULL, 1, context);
         units_release_all(model);
-        const float* probs = model->acts.probs + (size_t)(t - 1) * model->config.padded_vocab_size;
+        const float* probs = model->acts.probs + (size_t)(context - 1) * model->config.padded_vocab_size;
         tokens[t] = sample_index(probs, model->config.vocab_size, rng_uniform(rng));
         if (print) { tokenizer_print(tokenizer, tokens[t]); fflush(stdout); }
     }
@@ -1477,8 +1479,6 @@ int main(int argc, char** argv) {
     if (depth > 0) { config = config_for_depth(depth, args.T > 1024 ? args.T : 1024); }
     else { model_fp = model_file_open(args.model, &config); }
     if (args.T > config.max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args.T, config.max_seq_len); }
-    if (args.sample_every > 0 && args.gen_len > config.max_seq_len) { fail("flag -g %d exceeds the model's maximum sequence length %d", args.gen_len, config.max_seq_len); }
-    if (args.sample_every > 0 && args.gen_len > args.B * args.T) { fail("flag -g %d exceeds B*T = %d, the tokens the activations hold", args.gen_len, args.B * args.T); }
     int tokens_per_micro = args.B * args.T * N;
     int total_batch = args.total_batch == -1 ? tokens_per_micro : args.total_batch;
     if (total_batch <= 0 || total_batch % tokens_per_micro != 0) {

@@ -7,7 +7,7 @@
 #  - results do not depend on the thread count (every reduction has a fixed order): the model
 #    after 3 steps is byte-identical with 1 and 2 threads;
 #  - shuffling changes the batches but is reproducible from its seed;
-#  - sampling runs and prints text.
+#  - sampling runs and prints text, also longer than T.
 # usage: dev/test/test_train_cli.sh   (from anywhere; needs make test's files)
 set -u
 cd "$(dirname "$0")/../.."
@@ -47,10 +47,10 @@ if [ -n "$(losses < "$tmp/s1.txt")" ] && [ "$(losses < "$tmp/s1.txt")" = "$(loss
     ok "shuffle: same seed, same losses; different from file order"
 else bad "shuffle: not reproducible or not shuffled"; fi
 
-# sampling
-if run -x 1 -s 1 -g 8 > "$tmp/g.txt" 2>&1 && grep -q "^generating:" "$tmp/g.txt" &&
+# sampling, also past T (the context window slides)
+if run -x 1 -s 1 -t 16 -g 40 > "$tmp/g.txt" 2>&1 && grep -q "^generating:" "$tmp/g.txt" &&
    [ "$(sed -n '/^---$/,/^---$/p' "$tmp/g.txt" | sed '1d;$d' | tr -d '\n' | wc -c)" -gt 0 ]; then
-    ok "sampling prints generated text"
+    ok "sampling 40 tokens with T=16 prints generated text"
 else bad "sampling"; tail -3 "$tmp/g.txt"; fi
 
 summary "train cli"

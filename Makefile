@@ -15,9 +15,9 @@ DATA_DIR = dev/data/tinyshakespeare
 DATA = $(DATA_DIR)/tiny_shakespeare_train.bin $(DATA_DIR)/tiny_shakespeare_val.bin
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test demo data references clean
+.PHONY: all test demo compare data references clean
 
-all: train_gpt2 test_gpt2 dev/test/test_zero_plan
+all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/bench/zero_plan_print
 
 # train_gpt2 runs the ZeRO stages under mpirun when built with MPI (OpenMPI's mpicc); without
 # it, the same source builds the single-process trainer.
@@ -40,6 +40,9 @@ test_gpt2: test_gpt2.c train_gpt2.c $(HEADERS)
 dev/test/test_zero_plan: dev/test/test_zero_plan.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
+dev/bench/zero_plan_print: dev/bench/zero_plan_print.c $(HEADERS)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
 # --- data: GPT-2 BPE through the npm package js-tiktoken (pinned in package-lock.json)
 node_modules/js-tiktoken/package.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -59,7 +62,7 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 dev/test/test_zero_plan data references
+test: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/bench/zero_plan_print data references
 	bash dev/test/run_tests.sh
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
@@ -67,5 +70,9 @@ demo: train_gpt2 data
 	OMP_NUM_THREADS=$$(nproc) ./train_gpt2 -e d4 -b 16 -t 64 -l 1e-3 -u 20 -q 0.1 -c 0.1 -x 300 -v 50 -s 100 -g 128 -o log_demo
 	@echo "loss curve: log_demo/main.log; model: log_demo/model_00000300.bin"
 
+# the ZeRO stages side by side (tiny model, 4 ranks): table, CSV and charts in log_compare/
+compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
+	$(PYTHON) dev/bench/compare_stages.py --out log_compare
+
 clean:
-	rm -f train_gpt2 test_gpt2 dev/test/test_zero_plan
+	rm -f train_gpt2 test_gpt2 dev/test/test_zero_plan dev/bench/zero_plan_print

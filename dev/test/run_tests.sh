@@ -28,5 +28,6 @@ run_test "sharding plan and sampler" ./dev/test/test_zero_plan
 run_test "bad input" bash dev/test/test_bad_input.sh
 run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
+run_test "stage comparison and plots" bash dev/test/test_compare.sh
 echo "$total_passed passed, $total_failed failed"
 [ $total_failed -eq 0 ]

@@ -105,6 +105,7 @@ def charts(args, results, plan_rows):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     labels = ["stage " + STAGE_NAMES[r["stage"]] for r in results]
     x = range(len(results))
     title = "%s, %d ranks, B=%d T=%d" % (os.path.basename(args.model), args.ranks, args.batch, args.seq_len)
@@ -155,6 +156,7 @@ def charts(args, results, plan_rows):
     for r, style in zip(results, ["-", "--", ":", "-."]):
         ax.plot(range(1, len(r["losses"]) + 1), [float(v) for v in r["losses"]], style, lw=2, label=labels[r["stage"]])
     ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_ylabel("train loss (mean over ranks)")
     ax.set_title("Loss by ZeRO stage (identical curves overlap): " + title, fontsize=10)
     ax.legend(fontsize=8)

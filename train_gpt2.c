@@ -29,6 +29,8 @@ sharding schedule -> sampling -> command line -> training loop and main.
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -1308,6 +1310,9 @@ typedef struct {
     int zero_stage;            // -z
     const char* reshard;       // -zr (stage 3)
     int prefetch;              // -zp (stage 3)
+    int checkpoint_every;      // -n (0: never)
+    int checkpoint_keep;       // -nk (0: all)
+    int resume;                // -y
 } TrainArgs;
 
 typedef enum { ARG_STR, ARG_INT, ARG_FLOAT } ArgType;
@@ -1337,6 +1342,9 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-z", ARG_INT, zero_stage, "ZeRO stage: 0 DDP, 1 +optimizer state sharded, 2 +grads, 3 +params (FSDP)"),
     ARG("-zr", ARG_STR, reshard, "stage 3 reshard_after_forward: default (all but the last block), always, never"),
     ARG("-zp", ARG_INT, prefetch, "stage 3 prefetch depth: units gathered ahead (0: off; default 1)"),
+    ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
+    ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
+    ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
 };
 #define NUM_ARGS ((int)(sizeof(ARG_SPECS) / sizeof(ARG_SPECS[0])))
 
@@ -1392,6 +1400,11 @@ static void parse_args(TrainArgs* args, int argc, char** argv, int rank) {
     if (args->zero_stage != 3 && args->reshard != NULL) { fail("flag -zr applies only to -z 3 (got -z %d)", args->zero_stage); }
     if (args->zero_stage != 3 && args->prefetch != -1) { fail("flag -zp applies only to -z 3 (got -z %d)", args->zero_stage); }
     if (args->zero_stage == 3 && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
+    if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
+    if (args->checkpoint_every < 0 || args->checkpoint_keep < 0) { fail("flags -n and -nk expect counts >= 0"); }
+    if ((args->checkpoint_every > 0 || args->resume) && args->output_dir == NULL) {
+        fail("flags -n and -y need an output dir -o for the checkpoints");
+    }
 }
 
 static ReshardPolicy parse_reshard(const char* s) {
@@ -1407,6 +1420,243 @@ static int parse_depth(const char* model) {
     int depth = atoi(model + 1);
     if (depth < 1 || depth > 48) { fail("flag -e: fresh model depth must be 1..48, got '%s'", model); }
     return depth;
+}
+
+// ----------------------------------------------------------------------------
+// checkpoints: the model file (rank 0), a state file per rank, and a DONE marker written last
+//
+// A state file holds this rank's slice [r*S_u, (r+1)*S_u) of every unit's AdamW m and v, cut to
+// the unit's real elements, plus the data position, the sampling RNG and the step. Every stage
+// writes the same slices (stage 0 holds all of m and v but writes only its own slice), so the N
+// files together hold each element once, whatever the stage and the padding: a run can resume on
+// another world size or stage by reassembling the full m and v and cutting out its own part.
+// Every file is written under a temporary name, synced and renamed, and the marker comes last,
+// so a crash at any moment leaves the previous complete checkpoint as it was.
+
+#define STATE_MAGIC 20240601
+#define STATE_VERSION 1
+// the state file's header fields
+enum { SH_MAGIC, SH_VERSION, SH_STEP, SH_RANK, SH_WORLD, SH_STAGE, SH_B, SH_T, SH_L, SH_C, SH_VP, SH_MAXT,
+       SH_EPOCH, SH_SHARD, SH_SLOT, SH_SHUFFLE, SH_RNG_LO, SH_RNG_HI };
+#define MAX_CHECKPOINTS 4096
+
+static void checkpoint_path(char* out, size_t n, const char* dir, const char* kind, int step, int rank) {
+    if (strcmp(kind, "state") == 0) { snprintf(out, n, "%s/state_%08d_%05d.bin", dir, step, rank); }
+    else if (strcmp(kind, "model") == 0) { snprintf(out, n, "%s/model_%08d.bin", dir, step); }
+    else { snprintf(out, n, "%s/DONE_%08d", dir, step); }
+}
+
+// fflush + fsync + close + rename: once this returns, the whole file is on disk under `path`.
+static void commit_file(FILE* fp, const char* tmp, const char* path) {
+    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { fail("cannot write '%s': %s", tmp, strerror(errno)); }
+    fcloseCheck(fp, tmp);
+    if (rename(tmp, path) != 0) { fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
+}
+
+// The part [a, b) of unit u that rank r of `world` owns, cut to the unit's real elements.
+static void owned_range(const ParamLayout* lay, int world, int r, int u, size_t* a, size_t* b) {
+    size_t S = lay->unit_size[u] / world;
+    *a = (size_t)r * S;
+    *b = *a + S;
+    if (*b > lay->unit_numel[u]) { *b = lay->unit_numel[u]; }
+    if (*a > *b) { *a = *b; }
+}
+
+// The steps of the complete checkpoints in dir (those with a DONE marker), ascending.
+static int list_checkpoints(const char* dir, int* steps) {
+    int n = 0;
+    DIR* d = opendir(dir);
+    if (d == NULL) { return 0; }
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL && n < MAX_CHECKPOINTS) {
+        int s;
+        char rest;
+        if (strlen(e->d_name) == 13 && sscanf(e->d_name, "DONE_%8d%c", &s, &rest) == 1) { steps[n++] = s; }
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++) { // insertion sort: few checkpoints
+        int s = steps[i], j = i - 1;
+        while (j >= 0 && steps[j] > s) { steps[j + 1] = steps[j]; j--; }
+        steps[j + 1] = s;
+    }
+    return n;
+}
+
+static int checkpoint_world_size(const char* dir, int step) {
+    char path[1024];
+    checkpoint_path(path, sizeof(path), dir, "DONE", step, -1);
+    FILE* fp = fopenCheck(path, "r");
+    int world = 0;
+    if (fscanf(fp, "%d ranks", &world) != 1 || world < 1 || world > 1 << 20) {
+        fail("'%s' should say how many ranks wrote the checkpoint ('N ranks')", path);
+    }
+    fclose(fp);
+    return world;
+}
+
+static void write_state_file(GPT2* model, const DataLoader* train, const Rng* rng, int step, const char* dir) {
+    const ZeroPlan* p = &model->plan;
+    const GPT2Config* c = &model->config;
+    int rank = model->comm->rank;
+    char path[1024], tmp[1100];
+    checkpoint_path(path, sizeof(path), dir, "state", step, rank);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* fp = fopenCheck(tmp, "wb");
+    int h[HEADER_INTS] = {0};
+    h[SH_MAGIC] = STATE_MAGIC; h[SH_VERSION] = STATE_VERSION; h[SH_STEP] = step; h[SH_RANK] = rank;
+    h[SH_WORLD] = p->world_size; h[SH_STAGE] = p->stage; h[SH_B] = train->B; h[SH_T] = train->T;
+    h[SH_L] = c->num_layers; h[SH_C] = c->channels; h[SH_VP] = c->padded_vocab_size; h[SH_MAXT] = c->max_seq_len;
+    h[SH_EPOCH] = (int)train->epoch; h[SH_SHARD] = (int)train->shard_idx; h[SH_SLOT] = (int)train->slot_idx;
+    h[SH_SHUFFLE] = train->shuffle;
+    h[SH_RNG_LO] = (int)(uint32_t)rng->state; h[SH_RNG_HI] = (int)(uint32_t)(rng->state >> 32);
+    fwriteCheck(h, sizeof(int), HEADER_INTS, fp, tmp);
+    for (int which = 0; which < 2; which++) {
+        const float* state = which == 0 ? model->m : model->v;
+        for (int u = 0; u < p->layout.num_units; u++) {
+            size_t a, b;
+            owned_range(&p->layout, p->world_size, rank, u, &a, &b);
+            // stage 0 holds whole units; stages 1-3 hold the own slice, which starts at element r*S_u
+            const float* src = p->stage == 0 ? state + p->layout.unit_offset[u] + a : state + p->shard_offset[u];
+            fwriteCheck(src, sizeof(float), b - a, fp, tmp);
+        }
+    }
+    commit_file(fp, tmp, path);
+}
+
+// Removes a checkpoint's files, the marker first: a half-removed checkpoint is never "complete".
+static void remove_checkpoint(const char* dir, int step) {
+    char path[1024];
+    int world = checkpoint_world_size(dir, step);
+    checkpoint_path(path, sizeof(path), dir, "DONE", step, -1);
+    remove(path);
+    checkpoint_path(path, sizeof(path), dir, "model", step, -1);
+    remove(path);
+    for (int r = 0; r < world; r++) { checkpoint_path(path, sizeof(path), dir, "state", step, r); remove(path); }
+}
+
+// Saves checkpoint `step` into dir (every rank takes part: stage 3 gathers the params), then
+// keeps only the newest `keep` (0: all).
+static void save_checkpoint(GPT2* model, const DataLoader* train, const Rng* rng, int step, const char* dir, int keep) {
+    Comm* comm = model->comm;
+    char path[1024], tmp[1100];
+    float* params = gpt2_full_params(model);
+    if (comm->rank == 0) {
+        checkpoint_path(path, sizeof(path), dir, "model", step, -1);
+        write_model_file(&model->config, &model->plan.layout, params, path);
+    }
+    free(params);
+    write_state_file(model, train, rng, step, dir);
+    comm_sum(comm, 0.0); // a barrier: every rank's files are in place before the marker
+    if (comm->rank != 0) { return; }
+    checkpoint_path(path, sizeof(path), dir, "DONE", step, -1);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE* fp = fopenCheck(tmp, "w");
+    fprintf(fp, "%d ranks\n", comm->world_size);
+    commit_file(fp, tmp, path);
+    printf("checkpoint %s\n", path);
+    int* steps = (int*)mallocCheck(MAX_CHECKPOINTS * sizeof(int));
+    int n = list_checkpoints(dir, steps);
+    for (int i = 0; keep > 0 && i < n - keep; i++) { remove_checkpoint(dir, steps[i]); }
+    free(steps);
+}
+
+// Loads checkpoint `step` from dir into a model made for this run's world size and stage:
+// params from the model file, m and v reassembled from the N_old state files and cut to this
+// rank's part, the data position (rescaled when N*B*T changed), the sampling RNG.
+static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char* dir, int step) {
+    const ZeroPlan* p = &model->plan;
+    const ParamLayout* lay = &p->layout;
+    const GPT2Config* c = &model->config;
+    char path[1024];
+    // the parameters
+    checkpoint_path(path, sizeof(path), dir, "model", step, -1);
+    GPT2Config saved;
+    FILE* fp = model_file_open(path, &saved);
+    if (memcmp(&saved, c, sizeof(saved)) != 0) {
+        fail("'%s' is a different model (L %d, C %d, maxT %d) from the one given with -e (L %d, C %d, maxT %d)",
+             path, saved.num_layers, saved.channels, saved.max_seq_len, c->num_layers, c->channels, c->max_seq_len);
+    }
+    float* full = (float*)callocCheck(lay->total, sizeof(float));
+    model_file_read(fp, path, c, lay, full);
+    fclose(fp);
+    gpt2_set_params(model, full);
+    // m and v: each old rank's slices, placed by their position inside their unit
+    int world = checkpoint_world_size(dir, step);
+    ParamLayout old;
+    layout_init(&old, c, (size_t)world * UNIT_ALIGN);
+    float* full_v = (float*)callocCheck(lay->total, sizeof(float));
+    int h0[HEADER_INTS] = {0}; // rank 0's header: the data position and the RNG
+    for (int r = 0; r < world; r++) {
+        int h[HEADER_INTS];
+        checkpoint_path(path, sizeof(path), dir, "state", step, r);
+        fp = fopenCheck(path, "rb");
+        read_header(fp, h, path, STATE_MAGIC, "optimizer state");
+        if (h[SH_VERSION] != STATE_VERSION || h[SH_STEP] != step || h[SH_RANK] != r || h[SH_WORLD] != world ||
+            h[SH_L] != c->num_layers || h[SH_C] != c->channels || h[SH_VP] != c->padded_vocab_size || h[SH_MAXT] != c->max_seq_len) {
+            fail("'%s' does not belong to checkpoint %d of %d ranks of this model (version %d, step %d, rank %d of %d, L %d, C %d)",
+                 path, step, world, h[SH_VERSION], h[SH_STEP], h[SH_RANK], h[SH_WORLD], h[SH_L], h[SH_C]);
+        }
+        size_t count = 0;
+        for (int u = 0; u < old.num_units; u++) { size_t a, b; owned_range(&old, world, r, u, &a, &b); count += b - a; }
+        long expected = (long)(HEADER_INTS * sizeof(int) + 2 * count * sizeof(float));
+        if (file_size(fp, path) != expected) {
+            fail("'%s' is %ld bytes, expected %ld: truncated or corrupt", path, file_size(fp, path), expected);
+        }
+        fseekCheck(fp, HEADER_INTS * sizeof(int), SEEK_SET, path);
+        for (int which = 0; which < 2; which++) {
+            float* dst = which == 0 ? full : full_v;
+            for (int u = 0; u < old.num_units; u++) {
+                size_t a, b;
+                owned_range(&old, world, r, u, &a, &b);
+                freadCheck(dst + lay->unit_offset[u] + a, sizeof(float), b - a, fp, path);
+            }
+        }
+        fclose(fp);
+        if (r == 0) { memcpy(h0, h, sizeof(h0)); }
+    }
+    for (int which = 0; which < 2; which++) {
+        float* src = which == 0 ? full : full_v;
+        float* dst = which == 0 ? model->m : model->v;
+        if (p->stage == 0) { memcpy(dst, src, lay->total * sizeof(float)); continue; }
+        for (int u = 0; u < lay->num_units; u++) {
+            memcpy(dst + p->shard_offset[u], src + zero_slice_offset(p, u, model->comm->rank), p->shard_size[u] * sizeof(float));
+        }
+    }
+    free(full);
+    free(full_v);
+    // the data position: exact when ranks x B x T is unchanged, else the same token offset
+    size_t old_slot = (size_t)h0[SH_WORLD] * h0[SH_B] * h0[SH_T];
+    size_t new_slot = (size_t)p->world_size * train->B * train->T;
+    size_t slot = (size_t)h0[SH_SLOT];
+    if (h0[SH_SHUFFLE] != train->shuffle) { fail("checkpoint %d was made with -sh %d; resume it with the same", step, h0[SH_SHUFFLE]); }
+    if (old_slot != new_slot) {
+        if (train->shuffle) { fail("a shuffled run resumes only with the same ranks x B x T (%zu tokens per slot, now %zu)", old_slot, new_slot); }
+        if (slot * old_slot % new_slot != 0) {
+            fail("checkpoint %d stopped at token %zu of its shard, not a multiple of ranks x B x T = %zu", step, slot * old_slot, new_slot);
+        }
+        slot = slot * old_slot / new_slot;
+    }
+    dataloader_seek(train, h0[SH_EPOCH], (size_t)h0[SH_SHARD], slot);
+    rng->state = (uint64_t)(uint32_t)h0[SH_RNG_LO] | ((uint64_t)(uint32_t)h0[SH_RNG_HI] << 32);
+}
+
+// mkdir -p: creates dir and its missing parents (those that exist already are fine).
+static void make_dirs(const char* dir) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s", dir);
+    for (char* p = path + 1; *p; p++) {
+        if (*p == '/') { *p = '\0'; mkdir(path, 0755); *p = '/'; }
+    }
+    mkdir(path, 0755);
+}
+
+// The newest complete checkpoint in dir, or -1.
+static int newest_checkpoint(const char* dir) {
+    int* steps = (int*)mallocCheck(MAX_CHECKPOINTS * sizeof(int));
+    int n = list_checkpoints(dir, steps);
+    int step = n > 0 ? steps[n - 1] : -1;
+    free(steps);
+    return step;
 }
 
 // ----------------------------------------------------------------------------
@@ -1468,6 +1718,7 @@ int main(int argc, char** argv) {
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .reshard = NULL, .prefetch = -1,
+        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0,
     };
     comm_check_same_args(&comm, argc, argv);
     parse_args(&args, argc, argv, rank);
@@ -1517,17 +1768,29 @@ int main(int argc, char** argv) {
         print_memory_table(&model);
     }
 
-    FILE* logfile = NULL;
-    char path[1024];
-    if (args.output_dir != NULL && rank == 0) {
-        mkdir(args.output_dir, 0755); // exists already is fine; fopen below names a real problem
-        snprintf(path, sizeof(path), "%s/main.log", args.output_dir);
-        logfile = fopenCheck(path, "w");
-    }
-
     Rng sample_rng;
     rng_init(&sample_rng, (uint64_t)args.seed + 1);
-    for (int step = 0; step < max_steps; step++) {
+    int start_step = 0;
+    if (args.resume) {
+        start_step = newest_checkpoint(args.output_dir);
+        if (start_step >= 0) {
+            load_checkpoint(&model, &train, &sample_rng, args.output_dir, start_step);
+            if (rank == 0) { printf("resumed from checkpoint %d in %s\n", start_step, args.output_dir); }
+        } else {
+            if (rank == 0) { printf("no complete checkpoint in %s: starting from step 0\n", args.output_dir); }
+            start_step = 0;
+        }
+    }
+
+    FILE* logfile = NULL;
+    char path[1024];
+    if (args.output_dir != NULL) {
+        make_dirs(args.output_dir); // fopen below names a real problem
+        snprintf(path, sizeof(path), "%s/main.log", args.output_dir);
+        if (rank == 0) { logfile = fopenCheck(path, start_step > 0 ? "a" : "w"); }
+    }
+
+    for (int step = start_step; step < max_steps; step++) {
         if (args.val_every > 0 && (step % args.val_every == 0)) {
             float val_loss = evaluate(&model, &val, args.val_max_steps);
             if (rank == 0) { printf("val loss %f\n", val_loss); }
@@ -1552,6 +1815,9 @@ int main(int argc, char** argv) {
             printf("\n");
         }
         if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
+        if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) {
+            save_checkpoint(&model, &train, &sample_rng, step + 1, args.output_dir, args.checkpoint_keep);
+        }
     }
     if (args.val_every > 0) {
         float val_loss = evaluate(&model, &val, args.val_max_steps);

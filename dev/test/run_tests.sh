@@ -29,5 +29,6 @@ run_test "bad input" bash dev/test/test_bad_input.sh
 run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
 run_test "stage comparison and plots" bash dev/test/test_compare.sh
+run_test "checkpoints and resume" bash dev/test/test_checkpoint.sh
 echo "$total_passed passed, $total_failed failed"
 [ $total_failed -eq 0 ]

@@ -43,6 +43,14 @@ dev/test/test_zero_plan: dev/test/test_zero_plan.c $(HEADERS)
 dev/bench/zero_plan_print: dev/bench/zero_plan_print.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
+# AddressSanitizer + UndefinedBehaviorSanitizer builds (single process, no MPI), for make test
+SANITIZE = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -fno-math-errno -Wall -Wextra
+train_gpt2_asan: train_gpt2.c $(HEADERS)
+	$(CC) $(SANITIZE) $< -o $@ $(LDLIBS)
+
+test_gpt2_asan: test_gpt2.c train_gpt2.c $(HEADERS)
+	$(CC) $(SANITIZE) $< -o $@ $(LDLIBS)
+
 # --- data: GPT-2 BPE through the npm package js-tiktoken (pinned in package-lock.json)
 node_modules/js-tiktoken/package.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -62,7 +70,7 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/bench/zero_plan_print data references
+test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/bench/zero_plan_print data references
 	bash dev/test/run_tests.sh
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
@@ -75,4 +83,4 @@ compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
 	$(PYTHON) dev/bench/compare_stages.py --out log_compare
 
 clean:
-	rm -f train_gpt2 test_gpt2 dev/test/test_zero_plan dev/bench/zero_plan_print
+	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/bench/zero_plan_print

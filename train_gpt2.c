@@ -31,6 +31,7 @@ sharding schedule -> sampling -> command line -> training loop and main.
 #include <sys/stat.h>
 #include <dirent.h>
 #include <unistd.h>
+#include <signal.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -672,18 +673,22 @@ static FILE* model_file_open(const char* path, GPT2Config* config) {
         fail("'%s' has version %d, expected %d (fp32)", path, header[1], MODEL_VERSION_FP32);
     }
     config_from_header(config, header, path);
-    return fp;
-}
-
-// Reads the tensors of a model file (llm.c format, fp32) into a full unit-major slab laid out
-// as `lay`: the file is tensor-major, each tensor stacked over layers.
-static void model_file_read(FILE* fp, const char* path, const GPT2Config* c, const ParamLayout* lay, float* full) {
-    long expected = (long)(HEADER_INTS * sizeof(int) + lay->num_parameters * sizeof(float));
+    // the size check comes before anything is allocated for the config: a corrupt header must
+    // not make the trainer ask for gigabytes first
+    size_t count = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) { count += tensor_numel(config, t) * tensor_copies(config, t); }
+    long expected = (long)(HEADER_INTS * sizeof(int) + count * sizeof(float));
     long size = file_size(fp, path);
     if (size != expected) {
         fail("'%s' is %ld bytes, expected %ld for its config (L %d, C %d, Vp %d): truncated or corrupt",
-             path, size, expected, c->num_layers, c->channels, c->padded_vocab_size);
+             path, size, expected, config->num_layers, config->channels, config->padded_vocab_size);
     }
+    return fp;
+}
+
+// Reads the tensors of a model file (llm.c format, fp32; model_file_open checked its size) into
+// a full unit-major slab laid out as `lay`: the file is tensor-major, each tensor stacked over layers.
+static void model_file_read(FILE* fp, const char* path, const GPT2Config* c, const ParamLayout* lay, float* full) {
     fseekCheck(fp, HEADER_INTS * sizeof(int), SEEK_SET, path);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         for (int l = 0; l < tensor_copies(c, t); l++) {
@@ -1313,6 +1318,7 @@ typedef struct {
     int checkpoint_every;      // -n (0: never)
     int checkpoint_keep;       // -nk (0: all)
     int resume;                // -y
+    float wait_timeout;        // -wt seconds
 } TrainArgs;
 
 typedef enum { ARG_STR, ARG_INT, ARG_FLOAT } ArgType;
@@ -1345,6 +1351,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
+    ARG("-wt", ARG_FLOAT, wait_timeout, "seconds a rank waits for one collective before it aborts the job (0: forever)"),
 };
 #define NUM_ARGS ((int)(sizeof(ARG_SPECS) / sizeof(ARG_SPECS[0])))
 
@@ -1401,6 +1408,7 @@ static void parse_args(TrainArgs* args, int argc, char** argv, int rank) {
     if (args->zero_stage != 3 && args->prefetch != -1) { fail("flag -zp applies only to -z 3 (got -z %d)", args->zero_stage); }
     if (args->zero_stage == 3 && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
     if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
+    if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }
     if (args->checkpoint_every < 0 || args->checkpoint_keep < 0) { fail("flags -n and -nk expect counts >= 0"); }
     if ((args->checkpoint_every > 0 || args->resume) && args->output_dir == NULL) {
         fail("flags -n and -y need an output dir -o for the checkpoints");
@@ -1718,10 +1726,13 @@ int main(int argc, char** argv) {
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .reshard = NULL, .prefetch = -1,
-        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0,
+        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f,
     };
     comm_check_same_args(&comm, argc, argv);
     parse_args(&args, argc, argv, rank);
+    comm.timeout_s = args.wait_timeout;
+    // a full disk or a file-size limit must fail a write with a message, not kill the process
+    signal(SIGXFSZ, SIG_IGN);
 
     // the config, then the plan and this rank's allocations, then the parameters
     GPT2Config config;
@@ -1801,6 +1812,7 @@ int main(int argc, char** argv) {
         }
         double t0 = now_seconds();
         comm_reset_counters(&comm);
+        comm.step = step + 1;
         float lr = lr_cosine(step, args.lr, args.warmup, max_steps, args.final_lr_frac);
         float norm;
         float loss = train_step(&model, &train, grad_accum, lr, &args, step, &norm);

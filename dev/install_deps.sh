@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what gpt2-zero needs on a fresh Debian machine (run as root): the C toolchain,
+# Installs what gpt2-zero needs on a fresh Debian machine (run as root): the C toolchain (and
+# clang for fuzzing),
 # OpenMPI, Node.js with npm (for the GPT-2 BPE package), and Debian's PyTorch, NumPy and
 # Matplotlib for the reference model and plots. OpenBLAS matters: without it numpy and torch
 # use the reference BLAS and run ~40x slower. What is already there is skipped; that is
@@ -11,6 +12,9 @@ cd "$(dirname "$0")/.."
 missing=""
 need() { missing="$missing $1"; }
 command -v gcc >/dev/null || need gcc
+command -v clang >/dev/null || need clang # with libclang-rt-dev: libFuzzer, for dev/test/fuzz_loaders.sh
+echo 'int LLVMFuzzerTestOneInput(const char* d, long n) { return (int)(d[0] + n) * 0; }' |
+    clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null || need libclang-rt-dev
 command -v make >/dev/null || need make
 command -v node >/dev/null || need nodejs
 command -v npm >/dev/null || need npm

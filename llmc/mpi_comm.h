@@ -5,6 +5,10 @@ built with USE_MPI (make does that when mpicc is found), else for one process.
 Every collective adds its bus bytes (nccl-tests' convention, DESIGN.md §5) to a counter of its
 kind, so the trainer can print what it moved and the tests can hold it to the plan. Bootstrap
 and error plumbing stay here, away from the sharding logic in train_gpt2.c.
+
+No hangs: MPI has no timeout of its own, so every wait polls its request against a deadline. A
+rank that waits longer than comm->timeout_s for a collective names itself, the step and the
+collective, and aborts the job (a rank that dies is noticed by mpirun, which ends the others).
 */
 #ifndef LLMC_MPI_COMM_H
 #define LLMC_MPI_COMM_H
@@ -12,6 +16,7 @@ and error plumbing stay here, away from the sharding logic in train_gpt2.c.
 #include <stddef.h>
 #include <string.h>
 #include <limits.h>
+#include <time.h>
 #include "utils.h"
 #ifdef USE_MPI
 #include <mpi.h>
@@ -24,11 +29,13 @@ typedef struct {
     int rank;
     int world_size;
     double bus_bytes[NUM_COLL_KINDS]; // since the last comm_reset_counters
+    double timeout_s;                 // the longest wait for one collective (0: forever)
+    int step;                         // the training step, for messages
 } Comm;
 
 #ifdef USE_MPI
-typedef MPI_Request CommRequest;
-#define COMM_REQUEST_NULL MPI_REQUEST_NULL
+typedef struct { MPI_Request req; CollKind kind; } CommRequest;
+#define COMM_REQUEST_NULL ((CommRequest){MPI_REQUEST_NULL, COLL_SCALARS})
 
 static inline void mpi_check(int rc, const char* what, const char* file, int line) {
     if (rc != MPI_SUCCESS) {
@@ -44,13 +51,14 @@ static inline void mpi_check(int rc, const char* what, const char* file, int lin
 // their next collective.
 static void comm_abort_hook(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
 #else
-typedef int CommRequest;
-#define COMM_REQUEST_NULL 0
+typedef struct { int pending; CollKind kind; } CommRequest;
+#define COMM_REQUEST_NULL ((CommRequest){0, COLL_SCALARS})
 #endif
 
 static inline void comm_init(Comm* comm, int* argc, char*** argv) {
     memset(comm, 0, sizeof(*comm));
     comm->world_size = 1;
+    comm->timeout_s = 300.0;
 #ifdef USE_MPI
     mpiCheck(MPI_Init(argc, argv));
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
@@ -82,7 +90,8 @@ static inline void comm_reduce_scatter_start(Comm* comm, const float* send, floa
     comm->bus_bytes[COLL_REDUCE_SCATTER] += (double)n * sizeof(float) * (comm->world_size - 1);
 #ifdef USE_MPI
     if (comm->world_size > 1) {
-        mpiCheck(MPI_Ireduce_scatter_block(send, recv, comm_count(n, "reduce-scatter"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, req));
+        req->kind = COLL_REDUCE_SCATTER;
+        mpiCheck(MPI_Ireduce_scatter_block(send, recv, comm_count(n, "reduce-scatter"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req->req));
         return;
     }
 #endif
@@ -95,7 +104,8 @@ static inline void comm_all_gather_start(Comm* comm, const float* send, float* r
     comm->bus_bytes[COLL_ALL_GATHER] += (double)n * sizeof(float) * (comm->world_size - 1);
 #ifdef USE_MPI
     if (comm->world_size > 1) {
-        mpiCheck(MPI_Iallgather(send, comm_count(n, "all-gather"), MPI_FLOAT, recv, (int)n, MPI_FLOAT, MPI_COMM_WORLD, req));
+        req->kind = COLL_ALL_GATHER;
+        mpiCheck(MPI_Iallgather(send, comm_count(n, "all-gather"), MPI_FLOAT, recv, (int)n, MPI_FLOAT, MPI_COMM_WORLD, &req->req));
         return;
     }
 #endif
@@ -109,7 +119,8 @@ static inline void comm_all_gather_inplace_start(Comm* comm, float* buf, size_t 
     comm->bus_bytes[COLL_ALL_GATHER] += (double)n * sizeof(float) * (comm->world_size - 1);
 #ifdef USE_MPI
     if (comm->world_size > 1) {
-        mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, comm_count(n, "all-gather"), MPI_FLOAT, MPI_COMM_WORLD, req));
+        req->kind = COLL_ALL_GATHER;
+        mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, comm_count(n, "all-gather"), MPI_FLOAT, MPI_COMM_WORLD, &req->req));
         return;
     }
 #endif
@@ -117,11 +128,34 @@ static inline void comm_all_gather_inplace_start(Comm* comm, float* buf, size_t 
     *req = COMM_REQUEST_NULL;
 }
 
+static inline double comm_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Waits for a collective, at most comm->timeout_s. Polling drives MPI's progress: it spins for
+// the first 10 ms, then naps 50 us between polls so that waiting ranks leave the cores to the
+// ranks still computing (the tests run more ranks than cores).
 static inline void comm_wait(Comm* comm, CommRequest* req) {
-    (void)comm;
 #ifdef USE_MPI
-    mpiCheck(MPI_Wait(req, MPI_STATUS_IGNORE)); // returns at once for MPI_REQUEST_NULL
+    if (req->req == MPI_REQUEST_NULL) { return; }
+    double start = comm_now();
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        mpiCheck(MPI_Test(&req->req, &done, MPI_STATUS_IGNORE));
+        if (done) { return; }
+        if ((polls & 255) == 0) {
+            double waited = comm_now() - start;
+            if (comm->timeout_s > 0 && waited > comm->timeout_s) {
+                fail("no progress for %.0f s in %s at step %d: another rank has stopped answering "
+                     "(a longer wait: flag -wt)", waited, COLL_NAMES[req->kind], comm->step);
+            }
+            if (waited > 0.01) { struct timespec nap = {0, 50000}; nanosleep(&nap, NULL); }
+        }
+    }
 #else
+    (void)comm;
     *req = COMM_REQUEST_NULL;
 #endif
 }
@@ -131,7 +165,9 @@ static inline void comm_wait(Comm* comm, CommRequest* req) {
 static inline void comm_gather_doubles(Comm* comm, double mine, double* all) {
     comm->bus_bytes[COLL_SCALARS] += (double)sizeof(double) * (comm->world_size - 1);
 #ifdef USE_MPI
-    mpiCheck(MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD));
+    CommRequest req = {MPI_REQUEST_NULL, COLL_SCALARS};
+    mpiCheck(MPI_Iallgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD, &req.req));
+    comm_wait(comm, &req);
 #else
     all[0] = mine;
 #endif
@@ -158,7 +194,9 @@ static inline void comm_check_same_args(Comm* comm, int argc, char** argv) {
 #ifdef USE_MPI
     if (comm->world_size == 1) { return; }
     char* all = (char*)mallocCheck(sizeof(mine) * comm->world_size);
-    mpiCheck(MPI_Allgather(mine, sizeof(mine), MPI_CHAR, all, sizeof(mine), MPI_CHAR, MPI_COMM_WORLD));
+    CommRequest req = {MPI_REQUEST_NULL, COLL_SCALARS};
+    mpiCheck(MPI_Iallgather(mine, sizeof(mine), MPI_CHAR, all, sizeof(mine), MPI_CHAR, MPI_COMM_WORLD, &req.req));
+    comm_wait(comm, &req);
     for (int r = 1; r < comm->world_size; r++) {
         const char* theirs = all + sizeof(mine) * r;
         if (strcmp(all, theirs) != 0) {

@@ -30,5 +30,8 @@ run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
 run_test "stage comparison and plots" bash dev/test/test_compare.sh
 run_test "checkpoints and resume" bash dev/test/test_checkpoint.sh
+run_test "faults: hangs, deaths, full disk, corrupt checkpoints" bash dev/test/test_faults.sh
+run_test "ASan + UBSan" bash dev/test/test_sanitizers.sh
+run_test "fuzzing the loaders (libFuzzer, 15 s each)" bash dev/test/fuzz_loaders.sh 15
 echo "$total_passed passed, $total_failed failed"
 [ $total_failed -eq 0 ]

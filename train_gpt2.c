@@ -32,6 +32,7 @@ sharding schedule -> sampling -> command line -> training loop and main.
 #include <dirent.h>
 #include <unistd.h>
 #include <signal.h>
+#include <fcntl.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -1214,6 +1215,20 @@ float* gpt2_full_params(GPT2* model) {
     return full;
 }
 
+// fflush + fsync + close + rename + fsync of the folder (which makes the rename itself durable):
+// once this returns, the whole file is on disk under `path`.
+static void commit_file(FILE* fp, const char* tmp, const char* path) {
+    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { fail("cannot write '%s': %s", tmp, strerror(errno)); }
+    fcloseCheck(fp, tmp);
+    if (rename(tmp, path) != 0) { fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
+    char dir[1024];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char* slash = strrchr(dir, '/');
+    if (slash != NULL) { *slash = '\0'; } else { snprintf(dir, sizeof(dir), "."); }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) { fsync(fd); close(fd); }
+}
+
 // Writes the model in llm.c's format (fp32, tensor-major) from a full slab, to a temporary name
 // first, then renames it, so a crash while writing never leaves a half file under the real name.
 void write_model_file(const GPT2Config* c, const ParamLayout* lay, const float* full, const char* path) {
@@ -1230,9 +1245,7 @@ void write_model_file(const GPT2Config* c, const ParamLayout* lay, const float* 
             fwriteCheck(full + tensor_offset(lay, c, t, l), sizeof(float), tensor_numel(c, t), fp, tmp);
         }
     }
-    if (fflush(fp) != 0) { fail("cannot write '%s': %s", tmp, strerror(errno)); }
-    fcloseCheck(fp, tmp);
-    if (rename(tmp, path) != 0) { fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
+    commit_file(fp, tmp, path);
 }
 
 // Rank 0's start-up table: what this rank allocated per category, the plan's prediction, and
@@ -1454,12 +1467,6 @@ static void checkpoint_path(char* out, size_t n, const char* dir, const char* ki
     else { snprintf(out, n, "%s/DONE_%08d", dir, step); }
 }
 
-// fflush + fsync + close + rename: once this returns, the whole file is on disk under `path`.
-static void commit_file(FILE* fp, const char* tmp, const char* path) {
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { fail("cannot write '%s': %s", tmp, strerror(errno)); }
-    fcloseCheck(fp, tmp);
-    if (rename(tmp, path) != 0) { fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
-}
 
 // The part [a, b) of unit u that rank r of `world` owns, cut to the unit's real elements.
 static void owned_range(const ParamLayout* lay, int world, int r, int u, size_t* a, size_t* b) {

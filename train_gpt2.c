@@ -698,12 +698,6 @@ static void model_file_read(FILE* fp, const char* path, const GPT2Config* c, con
     }
 }
 
-// A fresh model "dN": depth N, channels 64*N, N heads (d12 is GPT-2 124M).
-GPT2Config config_for_depth(int depth, int max_seq_len) {
-    GPT2Config c = {max_seq_len, 50257, 50304, depth, depth, 64 * depth};
-    return c;
-}
-
 // GPT-2's initialization into a full slab: weights N(0, 0.02), the two residual projections
 // scaled by 1/sqrt(2L) so the residual stream's variance does not grow with depth; biases 0,
 // layernorm weights 1. Every rank draws the same numbers from the same seed.

@@ -43,6 +43,7 @@ typedef struct {
     int* inputs;              // (B, T)
     int* targets;             // (B, T)
     size_t tokens_per_shard_min; // the smallest token count over all shards (for messages)
+    size_t num_batches;       // batches per epoch, the same on every rank
 } DataLoader;
 
 // Reads and checks one shard's header; returns its number of tokens.
@@ -121,6 +122,7 @@ static inline void dataloader_init(DataLoader* dl, const char* pattern, int B, i
                  path, ntok, world_size, B, T, need);
         }
         if (ntok < dl->tokens_per_shard_min) { dl->tokens_per_shard_min = ntok; }
+        dl->num_batches += (ntok - 1) / ((size_t)world_size * B * T);
     }
     dl->shard_order = (size_t*)mallocCheck(dl->num_shards * sizeof(size_t));
     dl->buffer = (uint16_t*)mallocCheck(need * sizeof(uint16_t));
@@ -129,17 +131,8 @@ static inline void dataloader_init(DataLoader* dl, const char* pattern, int B, i
     dataloader_reset(dl);
 }
 
-// Batches per epoch for this loader (the same on every rank).
-static inline size_t dataloader_num_batches(const DataLoader* dl) {
-    size_t total = 0;
-    for (size_t i = 0; i < dl->num_shards; i++) {
-        FILE* fp = fopenCheck(dl->glob_result.gl_pathv[i], "rb");
-        size_t ntok = shard_check(dl->glob_result.gl_pathv[i], fp);
-        fclose(fp);
-        total += (ntok - 1) / ((size_t)dl->world_size * dl->B * dl->T);
-    }
-    return total;
-}
+// Batches per epoch for this loader (the same on every rank), counted when init checked the shards.
+static inline size_t dataloader_num_batches(const DataLoader* dl) { return dl->num_batches; }
 
 // Fills inputs and targets with this rank's next batch; moves to the next shard (and epoch)
 // when the current one is used up.

@@ -144,4 +144,10 @@ static inline void config_from_header(GPT2Config* c, const int* header, const ch
     }
 }
 
+// A fresh model "dN": depth N, channels 64*N, N heads (d12 is GPT-2 124M), GPT-2's vocabulary.
+static inline GPT2Config config_for_depth(int depth, int max_seq_len) {
+    GPT2Config c = {max_seq_len, 50257, 50304, depth, depth, 64 * depth};
+    return c;
+}
+
 #endif // LLMC_GPT2_LAYOUT_H

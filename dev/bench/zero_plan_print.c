@@ -12,8 +12,7 @@ int main(int argc, char** argv) {
     GPT2Config c;
     if (argv[1][0] == 'd' && argv[1][1] >= '1' && argv[1][1] <= '9') {
         int depth = (int)parse_long("depth", argv[1] + 1);
-        GPT2Config d = {1024, 50257, 50304, depth, depth, 64 * depth};
-        c = d;
+        c = config_for_depth(depth, 1024);
     } else {
         FILE* fp = fopenCheck(argv[1], "rb");
         int header[HEADER_INTS];

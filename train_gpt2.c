@@ -44,6 +44,8 @@ sharding schedule -> sampling -> command line -> training loop and main.
 #include "llmc/schedulers.h"
 #include "llmc/zero_plan.h"
 #include "llmc/mpi_comm.h"
+#include "llmc/model_file.h"
+#include "llmc/train_args.h"
 
 // ----------------------------------------------------------------------------
 // matrix multiply: the one routine that decides the speed
@@ -662,63 +664,6 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     model->mean_loss = -1.0f;
 }
 
-// Reads a model file's header into config; the file stays open, positioned after the header.
-static FILE* model_file_open(const char* path, GPT2Config* config) {
-    FILE* fp = fopenCheck(path, "rb");
-    int header[HEADER_INTS];
-    read_header(fp, header, path, MODEL_MAGIC, "GPT-2 model");
-    if (header[1] == MODEL_VERSION_BF16) {
-        fail("'%s' is a bf16 model (version 5); the CPU trainer needs the fp32 file (version 3)", path);
-    }
-    if (header[1] != MODEL_VERSION_FP32) {
-        fail("'%s' has version %d, expected %d (fp32)", path, header[1], MODEL_VERSION_FP32);
-    }
-    config_from_header(config, header, path);
-    // the size check comes before anything is allocated for the config: a corrupt header must
-    // not make the trainer ask for gigabytes first
-    size_t count = 0;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) { count += tensor_numel(config, t) * tensor_copies(config, t); }
-    long expected = (long)(HEADER_INTS * sizeof(int) + count * sizeof(float));
-    long size = file_size(fp, path);
-    if (size != expected) {
-        fail("'%s' is %ld bytes, expected %ld for its config (L %d, C %d, Vp %d): truncated or corrupt",
-             path, size, expected, config->num_layers, config->channels, config->padded_vocab_size);
-    }
-    return fp;
-}
-
-// Reads the tensors of a model file (llm.c format, fp32; model_file_open checked its size) into
-// a full unit-major slab laid out as `lay`: the file is tensor-major, each tensor stacked over layers.
-static void model_file_read(FILE* fp, const char* path, const GPT2Config* c, const ParamLayout* lay, float* full) {
-    fseekCheck(fp, HEADER_INTS * sizeof(int), SEEK_SET, path);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        for (int l = 0; l < tensor_copies(c, t); l++) {
-            freadCheck(full + tensor_offset(lay, c, t, l), sizeof(float), tensor_numel(c, t), fp, path);
-        }
-    }
-}
-
-// GPT-2's initialization into a full slab: weights N(0, 0.02), the two residual projections
-// scaled by 1/sqrt(2L) so the residual stream's variance does not grow with depth; biases 0,
-// layernorm weights 1. Every rank draws the same numbers from the same seed.
-void init_random(const GPT2Config* c, const ParamLayout* lay, float* full, uint64_t seed) {
-    Rng rng;
-    rng_init(&rng, seed);
-    float residual_std = 0.02f / sqrtf(2.0f * c->num_layers);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        for (int l = 0; l < tensor_copies(c, t); l++) {
-            float* p = full + tensor_offset(lay, c, t, l);
-            size_t n = tensor_numel(c, t);
-            if (t == WTE) { n = (size_t)c->vocab_size * c->channels; } // padded rows stay 0
-            for (size_t i = 0; i < n; i++) {
-                if (t == LN1W || t == LN2W || t == LNFW) { p[i] = 1.0f; }
-                else if (TENSOR_INFO[t].decay) { p[i] = rng_normal(&rng, 0.0f, (t == ATTPROJW || t == FCPROJW) ? residual_std : 0.02f); }
-                else { p[i] = 0.0f; }
-            }
-        }
-    }
-}
-
 // Installs a full slab of parameters: kept whole in stages 0-2, cut to this rank's shard in 3.
 void gpt2_set_params(GPT2* model, const float* full) {
     const ZeroPlan* p = &model->plan;
@@ -732,11 +677,11 @@ void gpt2_set_params(GPT2* model, const float* full) {
 // One process, stage 0, from a model file: what test_gpt2.c uses.
 void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path) {
     GPT2Config config;
-    FILE* fp = model_file_open(path, &config);
+    FILE* fp = model_file_open(path, &config, NULL);
     ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0};
     gpt2_init(model, &config, comm, opt);
     float* full = (float*)callocCheck(model->plan.layout.total, sizeof(float));
-    model_file_read(fp, path, &config, &model->plan.layout, full);
+    model_file_read(fp, path, &config, &model->plan.layout, full, MODEL_VERSION_FP32);
     fclose(fp);
     gpt2_set_params(model, full);
     free(full);
@@ -1209,39 +1154,6 @@ float* gpt2_full_params(GPT2* model) {
     return full;
 }
 
-// fflush + fsync + close + rename + fsync of the folder (which makes the rename itself durable):
-// once this returns, the whole file is on disk under `path`.
-static void commit_file(FILE* fp, const char* tmp, const char* path) {
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { fail("cannot write '%s': %s", tmp, strerror(errno)); }
-    fcloseCheck(fp, tmp);
-    if (rename(tmp, path) != 0) { fail("cannot rename '%s' to '%s': %s", tmp, path, strerror(errno)); }
-    char dir[1024];
-    snprintf(dir, sizeof(dir), "%s", path);
-    char* slash = strrchr(dir, '/');
-    if (slash != NULL) { *slash = '\0'; } else { snprintf(dir, sizeof(dir), "."); }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) { fsync(fd); close(fd); }
-}
-
-// Writes the model in llm.c's format (fp32, tensor-major) from a full slab, to a temporary name
-// first, then renames it, so a crash while writing never leaves a half file under the real name.
-void write_model_file(const GPT2Config* c, const ParamLayout* lay, const float* full, const char* path) {
-    char tmp[1024];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* fp = fopenCheck(tmp, "wb");
-    int header[HEADER_INTS] = {0};
-    header[0] = MODEL_MAGIC; header[1] = MODEL_VERSION_FP32;
-    header[2] = c->max_seq_len; header[3] = c->vocab_size; header[4] = c->num_layers;
-    header[5] = c->num_heads; header[6] = c->channels; header[7] = c->padded_vocab_size;
-    fwriteCheck(header, sizeof(int), HEADER_INTS, fp, tmp);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        for (int l = 0; l < tensor_copies(c, t); l++) {
-            fwriteCheck(full + tensor_offset(lay, c, t, l), sizeof(float), tensor_numel(c, t), fp, tmp);
-        }
-    }
-    commit_file(fp, tmp, path);
-}
-
 // Rank 0's start-up table: what this rank allocated per category, the plan's prediction, and
 // the ZeRO paper's formula (which leaves out buffers and the extra gradient units).
 void print_memory_table(const GPT2* model) {
@@ -1298,144 +1210,6 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
 
 // ----------------------------------------------------------------------------
 // command line
-
-typedef struct {
-    const char* train_pattern; // -i
-    const char* val_pattern;   // -j
-    const char* model;         // -e: a model file, or dN for a fresh model of depth N
-    const char* output_dir;    // -o
-    int B;                     // -b
-    int T;                     // -t
-    int total_batch;           // -d tokens per optimizer step over all micro-steps and ranks (-1: B*T*ranks)
-    float lr;                  // -l
-    int warmup;                // -u
-    float final_lr_frac;       // -q
-    float weight_decay;        // -c
-    int max_steps;             // -x (-1: one epoch)
-    int val_every;             // -v
-    int val_max_steps;         // -m
-    int sample_every;          // -s
-    int gen_len;               // -g
-    float grad_clip;           // -gc (0: off)
-    int shuffle;               // -sh
-    int seed;                  // -rs
-    int zero_stage;            // -z
-    const char* reshard;       // -zr (stage 3)
-    int prefetch;              // -zp (stage 3)
-    int checkpoint_every;      // -n (0: never)
-    int checkpoint_keep;       // -nk (0: all)
-    int resume;                // -y
-    float wait_timeout;        // -wt seconds
-} TrainArgs;
-
-typedef enum { ARG_STR, ARG_INT, ARG_FLOAT } ArgType;
-typedef struct { const char* flag; ArgType type; size_t offset; const char* help; } ArgSpec;
-
-#define ARG(flag, type, field, help) {flag, type, offsetof(TrainArgs, field), help}
-static const ArgSpec ARG_SPECS[] = {
-    ARG("-i", ARG_STR, train_pattern, "train data file or glob pattern"),
-    ARG("-j", ARG_STR, val_pattern, "val data file or glob pattern"),
-    ARG("-e", ARG_STR, model, "model file (llm.c fp32 format), or dN for a fresh GPT-2 of depth N"),
-    ARG("-o", ARG_STR, output_dir, "output dir for the log and the final model (none: no output)"),
-    ARG("-b", ARG_INT, B, "batch size B per rank (sequences per micro-step)"),
-    ARG("-t", ARG_INT, T, "sequence length T"),
-    ARG("-d", ARG_INT, total_batch, "tokens per optimizer step, all ranks (multiple of B*T*ranks; -1: B*T*ranks)"),
-    ARG("-l", ARG_FLOAT, lr, "peak learning rate"),
-    ARG("-u", ARG_INT, warmup, "learning-rate warmup steps"),
-    ARG("-q", ARG_FLOAT, final_lr_frac, "final learning rate as a fraction of the peak (cosine decay)"),
-    ARG("-c", ARG_FLOAT, weight_decay, "weight decay (on the 2-D weights only)"),
-    ARG("-x", ARG_INT, max_steps, "optimizer steps (-1: one epoch of the train data; 0: just evaluate/sample/save)"),
-    ARG("-v", ARG_INT, val_every, "val loss every this many steps (0: never)"),
-    ARG("-m", ARG_INT, val_max_steps, "val batches per rank per evaluation (-1: all)"),
-    ARG("-s", ARG_INT, sample_every, "sample every this many steps, and at the end (0: never)"),
-    ARG("-g", ARG_INT, gen_len, "tokens per sample"),
-    ARG("-gc", ARG_FLOAT, grad_clip, "clip gradients to this global L2 norm (0: off)"),
-    ARG("-sh", ARG_INT, shuffle, "1: shuffle the order of training batches each epoch; 0: file order"),
-    ARG("-rs", ARG_INT, seed, "random seed (fresh model, sampling, shuffling)"),
-    ARG("-z", ARG_INT, zero_stage, "ZeRO stage: 0 DDP, 1 +optimizer state sharded, 2 +grads, 3 +params (FSDP)"),
-    ARG("-zr", ARG_STR, reshard, "stage 3 reshard_after_forward: default (all but the last block), always, never"),
-    ARG("-zp", ARG_INT, prefetch, "stage 3 prefetch depth: units gathered ahead (0: off; default 1)"),
-    ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
-    ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
-    ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
-    ARG("-wt", ARG_FLOAT, wait_timeout, "seconds a rank waits for one collective before it aborts the job (0: forever)"),
-};
-#define NUM_ARGS ((int)(sizeof(ARG_SPECS) / sizeof(ARG_SPECS[0])))
-
-static void print_usage(const TrainArgs* defaults) {
-    printf("usage: ./train_gpt2 [flag value] ...      (mpirun -np N ./train_gpt2 ... for N ranks)\n");
-    for (int i = 0; i < NUM_ARGS; i++) {
-        const ArgSpec* s = &ARG_SPECS[i];
-        const char* field = (const char*)defaults + s->offset;
-        char def[256];
-        switch (s->type) {
-            case ARG_STR: snprintf(def, sizeof(def), "%s", *(const char* const*)field ? *(const char* const*)field : "none"); break;
-            case ARG_INT: snprintf(def, sizeof(def), "%d", *(const int*)field); break;
-            default: snprintf(def, sizeof(def), "%g", *(const float*)field); break;
-        }
-        printf("  %-4s %s (default %s)\n", s->flag, s->help, def);
-    }
-    printf("OMP_NUM_THREADS sets the threads per rank.\n");
-}
-
-static void parse_args(TrainArgs* args, int argc, char** argv, int rank) {
-    TrainArgs defaults = *args;
-    for (int i = 1; i < argc; i += 2) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            if (rank == 0) { print_usage(&defaults); }
-            exit(0);
-        }
-        const ArgSpec* spec = NULL;
-        for (int k = 0; k < NUM_ARGS; k++) { if (strcmp(argv[i], ARG_SPECS[k].flag) == 0) { spec = &ARG_SPECS[k]; } }
-        if (spec == NULL) { fail("unknown flag '%s' (./train_gpt2 -h lists the flags)", argv[i]); }
-        if (i + 1 >= argc) { fail("flag %s needs a value", argv[i]); }
-        char* field = (char*)args + spec->offset;
-        switch (spec->type) {
-            case ARG_STR: *(const char**)field = argv[i + 1]; break;
-            case ARG_INT: {
-                long v = parse_long(argv[i], argv[i + 1]);
-                if (v < -1 || v > 1000000000L) { fail("flag %s expects an integer from -1 to 1e9, got %ld", argv[i], v); }
-                *(int*)field = (int)v;
-                break;
-            }
-            default: *(float*)field = parse_float(argv[i], argv[i + 1]); break;
-        }
-    }
-    if (args->B <= 0) { fail("flag -b expects a batch size >= 1, got %d", args->B); }
-    if (args->T <= 0) { fail("flag -t expects a sequence length >= 1, got %d", args->T); }
-    if (args->lr < 0.0f) { fail("flag -l expects a learning rate >= 0, got %g", args->lr); }
-    if (args->grad_clip < 0.0f) { fail("flag -gc expects a norm >= 0 (0 turns clipping off), got %g", args->grad_clip); }
-    if (args->shuffle != 0 && args->shuffle != 1) { fail("flag -sh expects 0 or 1, got %d", args->shuffle); }
-    if (args->final_lr_frac < 0.0f || args->final_lr_frac > 1.0f) { fail("flag -q expects a fraction in [0, 1], got %g", args->final_lr_frac); }
-    if (args->gen_len <= 0) { fail("flag -g expects a sample length >= 1, got %d", args->gen_len); }
-    if (args->warmup < 0) { fail("flag -u expects warmup steps >= 0, got %d", args->warmup); }
-    if (args->zero_stage < 0 || args->zero_stage > 3) { fail("flag -z expects a ZeRO stage 0, 1, 2 or 3, got %d", args->zero_stage); }
-    // the stage-3 knobs: an error elsewhere, not silently ignored
-    if (args->zero_stage != 3 && args->reshard != NULL) { fail("flag -zr applies only to -z 3 (got -z %d)", args->zero_stage); }
-    if (args->zero_stage != 3 && args->prefetch != -1) { fail("flag -zp applies only to -z 3 (got -z %d)", args->zero_stage); }
-    if (args->zero_stage == 3 && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
-    if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
-    if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }
-    if (args->checkpoint_every < 0 || args->checkpoint_keep < 0) { fail("flags -n and -nk expect counts >= 0"); }
-    if ((args->checkpoint_every > 0 || args->resume) && args->output_dir == NULL) {
-        fail("flags -n and -y need an output dir -o for the checkpoints");
-    }
-}
-
-static ReshardPolicy parse_reshard(const char* s) {
-    if (s == NULL) { return RESHARD_DEFAULT; }
-    for (int i = 0; i < 3; i++) { if (strcmp(s, RESHARD_NAMES[i]) == 0) { return (ReshardPolicy)i; } }
-    fail("flag -zr expects default, always or never, got '%s'", s);
-}
-
-// A fresh "dN" model name gives N; anything else is a file path (0).
-static int parse_depth(const char* model) {
-    if (model[0] != 'd' || model[1] == '\0') { return 0; }
-    for (const char* p = model + 1; *p; p++) { if (*p < '0' || *p > '9') { return 0; } }
-    int depth = atoi(model + 1);
-    if (depth < 1 || depth > 48) { fail("flag -e: fresh model depth must be 1..48, got '%s'", model); }
-    return depth;
-}
 
 // ----------------------------------------------------------------------------
 // checkpoints: the model file (rank 0), a state file per rank, and a DONE marker written last
@@ -1580,13 +1354,13 @@ static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char
     // the parameters
     checkpoint_path(path, sizeof(path), dir, "model", step, -1);
     GPT2Config saved;
-    FILE* fp = model_file_open(path, &saved);
+    FILE* fp = model_file_open(path, &saved, NULL);
     if (memcmp(&saved, c, sizeof(saved)) != 0) {
         fail("'%s' is a different model (L %d, C %d, maxT %d) from the one given with -e (L %d, C %d, maxT %d)",
              path, saved.num_layers, saved.channels, saved.max_seq_len, c->num_layers, c->channels, c->max_seq_len);
     }
     float* full = (float*)callocCheck(lay->total, sizeof(float));
-    model_file_read(fp, path, c, lay, full);
+    model_file_read(fp, path, c, lay, full, MODEL_VERSION_FP32);
     fclose(fp);
     gpt2_set_params(model, full);
     // m and v: each old rank's slices, placed by their position inside their unit
@@ -1727,10 +1501,11 @@ int main(int argc, char** argv) {
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .reshard = NULL, .prefetch = -1,
-        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f,
+        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .recompute = -1,
     };
     comm_check_same_args(&comm, argc, argv);
-    parse_args(&args, argc, argv, rank);
+    parse_args(&args, argc, argv, rank, "OMP_NUM_THREADS sets the threads per rank.");
+    if (args.recompute != -1) { fail("flag -r (recompute) is for the CUDA trainer: the CPU trainer keeps every activation"); }
     comm.timeout_s = args.wait_timeout;
     // a full disk or a file-size limit must fail a write with a message, not kill the process
     signal(SIGXFSZ, SIG_IGN);
@@ -1740,7 +1515,7 @@ int main(int argc, char** argv) {
     int depth = parse_depth(args.model);
     FILE* model_fp = NULL;
     if (depth > 0) { config = config_for_depth(depth, args.T > 1024 ? args.T : 1024); }
-    else { model_fp = model_file_open(args.model, &config); }
+    else { model_fp = model_file_open(args.model, &config, NULL); }
     if (args.T > config.max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args.T, config.max_seq_len); }
     int tokens_per_micro = args.B * args.T * N;
     int total_batch = args.total_batch == -1 ? tokens_per_micro : args.total_batch;
@@ -1754,7 +1529,7 @@ int main(int argc, char** argv) {
     gpt2_init(&model, &config, &comm, zopt);
     float* full = (float*)callocCheck(model.plan.layout.total, sizeof(float));
     if (depth > 0) { init_random(&config, &model.plan.layout, full, (uint64_t)args.seed); }
-    else { model_file_read(model_fp, args.model, &config, &model.plan.layout, full); fclose(model_fp); }
+    else { model_file_read(model_fp, args.model, &config, &model.plan.layout, full, MODEL_VERSION_FP32); fclose(model_fp); }
     gpt2_set_params(&model, full);
     free(full);
 

@@ -27,11 +27,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (setjmp(g_jump) == 0) {
 #if FUZZ_TARGET == 1
         GPT2Config c;
-        FILE* fp = model_file_open(path, &c);
+        int version; // both fp32 and bf16 files (the CUDA trainer reads both)
+        FILE* fp = model_file_open(path, &c, &version);
         ParamLayout* lay = (ParamLayout*)mallocCheck(sizeof(ParamLayout));
         layout_init(lay, &c, UNIT_ALIGN);
         float* full = (float*)callocCheck(lay->total, sizeof(float));
-        model_file_read(fp, path, &c, lay, full);
+        model_file_read(fp, path, &c, lay, full, version);
         fclose(fp);
         free(full);
         free(lay);

@@ -1,0 +1,157 @@
+/*
+The trainers' command line (llm.c's flags, plus the ZeRO and checkpoint flags): plain C, shared
+by train_gpt2.c and train_gpt2.cu so both accept the same flags with the same checks. A flag a
+trainer does not support is refused there with a message, never accepted and ignored.
+*/
+#ifndef LLMC_TRAIN_ARGS_H
+#define LLMC_TRAIN_ARGS_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include "utils.h"
+#include "zero_plan.h"
+
+typedef struct {
+    const char* train_pattern; // -i
+    const char* val_pattern;   // -j
+    const char* model;         // -e: a model file, or dN for a fresh model of depth N
+    const char* output_dir;    // -o
+    int B;                     // -b
+    int T;                     // -t
+    int total_batch;           // -d tokens per optimizer step over all micro-steps and ranks (-1: B*T*ranks)
+    float lr;                  // -l
+    int warmup;                // -u
+    float final_lr_frac;       // -q
+    float weight_decay;        // -c
+    int max_steps;             // -x (-1: one epoch)
+    int val_every;             // -v
+    int val_max_steps;         // -m
+    int sample_every;          // -s
+    int gen_len;               // -g
+    float grad_clip;           // -gc (0: off)
+    int shuffle;               // -sh
+    int seed;                  // -rs
+    int zero_stage;            // -z
+    const char* reshard;       // -zr (stage 3)
+    int prefetch;              // -zp (stage 3)
+    int checkpoint_every;      // -n (0: never)
+    int checkpoint_keep;       // -nk (0: all)
+    int resume;                // -y
+    float wait_timeout;        // -wt seconds
+    int recompute;             // -r (CUDA trainer): 0 none, 1 GELU, 2 GELU + layernorms (-1: not given)
+} TrainArgs;
+
+typedef enum { ARG_STR, ARG_INT, ARG_FLOAT } ArgType;
+typedef struct { const char* flag; ArgType type; size_t offset; const char* help; } ArgSpec;
+
+#define ARG(flag, type, field, help) {flag, type, offsetof(TrainArgs, field), help}
+static const ArgSpec ARG_SPECS[] = {
+    ARG("-i", ARG_STR, train_pattern, "train data file or glob pattern"),
+    ARG("-j", ARG_STR, val_pattern, "val data file or glob pattern"),
+    ARG("-e", ARG_STR, model, "model file (llm.c fp32 format), or dN for a fresh GPT-2 of depth N"),
+    ARG("-o", ARG_STR, output_dir, "output dir for the log and the final model (none: no output)"),
+    ARG("-b", ARG_INT, B, "batch size B per rank (sequences per micro-step)"),
+    ARG("-t", ARG_INT, T, "sequence length T"),
+    ARG("-d", ARG_INT, total_batch, "tokens per optimizer step, all ranks (multiple of B*T*ranks; -1: B*T*ranks)"),
+    ARG("-l", ARG_FLOAT, lr, "peak learning rate"),
+    ARG("-u", ARG_INT, warmup, "learning-rate warmup steps"),
+    ARG("-q", ARG_FLOAT, final_lr_frac, "final learning rate as a fraction of the peak (cosine decay)"),
+    ARG("-c", ARG_FLOAT, weight_decay, "weight decay (on the 2-D weights only)"),
+    ARG("-x", ARG_INT, max_steps, "optimizer steps (-1: one epoch of the train data; 0: just evaluate/sample/save)"),
+    ARG("-v", ARG_INT, val_every, "val loss every this many steps (0: never)"),
+    ARG("-m", ARG_INT, val_max_steps, "val batches per rank per evaluation (-1: all)"),
+    ARG("-s", ARG_INT, sample_every, "sample every this many steps, and at the end (0: never)"),
+    ARG("-g", ARG_INT, gen_len, "tokens per sample"),
+    ARG("-gc", ARG_FLOAT, grad_clip, "clip gradients to this global L2 norm (0: off)"),
+    ARG("-sh", ARG_INT, shuffle, "1: shuffle the order of training batches each epoch; 0: file order"),
+    ARG("-rs", ARG_INT, seed, "random seed (fresh model, sampling, shuffling)"),
+    ARG("-z", ARG_INT, zero_stage, "ZeRO stage: 0 DDP, 1 +optimizer state sharded, 2 +grads, 3 +params (FSDP)"),
+    ARG("-zr", ARG_STR, reshard, "stage 3 reshard_after_forward: default (all but the last block), always, never"),
+    ARG("-zp", ARG_INT, prefetch, "stage 3 prefetch depth: units gathered ahead (0: off; default 1)"),
+    ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
+    ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
+    ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
+    ARG("-wt", ARG_FLOAT, wait_timeout, "seconds a rank waits for one collective before it aborts the job (0: forever)"),
+    ARG("-r", ARG_INT, recompute, "CUDA trainer only: recompute in the backward: 0 nothing, 1 GELU, 2 GELU + layernorms (-1: 1)"),
+};
+#define NUM_ARGS ((int)(sizeof(ARG_SPECS) / sizeof(ARG_SPECS[0])))
+
+// `program` is the trainer's name; `note` a closing line of its own.
+static inline void print_usage(const TrainArgs* defaults, const char* program, const char* note) {
+    printf("usage: %s [flag value] ...      (mpirun -np N %s ... for N ranks)\n", program, program);
+    for (int i = 0; i < NUM_ARGS; i++) {
+        const ArgSpec* s = &ARG_SPECS[i];
+        const char* field = (const char*)defaults + s->offset;
+        char def[256];
+        switch (s->type) {
+            case ARG_STR: snprintf(def, sizeof(def), "%s", *(const char* const*)field ? *(const char* const*)field : "none"); break;
+            case ARG_INT: snprintf(def, sizeof(def), "%d", *(const int*)field); break;
+            default: snprintf(def, sizeof(def), "%g", *(const float*)field); break;
+        }
+        printf("  %-4s %s (default %s)\n", s->flag, s->help, def);
+    }
+    printf("%s\n", note);
+}
+
+static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, const char* usage_note) {
+    TrainArgs defaults = *args;
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            if (rank == 0) { print_usage(&defaults, argv[0], usage_note); }
+            exit(0);
+        }
+        const ArgSpec* spec = NULL;
+        for (int k = 0; k < NUM_ARGS; k++) { if (strcmp(argv[i], ARG_SPECS[k].flag) == 0) { spec = &ARG_SPECS[k]; } }
+        if (spec == NULL) { fail("unknown flag '%s' (%s -h lists the flags)", argv[i], argv[0]); }
+        if (i + 1 >= argc) { fail("flag %s needs a value", argv[i]); }
+        char* field = (char*)args + spec->offset;
+        switch (spec->type) {
+            case ARG_STR: *(const char**)field = argv[i + 1]; break;
+            case ARG_INT: {
+                long v = parse_long(argv[i], argv[i + 1]);
+                if (v < -1 || v > 1000000000L) { fail("flag %s expects an integer from -1 to 1e9, got %ld", argv[i], v); }
+                *(int*)field = (int)v;
+                break;
+            }
+            default: *(float*)field = parse_float(argv[i], argv[i + 1]); break;
+        }
+    }
+    if (args->B <= 0) { fail("flag -b expects a batch size >= 1, got %d", args->B); }
+    if (args->T <= 0) { fail("flag -t expects a sequence length >= 1, got %d", args->T); }
+    if (args->lr < 0.0f) { fail("flag -l expects a learning rate >= 0, got %g", args->lr); }
+    if (args->grad_clip < 0.0f) { fail("flag -gc expects a norm >= 0 (0 turns clipping off), got %g", args->grad_clip); }
+    if (args->shuffle != 0 && args->shuffle != 1) { fail("flag -sh expects 0 or 1, got %d", args->shuffle); }
+    if (args->final_lr_frac < 0.0f || args->final_lr_frac > 1.0f) { fail("flag -q expects a fraction in [0, 1], got %g", args->final_lr_frac); }
+    if (args->gen_len <= 0) { fail("flag -g expects a sample length >= 1, got %d", args->gen_len); }
+    if (args->warmup < 0) { fail("flag -u expects warmup steps >= 0, got %d", args->warmup); }
+    if (args->zero_stage < 0 || args->zero_stage > 3) { fail("flag -z expects a ZeRO stage 0, 1, 2 or 3, got %d", args->zero_stage); }
+    // the stage-3 knobs: an error elsewhere, not silently ignored
+    if (args->zero_stage != 3 && args->reshard != NULL) { fail("flag -zr applies only to -z 3 (got -z %d)", args->zero_stage); }
+    if (args->zero_stage != 3 && args->prefetch != -1) { fail("flag -zp applies only to -z 3 (got -z %d)", args->zero_stage); }
+    if (args->zero_stage == 3 && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
+    if (args->recompute < -1 || args->recompute > 2) { fail("flag -r expects 0, 1 or 2, got %d", args->recompute); }
+    if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
+    if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }
+    if (args->checkpoint_every < 0 || args->checkpoint_keep < 0) { fail("flags -n and -nk expect counts >= 0"); }
+    if ((args->checkpoint_every > 0 || args->resume) && args->output_dir == NULL) {
+        fail("flags -n and -y need an output dir -o for the checkpoints");
+    }
+}
+
+static inline ReshardPolicy parse_reshard(const char* s) {
+    if (s == NULL) { return RESHARD_DEFAULT; }
+    for (int i = 0; i < 3; i++) { if (strcmp(s, RESHARD_NAMES[i]) == 0) { return (ReshardPolicy)i; } }
+    fail("flag -zr expects default, always or never, got '%s'", s);
+}
+
+// A fresh "dN" model name gives N; anything else is a file path (0).
+static inline int parse_depth(const char* model) {
+    if (model[0] != 'd' || model[1] == '\0') { return 0; }
+    for (const char* p = model + 1; *p; p++) { if (*p < '0' || *p > '9') { return 0; } }
+    int depth = atoi(model + 1);
+    if (depth < 1 || depth > 48) { fail("flag -e: fresh model depth must be 1..48, got '%s'", model); }
+    return depth;
+}
+
+#endif // LLMC_TRAIN_ARGS_H

@@ -46,6 +46,7 @@ sharding schedule -> sampling -> command line -> training loop and main.
 #include "llmc/mpi_comm.h"
 #include "llmc/model_file.h"
 #include "llmc/train_args.h"
+#include "llmc/checkpoint.h"
 
 // ----------------------------------------------------------------------------
 // matrix multiply: the one routine that decides the speed
@@ -581,8 +582,6 @@ typedef struct {
     MemoryUse mem;
 } GPT2;
 
-// Units are padded to whole cache lines (on every rank's slice), so every shard is aligned.
-#define UNIT_ALIGN 16
 
 static float* alloc_counted(size_t* counter, size_t n) {
     *counter += n * sizeof(float);
@@ -1176,16 +1175,6 @@ void print_memory_table(const GPT2* model) {
 // ----------------------------------------------------------------------------
 // sampling
 
-// Index drawn from probabilities probs[0..n) with the uniform number coin in [0, 1).
-int sample_index(const float* probs, int n, float coin) {
-    float cdf = 0.0f;
-    for (int i = 0; i < n; i++) {
-        cdf += probs[i];
-        if (coin < cdf) { return i; }
-    }
-    return n - 1; // rounding left the sum just under 1
-}
-
 // Generates gen_len tokens after <|endoftext|>; rank 0 prints them. Every rank runs it (stage 3
 // needs all ranks for each gather) with the same seed, so all draw the same tokens. The forward
 // runs on B=1 over the whole prefix each time (simple, and cheap at these lengths), or over its
@@ -1212,193 +1201,37 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
 // command line
 
 // ----------------------------------------------------------------------------
-// checkpoints: the model file (rank 0), a state file per rank, and a DONE marker written last
-//
-// A state file holds this rank's slice [r*S_u, (r+1)*S_u) of every unit's AdamW m and v, cut to
-// the unit's real elements, plus the data position, the sampling RNG and the step. Every stage
-// writes the same slices (stage 0 holds all of m and v but writes only its own slice), so the N
-// files together hold each element once, whatever the stage and the padding: a run can resume on
-// another world size or stage by reassembling the full m and v and cutting out its own part.
-// Every file is written under a temporary name, synced and renamed, and the marker comes last,
-// so a crash at any moment leaves the previous complete checkpoint as it was.
-
-#define STATE_MAGIC 20240601
-#define STATE_VERSION 1
-// the state file's header fields
-enum { SH_MAGIC, SH_VERSION, SH_STEP, SH_RANK, SH_WORLD, SH_STAGE, SH_B, SH_T, SH_L, SH_C, SH_VP, SH_MAXT,
-       SH_EPOCH, SH_SHARD, SH_SLOT, SH_SHUFFLE, SH_RNG_LO, SH_RNG_HI };
-#define MAX_CHECKPOINTS 4096
-
-static void checkpoint_path(char* out, size_t n, const char* dir, const char* kind, int step, int rank) {
-    if (strcmp(kind, "state") == 0) { snprintf(out, n, "%s/state_%08d_%05d.bin", dir, step, rank); }
-    else if (strcmp(kind, "model") == 0) { snprintf(out, n, "%s/model_%08d.bin", dir, step); }
-    else { snprintf(out, n, "%s/DONE_%08d", dir, step); }
-}
-
-
-// The part [a, b) of unit u that rank r of `world` owns, cut to the unit's real elements.
-static void owned_range(const ParamLayout* lay, int world, int r, int u, size_t* a, size_t* b) {
-    size_t S = lay->unit_size[u] / world;
-    *a = (size_t)r * S;
-    *b = *a + S;
-    if (*b > lay->unit_numel[u]) { *b = lay->unit_numel[u]; }
-    if (*a > *b) { *a = *b; }
-}
-
-// The steps of the complete checkpoints in dir (those with a DONE marker), ascending.
-static int list_checkpoints(const char* dir, int* steps) {
-    int n = 0;
-    DIR* d = opendir(dir);
-    if (d == NULL) { return 0; }
-    struct dirent* e;
-    while ((e = readdir(d)) != NULL && n < MAX_CHECKPOINTS) {
-        int s;
-        char rest;
-        if (strlen(e->d_name) == 13 && sscanf(e->d_name, "DONE_%8d%c", &s, &rest) == 1) { steps[n++] = s; }
-    }
-    closedir(d);
-    for (int i = 1; i < n; i++) { // insertion sort: few checkpoints
-        int s = steps[i], j = i - 1;
-        while (j >= 0 && steps[j] > s) { steps[j + 1] = steps[j]; j--; }
-        steps[j + 1] = s;
-    }
-    return n;
-}
-
-static int checkpoint_world_size(const char* dir, int step) {
-    char path[1024];
-    checkpoint_path(path, sizeof(path), dir, "DONE", step, -1);
-    FILE* fp = fopenCheck(path, "r");
-    int world = 0;
-    if (fscanf(fp, "%d ranks", &world) != 1 || world < 1 || world > 1 << 20) {
-        fail("'%s' should say how many ranks wrote the checkpoint ('N ranks')", path);
-    }
-    fclose(fp);
-    return world;
-}
-
-static void write_state_file(GPT2* model, const DataLoader* train, const Rng* rng, int step, const char* dir) {
-    const ZeroPlan* p = &model->plan;
-    const GPT2Config* c = &model->config;
-    int rank = model->comm->rank;
-    char path[1024], tmp[1100];
-    checkpoint_path(path, sizeof(path), dir, "state", step, rank);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* fp = fopenCheck(tmp, "wb");
-    int h[HEADER_INTS] = {0};
-    h[SH_MAGIC] = STATE_MAGIC; h[SH_VERSION] = STATE_VERSION; h[SH_STEP] = step; h[SH_RANK] = rank;
-    h[SH_WORLD] = p->world_size; h[SH_STAGE] = p->stage; h[SH_B] = train->B; h[SH_T] = train->T;
-    h[SH_L] = c->num_layers; h[SH_C] = c->channels; h[SH_VP] = c->padded_vocab_size; h[SH_MAXT] = c->max_seq_len;
-    h[SH_EPOCH] = (int)train->epoch; h[SH_SHARD] = (int)train->shard_idx; h[SH_SLOT] = (int)train->slot_idx;
-    h[SH_SHUFFLE] = train->shuffle;
-    h[SH_RNG_LO] = (int)(uint32_t)rng->state; h[SH_RNG_HI] = (int)(uint32_t)(rng->state >> 32);
-    fwriteCheck(h, sizeof(int), HEADER_INTS, fp, tmp);
-    for (int which = 0; which < 2; which++) {
-        const float* state = which == 0 ? model->m : model->v;
-        for (int u = 0; u < p->layout.num_units; u++) {
-            size_t a, b;
-            owned_range(&p->layout, p->world_size, rank, u, &a, &b);
-            // stage 0 holds whole units; stages 1-3 hold the own slice, which starts at element r*S_u
-            const float* src = p->stage == 0 ? state + p->layout.unit_offset[u] + a : state + p->shard_offset[u];
-            fwriteCheck(src, sizeof(float), b - a, fp, tmp);
-        }
-    }
-    commit_file(fp, tmp, path);
-}
-
-// Removes a checkpoint's files, the marker first: a half-removed checkpoint is never "complete".
-static void remove_checkpoint(const char* dir, int step) {
-    char path[1024];
-    int world = checkpoint_world_size(dir, step);
-    checkpoint_path(path, sizeof(path), dir, "DONE", step, -1);
-    remove(path);
-    checkpoint_path(path, sizeof(path), dir, "model", step, -1);
-    remove(path);
-    for (int r = 0; r < world; r++) { checkpoint_path(path, sizeof(path), dir, "state", step, r); remove(path); }
-}
+// checkpoints (the format and the file handling are in llmc/checkpoint.h)
 
 // Saves checkpoint `step` into dir (every rank takes part: stage 3 gathers the params), then
 // keeps only the newest `keep` (0: all).
 static void save_checkpoint(GPT2* model, const DataLoader* train, const Rng* rng, int step, const char* dir, int keep) {
     Comm* comm = model->comm;
-    char path[1024], tmp[1100];
+    char path[1024];
     float* params = gpt2_full_params(model);
     if (comm->rank == 0) {
         checkpoint_path(path, sizeof(path), dir, "model", step, -1);
         write_model_file(&model->config, &model->plan.layout, params, path);
     }
     free(params);
-    write_state_file(model, train, rng, step, dir);
+    write_state_file(&model->plan, &model->config, comm->rank, model->m, model->v, train, rng, step, dir);
     comm_sum(comm, 0.0); // a barrier: every rank's files are in place before the marker
-    if (comm->rank != 0) { return; }
-    checkpoint_path(path, sizeof(path), dir, "DONE", step, -1);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE* fp = fopenCheck(tmp, "w");
-    fprintf(fp, "%d ranks\n", comm->world_size);
-    commit_file(fp, tmp, path);
-    printf("checkpoint %s\n", path);
-    int* steps = (int*)mallocCheck(MAX_CHECKPOINTS * sizeof(int));
-    int n = list_checkpoints(dir, steps);
-    for (int i = 0; keep > 0 && i < n - keep; i++) { remove_checkpoint(dir, steps[i]); }
-    free(steps);
+    if (comm->rank == 0) { write_done_marker(dir, step, comm->world_size, keep); }
 }
 
 // Loads checkpoint `step` from dir into a model made for this run's world size and stage:
-// params from the model file, m and v reassembled from the N_old state files and cut to this
-// rank's part, the data position (rescaled when N*B*T changed), the sampling RNG.
+// params, this rank's part of m and v, the data position, the sampling RNG.
 static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char* dir, int step) {
     const ZeroPlan* p = &model->plan;
     const ParamLayout* lay = &p->layout;
-    const GPT2Config* c = &model->config;
-    char path[1024];
-    // the parameters
-    checkpoint_path(path, sizeof(path), dir, "model", step, -1);
-    GPT2Config saved;
-    FILE* fp = model_file_open(path, &saved, NULL);
-    if (memcmp(&saved, c, sizeof(saved)) != 0) {
-        fail("'%s' is a different model (L %d, C %d, maxT %d) from the one given with -e (L %d, C %d, maxT %d)",
-             path, saved.num_layers, saved.channels, saved.max_seq_len, c->num_layers, c->channels, c->max_seq_len);
-    }
     float* full = (float*)callocCheck(lay->total, sizeof(float));
-    model_file_read(fp, path, c, lay, full, MODEL_VERSION_FP32);
-    fclose(fp);
-    gpt2_set_params(model, full);
-    // m and v: each old rank's slices, placed by their position inside their unit
-    int world = checkpoint_world_size(dir, step);
-    ParamLayout old;
-    layout_init(&old, c, (size_t)world * UNIT_ALIGN);
+    float* full_m = (float*)callocCheck(lay->total, sizeof(float));
     float* full_v = (float*)callocCheck(lay->total, sizeof(float));
-    int h0[HEADER_INTS] = {0}; // rank 0's header: the data position and the RNG
-    for (int r = 0; r < world; r++) {
-        int h[HEADER_INTS];
-        checkpoint_path(path, sizeof(path), dir, "state", step, r);
-        fp = fopenCheck(path, "rb");
-        read_header(fp, h, path, STATE_MAGIC, "optimizer state");
-        if (h[SH_VERSION] != STATE_VERSION || h[SH_STEP] != step || h[SH_RANK] != r || h[SH_WORLD] != world ||
-            h[SH_L] != c->num_layers || h[SH_C] != c->channels || h[SH_VP] != c->padded_vocab_size || h[SH_MAXT] != c->max_seq_len) {
-            fail("'%s' does not belong to checkpoint %d of %d ranks of this model (version %d, step %d, rank %d of %d, L %d, C %d)",
-                 path, step, world, h[SH_VERSION], h[SH_STEP], h[SH_RANK], h[SH_WORLD], h[SH_L], h[SH_C]);
-        }
-        size_t count = 0;
-        for (int u = 0; u < old.num_units; u++) { size_t a, b; owned_range(&old, world, r, u, &a, &b); count += b - a; }
-        long expected = (long)(HEADER_INTS * sizeof(int) + 2 * count * sizeof(float));
-        if (file_size(fp, path) != expected) {
-            fail("'%s' is %ld bytes, expected %ld: truncated or corrupt", path, file_size(fp, path), expected);
-        }
-        fseekCheck(fp, HEADER_INTS * sizeof(int), SEEK_SET, path);
-        for (int which = 0; which < 2; which++) {
-            float* dst = which == 0 ? full : full_v;
-            for (int u = 0; u < old.num_units; u++) {
-                size_t a, b;
-                owned_range(&old, world, r, u, &a, &b);
-                freadCheck(dst + lay->unit_offset[u] + a, sizeof(float), b - a, fp, path);
-            }
-        }
-        fclose(fp);
-        if (r == 0) { memcpy(h0, h, sizeof(h0)); }
-    }
+    int h0[HEADER_INTS];
+    read_checkpoint(dir, step, &model->config, lay, full, full_m, full_v, h0);
+    gpt2_set_params(model, full);
     for (int which = 0; which < 2; which++) {
-        float* src = which == 0 ? full : full_v;
+        float* src = which == 0 ? full_m : full_v;
         float* dst = which == 0 ? model->m : model->v;
         if (p->stage == 0) { memcpy(dst, src, lay->total * sizeof(float)); continue; }
         for (int u = 0; u < lay->num_units; u++) {
@@ -1406,40 +1239,9 @@ static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char
         }
     }
     free(full);
+    free(full_m);
     free(full_v);
-    // the data position: exact when ranks x B x T is unchanged, else the same token offset
-    size_t old_slot = (size_t)h0[SH_WORLD] * h0[SH_B] * h0[SH_T];
-    size_t new_slot = (size_t)p->world_size * train->B * train->T;
-    size_t slot = (size_t)h0[SH_SLOT];
-    if (h0[SH_SHUFFLE] != train->shuffle) { fail("checkpoint %d was made with -sh %d; resume it with the same", step, h0[SH_SHUFFLE]); }
-    if (old_slot != new_slot) {
-        if (train->shuffle) { fail("a shuffled run resumes only with the same ranks x B x T (%zu tokens per slot, now %zu)", old_slot, new_slot); }
-        if (slot * old_slot % new_slot != 0) {
-            fail("checkpoint %d stopped at token %zu of its shard, not a multiple of ranks x B x T = %zu", step, slot * old_slot, new_slot);
-        }
-        slot = slot * old_slot / new_slot;
-    }
-    dataloader_seek(train, h0[SH_EPOCH], (size_t)h0[SH_SHARD], slot);
-    rng->state = (uint64_t)(uint32_t)h0[SH_RNG_LO] | ((uint64_t)(uint32_t)h0[SH_RNG_HI] << 32);
-}
-
-// mkdir -p: creates dir and its missing parents (those that exist already are fine).
-static void make_dirs(const char* dir) {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s", dir);
-    for (char* p = path + 1; *p; p++) {
-        if (*p == '/') { *p = '\0'; mkdir(path, 0755); *p = '/'; }
-    }
-    mkdir(path, 0755);
-}
-
-// The newest complete checkpoint in dir, or -1.
-static int newest_checkpoint(const char* dir) {
-    int* steps = (int*)mallocCheck(MAX_CHECKPOINTS * sizeof(int));
-    int n = list_checkpoints(dir, steps);
-    int step = n > 0 ? steps[n - 1] : -1;
-    free(steps);
-    return step;
+    restore_position(h0, step, p->world_size, train, rng);
 }
 
 // ----------------------------------------------------------------------------

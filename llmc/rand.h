@@ -41,4 +41,14 @@ static inline float rng_normal(Rng* rng, float mean, float std) {
 // uniform integer in [0, n), for shuffles (n far below 2^32, so the modulo bias is negligible)
 static inline uint32_t rng_below(Rng* rng, uint32_t n) { return rng_u32(rng) % n; }
 
+// Index drawn from probabilities probs[0..n) with the uniform number coin in [0, 1).
+static inline int sample_index(const float* probs, int n, float coin) {
+    float cdf = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cdf += probs[i];
+        if (coin < cdf) { return i; }
+    }
+    return n - 1; // rounding left the sum just under 1
+}
+
 #endif // LLMC_RAND_H

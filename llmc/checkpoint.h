@@ -2,8 +2,7 @@
 Checkpoints: plain C, shared by the CPU and CUDA trainers, so a run saved by one resumes in the
 other, on any world size and ZeRO stage.
 
-The model file (rank 0), a state file per rank, and a DONE marker written last
-//
+A checkpoint is the model file (rank 0), a state file per rank, and a DONE marker written last.
 A state file holds this rank's slice [r*S_u, (r+1)*S_u) of every unit's AdamW m and v, cut to
 the unit's real elements, plus the data position, the sampling RNG and the step. Every stage
 writes the same slices (stage 0 holds all of m and v but writes only its own slice), so the N

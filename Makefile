@@ -15,9 +15,9 @@ DATA_DIR = dev/data/tinyshakespeare
 DATA = $(DATA_DIR)/tiny_shakespeare_train.bin $(DATA_DIR)/tiny_shakespeare_val.bin
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all test demo compare data references clean
+.PHONY: all cuda test demo compare data references clean
 
-all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/bench/zero_plan_print
+all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/bench/zero_plan_print cuda
 
 # train_gpt2 runs the ZeRO stages under mpirun when built with MPI (OpenMPI's mpicc); without
 # it, the same source builds the single-process trainer.
@@ -51,6 +51,52 @@ train_gpt2_asan: train_gpt2.c $(HEADERS)
 test_gpt2_asan: test_gpt2.c train_gpt2.c $(HEADERS)
 	$(CC) $(SANITIZE) $< -o $@ $(LDLIBS)
 
+# --- CUDA: train_gpt2cu / test_gpt2cu in the chosen PRECISION, plus the fp32 pair for tight checks
+# (train_gpt2fp32cu / test_gpt2fp32cu), and the host tests of the kernels' per-element math.
+# Built for sm_80 and sm_90 (GPU_COMPUTE_CAPABILITY=90 builds one). No nvcc: skipped, with a message.
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+PRECISION ?= BF16
+ifeq ($(filter $(PRECISION),BF16 FP32),)
+$(error PRECISION must be BF16 or FP32, got '$(PRECISION)')
+endif
+GPU_COMPUTE_CAPABILITY ?= 80 90
+NVCC_ARCH = $(foreach cc,$(GPU_COMPUTE_CAPABILITY),-gencode arch=compute_$(cc),code=sm_$(cc))
+# warnings are errors: CI cannot run CUDA code, so it must at least compile cleanly
+NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno --Werror all-warnings
+NVCC_LDLIBS = -lcublasLt -lcudart
+CUDA_HEADERS = $(HEADERS) $(wildcard llmc/*.cuh)
+CUDA_HOST_TESTS = dev/test/test_attention_host dev/test/test_layers_host dev/test/test_update_host
+
+ifneq ($(NVCC),)
+cuda: train_gpt2cu test_gpt2cu train_gpt2fp32cu test_gpt2fp32cu dev/cuda/test_kernels dev/cuda/test_kernels_fp32 $(CUDA_HOST_TESTS)
+else
+cuda:
+	@echo "nvcc not found (PATH or /usr/local/cuda/bin): skipping the CUDA targets"
+endif
+
+train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS)
+
+test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS)
+
+train_gpt2fp32cu: train_gpt2.cu $(CUDA_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
+
+test_gpt2fp32cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
+
+# every kernel against its CPU twin on the GPU (and --bench: times against their floors)
+dev/cuda/test_kernels: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) -lm
+
+dev/cuda/test_kernels_fp32: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
+
+# host programs (no GPU): the kernels' __host__ __device__ math against train_gpt2.c's kernels
+dev/test/test_%_host: dev/test/test_%_host.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
+	$(NVCC) -O2 -std=c++17 -I. -DENABLE_$(PRECISION) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp $< -o $@ -lm
+
 # --- data: GPT-2 BPE through the npm package js-tiktoken (pinned in package-lock.json)
 node_modules/js-tiktoken/package.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -70,7 +116,7 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/bench/zero_plan_print data references
+test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/bench/zero_plan_print cuda data references
 	bash dev/test/run_tests.sh
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
@@ -84,3 +130,4 @@ compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/bench/zero_plan_print
+	rm -f train_gpt2cu test_gpt2cu train_gpt2fp32cu test_gpt2fp32cu dev/cuda/test_kernels dev/cuda/test_kernels_fp32 $(CUDA_HOST_TESTS)

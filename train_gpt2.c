@@ -1306,7 +1306,7 @@ int main(int argc, char** argv) {
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .recompute = -1,
     };
     comm_check_same_args(&comm, argc, argv);
-    parse_args(&args, argc, argv, rank, "OMP_NUM_THREADS sets the threads per rank.");
+    parse_args(&args, argc, argv, rank, "mpirun -np N ./train_gpt2 ... runs N ranks; OMP_NUM_THREADS sets the threads per rank.");
     if (args.recompute != -1) { fail("flag -r (recompute) is for the CUDA trainer: the CPU trainer keeps every activation"); }
     comm.timeout_s = args.wait_timeout;
     // a full disk or a file-size limit must fail a write with a message, not kill the process

@@ -79,7 +79,7 @@ static const ArgSpec ARG_SPECS[] = {
 
 // `program` is the trainer's name; `note` a closing line of its own.
 static inline void print_usage(const TrainArgs* defaults, const char* program, const char* note) {
-    printf("usage: %s [flag value] ...      (mpirun -np N %s ... for N ranks)\n", program, program);
+    printf("usage: %s [flag value] ...\n", program);
     for (int i = 0; i < NUM_ARGS; i++) {
         const ArgSpec* s = &ARG_SPECS[i];
         const char* field = (const char*)defaults + s->offset;

@@ -33,5 +33,15 @@ run_test "checkpoints and resume" bash dev/test/test_checkpoint.sh
 run_test "faults: hangs, deaths, full disk, corrupt checkpoints" bash dev/test/test_faults.sh
 run_test "ASan + UBSan" bash dev/test/test_sanitizers.sh
 run_test "fuzzing the loaders (libFuzzer, 15 s each)" bash dev/test/fuzz_loaders.sh 15
+# CUDA: built by `make test` when nvcc exists. Without a GPU, what runs is the kernels' per-element
+# math on the host and the CUDA trainer's input checks; dev/gpu_check.sh runs the rest on a GPU.
+if [ -x ./train_gpt2cu ]; then
+    run_test "CUDA attention math (host)" ./dev/test/test_attention_host
+    run_test "CUDA layernorm, encoder, GELU math (host)" ./dev/test/test_layers_host
+    run_test "CUDA classifier, AdamW, norm math (host)" ./dev/test/test_update_host
+    run_test "train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu bash dev/test/test_bad_input.sh
+else
+    echo "=== CUDA tests skipped: no train_gpt2cu (nvcc not found when building)"
+fi
 echo "$total_passed passed, $total_failed failed"
 [ $total_failed -eq 0 ]

@@ -1,0 +1,188 @@
+/*
+The token and position embeddings on the GPU: the CUDA twins of train_gpt2.c's encoder_forward /
+encoder_backward, with the same argument names.
+
+The forward is a gather, one thread per output element. The backward is a scatter: position
+(b,t) adds dout[b][t] into row inp[b][t] of dwte and row t of dwpe. Positions that share a token
+would collide on the same row of dwte, and atomics would make the sum's order (and so its bits)
+change from run to run. So the backward first sorts the positions by token on the host, where
+the tokens already are (a counting sort: the "buckets"), and then one thread per
+(distinct token, channel) sums its token's positions in ascending (b,t) order: one writer per
+element of dwte, a fixed order, no atomics. dwpe needs no buckets: row t is the sum over b.
+*/
+#ifndef LLMC_ENCODER_CUH
+#define LLMC_ENCODER_CUH
+
+#include "cuda_common.cuh"
+
+// ----------------------------------------------------------------------------
+// forward
+
+// one thread per element of out (B,T,C)
+__global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX* wte, const floatX* wpe,
+                                       int B, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * T * C) { return; }
+    size_t bt = idx / C;
+    int c = (int)(idx % C), t = (int)(bt % T);
+    float tok = to_float(wte[(size_t)inp[bt] * C + c]);
+    float pos = to_float(wpe[(size_t)t * C + c]);
+    out[idx] = from_float(tok + pos);
+}
+
+// out (B,T,C) = wte[inp] + wpe[t]; inp (B,T) token ids on the device (the data loader has checked
+// them against the vocabulary: a kernel cannot fail with a message), wte (Vp,C), wpe (maxT,C)
+static void encoder_forward(floatX* out, const int* inp, const floatX* wte, const floatX* wpe, int B, int T, int C,
+                            cudaStream_t stream) {
+    size_t n = (size_t)B * T * C;
+    if (B < 1 || T < 1 || C < 1 || n > (size_t)INT32_MAX * 256) { // grid.x is an int
+        fail("encoder_forward: B=%d T=%d C=%d is not a launchable shape", B, T, C);
+    }
+    encoder_forward_kernel<<<ceil_div(n, 256), 256, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
+// backward: the token buckets (host)
+
+// The positions b*T + t of a batch grouped by token (a compressed sparse row layout):
+//   token[k]                    the k-th distinct token id, ascending, k < num_tokens
+//   pos[start[k] .. start[k+1]) the positions holding token[k], ascending
+// Built by a counting sort: count each token, turn the counts into write cursors, then place
+// the positions in (b,t) order, which leaves them ascending within each token.
+// cursor is a workspace of num_cursor ints; every token must be in [0, num_cursor).
+// token and start hold up to BT and BT+1 ints, pos BT ints. Returns num_tokens.
+static int encoder_backward_buckets(int* token, int* start, int* pos, int* cursor, int num_cursor, const int* inp,
+                                    int BT) {
+    memset(cursor, 0, (size_t)num_cursor * sizeof(int));
+    for (int i = 0; i < BT; i++) {
+        if (inp[i] < 0 || inp[i] >= num_cursor) {
+            fail("encoder_backward: token %d at position %d is outside [0, %d)", inp[i], i, num_cursor);
+        }
+        cursor[inp[i]]++;
+    }
+    int num_tokens = 0, offset = 0;
+    for (int v = 0; v < num_cursor; v++) {
+        int count = cursor[v];
+        if (count == 0) { continue; }
+        token[num_tokens] = v;
+        start[num_tokens] = offset;
+        num_tokens++;
+        cursor[v] = offset; // from here on: where token v's next position goes
+        offset += count;
+    }
+    start[num_tokens] = offset; // == BT
+    for (int i = 0; i < BT; i++) { pos[cursor[inp[i]]++] = i; }
+    return num_tokens;
+}
+
+// What encoder_backward keeps between calls: the buckets on the host (pinned, so the copy to the
+// device is asynchronous) and on the device, in the same layout: token (BT) | start (BT+1) | pos (BT).
+typedef struct {
+    int capacity;          // B*T positions the buffers were sized for
+    int* host;             // pinned host memory, 3 * capacity + 1 ints
+    int* device;           // device memory, 3 * capacity + 1 ints
+    int* cursor;           // (num_cursor) host workspace of the counting sort, grown to the largest token id + 1
+    int num_cursor;
+    cudaEvent_t done;      // recorded after the last kernel that reads `device`; see encoder_backward
+} EncoderBackwardScratch;
+
+static size_t encoder_backward_scratch_ints(int capacity) { return 3 * (size_t)capacity + 1; }
+
+static void encoder_backward_scratch_init(EncoderBackwardScratch* s, int B, int T) {
+    if (B < 1 || T < 1 || (size_t)B * T > (size_t)INT32_MAX / 4) {
+        fail("encoder_backward_scratch_init: B=%d T=%d is not a supported batch shape", B, T);
+    }
+    s->capacity = B * T;
+    size_t bytes = encoder_backward_scratch_ints(s->capacity) * sizeof(int);
+    cudaCheck(cudaMallocHost((void**)&s->host, bytes));
+    cudaCheck(cudaMalloc((void**)&s->device, bytes));
+    s->cursor = NULL;
+    s->num_cursor = 0;
+    cudaCheck(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
+}
+
+static void encoder_backward_scratch_free(EncoderBackwardScratch* s) {
+    cudaCheck(cudaEventSynchronize(s->done)); // the last copy and kernels may still use the buffers
+    cudaCheck(cudaEventDestroy(s->done));
+    cudaCheck(cudaFreeHost(s->host));
+    cudaCheck(cudaFree(s->device));
+    free(s->cursor);
+    memset(s, 0, sizeof(*s));
+}
+
+// ----------------------------------------------------------------------------
+// backward: the kernels
+
+// grid (num_tokens, ceil(C / 256)), block 256: thread (k, c) sums dout[p][c] over the positions p
+// of token k in ascending order, then adds the sum to dwte[token[k]][c] (its only writer).
+// The distinct tokens are on grid.x, which allows 2^31 - 1 of them (grid.y stops at 65535).
+// A frequent token makes one long serial sum; the order is what keeps the bits reproducible.
+__global__ void encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start,
+                                             const int* pos, int C) {
+    int k = blockIdx.x;
+    int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) { return; }
+    int j0 = start[k], j1 = start[k + 1];
+    float sum = 0.0f;
+    for (int j = j0; j < j1; j++) { sum += to_float(dout[(size_t)pos[j] * C + c]); }
+    floatX* g = dwte + (size_t)token[k] * C + c;
+    *g = from_float(to_float(*g) + sum);
+}
+
+// one thread per (t, c): dwpe[t][c] += the sum over b = 0..B-1 of dout[b][t][c], in that order
+__global__ void encoder_backward_dwpe_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; // t * C + c
+    if (idx >= (size_t)T * C) { return; }
+    float sum = 0.0f;
+    for (int b = 0; b < B; b++) { sum += to_float(dout[(size_t)b * T * C + idx]); }
+    dwpe[idx] = from_float(to_float(dwpe[idx]) + sum);
+}
+
+// dwte (Vp,C), dwpe (maxT,C) += dout (B,T,C) scattered by token and position, deterministic.
+// inp_host is the (B,T) token array on the HOST (the data loader's copy): the buckets are built
+// there. The caller uses the same `scratch` for every call; any stream may be passed.
+static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, const int* inp_host, int B, int T, int C,
+                             EncoderBackwardScratch* scratch, cudaStream_t stream) {
+    EncoderBackwardScratch* s = scratch;
+    if (B < 1 || T < 1 || C < 1 || (size_t)B * T > (size_t)s->capacity) {
+        fail("encoder_backward: B=%d T=%d C=%d does not fit the scratch made for %d positions", B, T, C, s->capacity);
+    }
+    int BT = B * T;
+    // The previous call's cudaMemcpyAsync may not have run yet (the stream can be far behind the
+    // host): rewriting s->host now would change what it copies, and the new copy into s->device
+    // could land while the previous kernels still read it. Wait for the previous call's event,
+    // recorded after its kernels, so both buffers are free. By the next micro-step that work has
+    // long finished, so this costs nothing in practice. (A never-recorded event returns at once.)
+    cudaCheck(cudaEventSynchronize(s->done));
+
+    int max_token = 0;
+    for (int i = 0; i < BT; i++) {
+        if (inp_host[i] < 0) { fail("encoder_backward: negative token %d at position %d", inp_host[i], i); }
+        if (inp_host[i] > max_token) { max_token = inp_host[i]; }
+    }
+    if (max_token + 1 > s->num_cursor) {
+        free(s->cursor);
+        s->num_cursor = max_token + 1;
+        s->cursor = (int*)mallocCheck((size_t)s->num_cursor * sizeof(int));
+    }
+    int* token = s->host;
+    int* start = token + BT;
+    int* pos = start + BT + 1;
+    int num_tokens = encoder_backward_buckets(token, start, pos, s->cursor, s->num_cursor, inp_host, BT);
+    // the device copy has the same layout for this BT, so the whole used prefix is one copy
+    size_t used = encoder_backward_scratch_ints(BT);
+    cudaCheck(cudaMemcpyAsync(s->device, s->host, used * sizeof(int), cudaMemcpyHostToDevice, stream));
+    const int* d_token = s->device;
+    const int* d_start = d_token + BT;
+    const int* d_pos = d_start + BT + 1;
+
+    dim3 grid(num_tokens, ceil_div(C, 256));
+    encoder_backward_dwte_kernel<<<grid, 256, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, C);
+    cudaCheckLaunch();
+    encoder_backward_dwpe_kernel<<<ceil_div((size_t)T * C, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
+    cudaCheckLaunch();
+    cudaCheck(cudaEventRecord(s->done, stream));
+}
+
+#endif // LLMC_ENCODER_CUH

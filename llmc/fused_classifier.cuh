@@ -1,0 +1,186 @@
+/*
+The output layer's softmax and cross-entropy, forward and backward in one kernel: the CUDA twin
+of train_gpt2.c's softmax_crossentropy_forward + softmax_crossentropy_backward, with the same
+names for the same tensors (logits, losses, targets, dloss, V, Vp).
+
+The CPU version keeps a (B,T,Vp) probs buffer between forward and backward. Here each row of
+logits is read once to get its max and sum of exponentials together (the "online softmax": a
+running (max, sum) pair, rescaled when a larger logit arrives), and a second time to overwrite
+the logits with dlogits. Nothing of size (B,T,Vp) besides the logits themselves is needed, and
+the loss, log(sum) - (x_target - max), stays finite where a probability underflows to 0.
+
+One block per row. Each thread folds its own logits into a state, then the block merges the
+threads' states in a fixed butterfly order: no atomics, the same bits on every run.
+The per-element math (the merge, the loss, one dlogit) and the per-thread loops are
+__host__ __device__ functions, tested on the host against the CPU by dev/test/test_update_host.cu.
+*/
+#ifndef LLMC_FUSED_CLASSIFIER_CUH
+#define LLMC_FUSED_CLASSIFIER_CUH
+
+#include <math.h>
+#include <stdint.h>
+#include "cuda_common.cuh"
+
+// ----------------------------------------------------------------------------
+// the online softmax state
+
+// The softmax statistics of a run of logits: maxval = their max, sum = the sum of
+// expf(x - maxval) over them. A run of no logits has sum 0 (and maxval -INFINITY).
+typedef struct {
+    float maxval;
+    float sum;
+} SoftmaxState;
+
+__host__ __device__ inline SoftmaxState softmax_state_empty(void) {
+    SoftmaxState s = {-INFINITY, 0.0f};
+    return s;
+}
+
+// the state of a single logit x
+__host__ __device__ inline SoftmaxState softmax_state_of(float x) {
+    SoftmaxState s = {x, 1.0f};
+    return s;
+}
+
+// The state of two runs together: the sum with the smaller max is rescaled to the larger max
+// (one expf). It is symmetric to the bit, merge(a, b) == merge(b, a), which the butterfly
+// reduction below needs so that every lane ends with the same state. A NaN logit makes the
+// sum NaN, so the loss shows it.
+__host__ __device__ inline SoftmaxState softmax_state_merge(SoftmaxState a, SoftmaxState b) {
+    // an empty run changes nothing (and its -INFINITY max must not meet another: -inf - -inf is NaN)
+    if (b.sum == 0.0f) { return a; }
+    if (a.sum == 0.0f) { return b; }
+    SoftmaxState r;
+    if (a.maxval >= b.maxval) {
+        r.maxval = a.maxval;
+        r.sum = a.sum + b.sum * expf(b.maxval - a.maxval);
+    } else {
+        r.maxval = b.maxval;
+        r.sum = a.sum * expf(a.maxval - b.maxval) + b.sum;
+    }
+    return r;
+}
+
+// -log p[target] from the row's state, as log(sum) - (x_target - maxval): unlike -logf(p), it
+// stays finite when p underflows to 0
+__host__ __device__ inline float crossentropy_loss(SoftmaxState row, float target_logit) {
+    return logf(row.sum) - (target_logit - row.maxval);
+}
+
+// p = softmax(x) from the row's max and 1/sum (one division per row, not per element)
+__host__ __device__ inline float softmax_prob(float x, float maxval, float inv_sum) {
+    return expf(x - maxval) * inv_sum;
+}
+
+// one element of dlogits = (p - onehot(target)) * dloss
+__host__ __device__ inline float crossentropy_dlogit(float p, int is_target, float dloss) {
+    return (p - (is_target ? 1.0f : 0.0f)) * dloss;
+}
+
+// ----------------------------------------------------------------------------
+// the per-thread loops: each thread reads 16-byte packs of logits (8 bf16 or 4 fp32 at once),
+// packs tid, tid + nthreads, ... of the row, so a warp reads 512 contiguous bytes per step
+
+#define CLASSIFIER_PACK ((int)(16 / sizeof(floatX)))
+#define CLASSIFIER_THREADS 1024 // one block per row; V = 50257 is 49 logits per thread
+
+struct __align__(16) ClassifierPack {
+    floatX x[CLASSIFIER_PACK];
+};
+
+// The state of the logits thread `tid` of `nthreads` reads in row (Vp), each pack's columns in
+// order; the padded columns [V, Vp) are skipped.
+__host__ __device__ inline SoftmaxState classifier_thread_state(const floatX* row, int V, int Vp, int tid, int nthreads) {
+    const ClassifierPack* packs = (const ClassifierPack*)row;
+    SoftmaxState st = softmax_state_empty();
+    for (int k = tid; k < Vp / CLASSIFIER_PACK; k += nthreads) {
+        ClassifierPack pk = packs[k];
+        for (int j = 0; j < CLASSIFIER_PACK; j++) {
+            int col = k * CLASSIFIER_PACK + j;
+            if (col < V) { st = softmax_state_merge(st, softmax_state_of(to_float(pk.x[j]))); }
+        }
+    }
+    return st;
+}
+
+// Overwrites the same packs of row (Vp) with dlogits: (p - onehot(target)) * dloss for the
+// first V columns, 0 for the padded ones. Each thread rewrites only what it read.
+__host__ __device__ inline void classifier_thread_dlogits(floatX* row, SoftmaxState st, int target, float dloss,
+                                                          int V, int Vp, int tid, int nthreads) {
+    ClassifierPack* packs = (ClassifierPack*)row;
+    float inv_sum = 1.0f / st.sum;
+    for (int k = tid; k < Vp / CLASSIFIER_PACK; k += nthreads) {
+        ClassifierPack pk = packs[k];
+        for (int j = 0; j < CLASSIFIER_PACK; j++) {
+            int col = k * CLASSIFIER_PACK + j;
+            float d = 0.0f;
+            if (col < V) { d = crossentropy_dlogit(softmax_prob(to_float(pk.x[j]), st.maxval, inv_sum), col == target, dloss); }
+            pk.x[j] = from_float(d);
+        }
+        packs[k] = pk;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// block reduction of the states: a butterfly within each warp, then one over the warps' results
+
+__device__ inline SoftmaxState warp_softmax_state(SoftmaxState st) {
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        SoftmaxState other;
+        other.maxval = __shfl_xor_sync(0xffffffff, st.maxval, offset);
+        other.sum = __shfl_xor_sync(0xffffffff, st.sum, offset);
+        st = softmax_state_merge(st, other);
+    }
+    return st;
+}
+
+// The state of the whole block (blockDim.x a multiple of 32); every thread gets it.
+// `shared` holds 32 states and is used once per kernel (no barrier before writing it).
+__device__ inline SoftmaxState block_softmax_state(SoftmaxState st, SoftmaxState* shared) {
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    st = warp_softmax_state(st);
+    if (lane == 0) { shared[warp] = st; }
+    __syncthreads();
+    st = lane < warps ? shared[lane] : softmax_state_empty();
+    return warp_softmax_state(st);
+}
+
+// ----------------------------------------------------------------------------
+// the kernel and its launcher
+
+// grid BT, block CLASSIFIER_THREADS: block bt handles row bt of logits (BT, Vp)
+__global__ void __launch_bounds__(CLASSIFIER_THREADS)
+fused_classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp, int write_dlogits) {
+    __shared__ SoftmaxState warp_states[32];
+    size_t bt = blockIdx.x;
+    floatX* row = logits + bt * Vp;
+    int target = targets[bt];
+    // a target outside [0, V) (a corrupt batch) gives a NaN loss rather than a stray read
+    int target_ok = target >= 0 && target < V;
+    // read before the block reduction: its barrier orders this read before any dlogit write
+    float target_logit = 0.0f;
+    if (threadIdx.x == 0 && target_ok) { target_logit = to_float(row[target]); }
+
+    SoftmaxState st = classifier_thread_state(row, V, Vp, threadIdx.x, blockDim.x);
+    st = block_softmax_state(st, warp_states);
+    if (threadIdx.x == 0) { losses[bt] = target_ok ? crossentropy_loss(st, target_logit) : NAN; }
+    if (write_dlogits) { classifier_thread_dlogits(row, st, target, dloss, V, Vp, threadIdx.x, blockDim.x); }
+}
+
+// For each of the BT rows of logits (BT, Vp): softmax over the first V columns, loss = -log p[target]
+// (losses (BT) fp32), and — when write_dlogits — the logits are overwritten with
+// dlogits = (p - onehot(target)) * dloss, padded columns [V, Vp) set to 0. One pass computes the
+// row's max and sum together (online), a second writes dlogits: no (BT, Vp) probabilities buffer.
+// targets (BT) on the device. dloss = the gradient of the mean loss per position (e.g. 1/(B*T)).
+static void fused_classifier(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
+                             int write_dlogits, cudaStream_t stream) {
+    if (V <= 0 || V > Vp || Vp % CLASSIFIER_PACK != 0 || (uintptr_t)logits % 16 != 0) {
+        fail("fused_classifier: needs 0 < V <= Vp, Vp a multiple of %d and 16-byte aligned logits (V %d, Vp %d)",
+             CLASSIFIER_PACK, V, Vp);
+    }
+    if (BT <= 0) { return; }
+    fused_classifier_kernel<<<BT, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, targets, dloss, V, Vp, write_dlogits);
+    cudaCheckLaunch();
+}
+
+#endif // LLMC_FUSED_CLASSIFIER_CUH

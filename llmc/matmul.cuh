@@ -1,0 +1,170 @@
+/*
+Matrix multiplies through cuBLASLt, and the bias gradient. The CUDA twins of train_gpt2.c's
+matmul_forward / matmul_backward, with the same argument names.
+
+cuBLAS is column-major and our tensors are row-major, so each product is written for the
+transposed view: a row-major (R, K) matrix is a column-major (K, R) one. The three products:
+  forward   out (BT,OC) = inp (BT,C) @ weight^T     column-major: out^T (OC x BT) = op(W) inp^T
+  backward  dinp (BT,C) = dout (BT,OC) @ weight       column-major: dinp^T (C x BT) = W dout^T
+            dweight (OC,C) += dout^T @ inp          column-major: dW^T (C x OC) += inp^T op(dout^T)
+where W, stored row-major (OC,C), is column-major (C x OC), and op() transposes.
+The bias rides on cuBLASLt's BIAS epilogue in the forward (one pass over the output, not two).
+Its gradient (column sums of dout over the BT rows) is our own two-pass kernel: partial sums
+per row chunk, then one fixed-order sum per column, so it is deterministic without atomics
+(cuBLASLt's BGRAD epilogues overwrite rather than accumulate, and gradient accumulation needs +=).
+
+Precision: bf16 inputs/outputs with fp32 accumulation (CUBLAS_COMPUTE_32F), or fp32 throughout
+for the FP32 build (no TF32: that build exists for tight comparisons).
+*/
+#ifndef LLMC_MATMUL_CUH
+#define LLMC_MATMUL_CUH
+
+#include <cublasLt.h>
+#include "cuda_common.cuh"
+
+static inline void cublas_check(cublasStatus_t status, const char* call, const char* file, int line) {
+    if (status != CUBLAS_STATUS_SUCCESS) { fail("cuBLASLt: %s: status %d [%s:%d]", call, (int)status, file, line); }
+}
+#define cublasCheck(call) cublas_check((call), #call, __FILE__, __LINE__)
+
+#if defined(ENABLE_FP32)
+#define CUBLAS_FLOATX CUDA_R_32F
+#else
+#define CUBLAS_FLOATX CUDA_R_16BF
+#endif
+
+// One handle and one workspace for the process (cuBLASLt's split-k and stream-k algorithms use it).
+static cublasLtHandle_t g_cublaslt = NULL;
+static void* g_cublaslt_workspace = NULL;
+static const size_t CUBLASLT_WORKSPACE_BYTES = 32 << 20;
+
+static void matmul_init(size_t* mem_counter) {
+    cublasCheck(cublasLtCreate(&g_cublaslt));
+    g_cublaslt_workspace = cuda_malloc_counted(mem_counter, CUBLASLT_WORKSPACE_BYTES, "the cuBLASLt workspace");
+}
+
+static void matmul_free(void) {
+    cudaCheck(cudaFree(g_cublaslt_workspace));
+    cublasCheck(cublasLtDestroy(g_cublaslt));
+    g_cublaslt = NULL;
+    g_cublaslt_workspace = NULL;
+}
+
+// The largest power of two up to 256 that divides the address: algorithms are chosen for it.
+static inline uint32_t pointer_alignment(const void* p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t align = 256;
+    while (align > 1 && a % align != 0) { align >>= 1; }
+    return align;
+}
+
+// d (m x n, column-major, ld m) = op(a) op(b) [+ d when accumulate] [+ bias over the m rows].
+// a is (k x m) when trans_a, else (m x k); b is (n x k) when trans_b, else (k x n).
+static void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias,
+                            int m, int n, int k, int trans_a, int trans_b, int accumulate, cudaStream_t stream) {
+    if (g_cublaslt == NULL) { fail("internal: matmul_init was not called"); }
+    cublasLtMatmulDesc_t desc;
+    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasLtEpilogue_t epilogue = bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias != NULL) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUBLAS_FLOATX, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUBLAS_FLOATX, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&ld, CUBLAS_FLOATX, m, n, m));
+    // the heuristic may only return algorithms that work with these pointers' alignment
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &CUBLASLT_WORKSPACE_BYTES, sizeof(CUBLASLT_WORKSPACE_BYTES)));
+    uint32_t align_a = pointer_alignment(a), align_b = pointer_alignment(b), align_d = pointer_alignment(d);
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(g_cublaslt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found));
+    if (found == 0) {
+        fail("cuBLASLt has no algorithm for m %d n %d k %d (trans %d %d, bias %d, alignments %u %u %u)",
+             m, n, k, trans_a, trans_b, bias != NULL, align_a, align_b, align_d);
+    }
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasCheck(cublasLtMatmul(g_cublaslt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,
+                               g_cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, stream));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    cublasCheck(cublasLtMatrixLayoutDestroy(la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
+    cublasCheck(cublasLtMatmulDescDestroy(desc));
+}
+
+// ----------------------------------------------------------------------------
+// bias gradient: dbias (OC) += column sums of dout (BT, OC), in two fixed-order passes
+
+#define DBIAS_CHUNKS 64  // row chunks of the first pass (the scratch holds DBIAS_CHUNKS x OC floats)
+#define DBIAS_COLS 32    // columns per block: one warp reads 32 neighbouring columns of a row
+#define DBIAS_ROWS 8     // row lanes per block (warps), summed in order at the end
+
+static size_t matmul_dbias_scratch_floats(int OC) { return (size_t)DBIAS_CHUNKS * OC; }
+
+// grid (ceil(OC / 32), DBIAS_CHUNKS), block (32, 8): partial[chunk][col] = sum of dout[row][col]
+// over the chunk's rows, each warp taking every 8th row, the 8 warps then added in order.
+__global__ void dbias_partial_kernel(float* partial, const floatX* dout, int BT, int OC) {
+    __shared__ float sums[DBIAS_ROWS][DBIAS_COLS];
+    int col = blockIdx.x * DBIAS_COLS + threadIdx.x;
+    int rows_per_chunk = (BT + DBIAS_CHUNKS - 1) / DBIAS_CHUNKS;
+    int r0 = blockIdx.y * rows_per_chunk, r1 = min(BT, r0 + rows_per_chunk);
+    float s = 0.0f;
+    if (col < OC) {
+        for (int r = r0 + threadIdx.y; r < r1; r += DBIAS_ROWS) { s += to_float(dout[(size_t)r * OC + col]); }
+    }
+    sums[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < OC) {
+        float total = 0.0f;
+        for (int w = 0; w < DBIAS_ROWS; w++) { total += sums[w][threadIdx.x]; }
+        partial[(size_t)blockIdx.y * OC + col] = total;
+    }
+}
+
+// one thread per column: dbias[col] += the chunks' partial sums, in chunk order
+__global__ void dbias_finish_kernel(floatX* dbias, const float* partial, int OC) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= OC) { return; }
+    float total = 0.0f;
+    for (int c = 0; c < DBIAS_CHUNKS; c++) { total += partial[(size_t)c * OC + col]; }
+    dbias[col] = from_float(to_float(dbias[col]) + total);
+}
+
+// ----------------------------------------------------------------------------
+// the two operations
+
+// out (BT,OC) = inp (BT,C) @ weight^T + bias; weight (OC,C) as in PyTorch, bias (OC) or NULL
+static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias,
+                           int BT, int C, int OC, cudaStream_t stream) {
+    matmul_cublaslt(out, weight, inp, bias, OC, BT, C, 1, 0, 0, stream);
+}
+
+// dinp (BT,C) = dout (BT,OC) @ weight (WRITTEN: its callers add it where it is a sum);
+// dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums of dout (when not NULL, with
+// `scratch` of matmul_dbias_scratch_floats(OC) floats)
+static void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
+                            const floatX* inp, const floatX* weight, int BT, int C, int OC, cudaStream_t stream) {
+    matmul_cublaslt(dinp, weight, dout, NULL, C, BT, OC, 0, 0, 0, stream);
+    matmul_cublaslt(dweight, inp, dout, NULL, C, OC, BT, 0, 1, 1, stream);
+    if (dbias != NULL) {
+        dim3 grid(ceil_div(OC, DBIAS_COLS), DBIAS_CHUNKS), block(DBIAS_COLS, DBIAS_ROWS);
+        dbias_partial_kernel<<<grid, block, 0, stream>>>(scratch, dout, BT, OC);
+        cudaCheckLaunch();
+        dbias_finish_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, OC);
+        cudaCheckLaunch();
+    }
+}
+
+#endif // LLMC_MATMUL_CUH

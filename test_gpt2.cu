@@ -1,0 +1,301 @@
+/*
+test_gpt2.cu: checks train_gpt2.cu against the PyTorch reference written by train_gpt2.py (the
+same files test_gpt2.c uses). Needs a GPU.
+
+    make test_gpt2cu test_gpt2fp32cu
+    ./test_gpt2fp32cu               # fp32 build: tight tolerances
+    ./test_gpt2cu                   # bf16 build: per-tensor tolerances (below)
+    ./test_gpt2cu gpt2_tiny         # another reference prefix
+
+1. Loading: the fp32 (v3) and bf16 (v5) files give the same parameters (bf16 build: the v3
+   weights rounded to nearest even are the v5 bits).
+2. Forward on the reference batch: logits and loss.
+3. Backward: all 16 parameter gradients, each against its tolerance; a second backward gives
+   the same bits (no atomics); recompute -r 1 and -r 2 give the same bits as -r 0.
+4. Ten AdamW steps on the same batch (the reference's hyperparameters): loss and gradient norm.
+5. Save a checkpoint after step 10, load it into a fresh model, and run three more steps in
+   both: the losses and norms must be bitwise identical.
+*/
+#define TESTING
+#include "train_gpt2.cu"
+
+#define DEBUG_MAGIC 20240327
+#define LOSSES_MAGIC 20240330
+
+// The optimizer settings of train_gpt2.py's reference steps (its constants of the same names).
+#define REF_LR 1e-4f
+#define REF_BETA1 0.9f
+#define REF_BETA2 0.999f
+#define REF_EPS 1e-8f
+#define REF_WEIGHT_DECAY 0.1f
+#define REF_GRAD_CLIP 1.0f
+
+// |got - ref| <= atol*rms(ref) + rtol*|ref| per element, rms(ref) the tensor's root mean square
+// (test_gpt2.c explains the form: summation-order errors scale with the tensor, not the element).
+typedef struct { float atol, rtol; } Tolerance;
+
+#if defined(ENABLE_FP32)
+// fp32 throughout, no TF32: the same bounds as the CPU test (which measured < 1e-4 rms on every
+// tensor), except the logits: cuBLASLt sums the 768-long dot products in other orders (tiles,
+// split-k) than PyTorch's CPU BLAS, so 1e-4 rms instead of 1e-5 (still ~1e4x below a real bug).
+static const Tolerance LOGITS_TOL = {1e-4f, 1e-5f};
+static const Tolerance GRAD_TOL[NUM_PARAM_TENSORS] = {
+    {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f},
+    {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f},
+    {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f}, {1e-3f, 1e-4f},
+};
+static const float LOSS_RTOL = 1e-5f;
+static const float STEP_LOSS_RTOL = 1e-5f;
+// the norm adds 124M squares in another order, from gradients that differ up to ~1e-4 relative
+static const float STEP_NORM_RTOL = 1e-4f;
+#else
+// bf16 keeps 8 significant bits: every stored activation and gradient is rounded by up to
+// 2^-9 = 0.2% relative. A gradient passes through ~4 such roundings per layer in the forward and
+// ~6 in the backward, independent errors adding like a random walk: sqrt(12 * 10) * 0.2% ~ 2% of
+// a tensor's rms for GPT-2 124M. The bounds allow 2.5x that (5% rms), and a wrong formula still
+// shows as an error of order 100% rms. The layernorm and bias gradients sum B*T bf16 products
+// into one element: they get a larger relative part. The logits pass through all 12 layers
+// forward only (~5 roundings each, sqrt(60) * 0.2% ~ 1.5% of their rms).
+static const Tolerance LOGITS_TOL = {4e-2f, 1e-2f};
+static const Tolerance GRAD_TOL[NUM_PARAM_TENSORS] = {
+    {5e-2f, 2e-2f}, /* wte */      {5e-2f, 2e-2f}, /* wpe */
+    {5e-2f, 5e-2f}, /* ln1w */     {5e-2f, 5e-2f}, /* ln1b */
+    {5e-2f, 2e-2f}, /* qkvw */     {5e-2f, 5e-2f}, /* qkvb */
+    {5e-2f, 2e-2f}, /* attprojw */ {5e-2f, 5e-2f}, /* attprojb */
+    {5e-2f, 5e-2f}, /* ln2w */     {5e-2f, 5e-2f}, /* ln2b */
+    {5e-2f, 2e-2f}, /* fcw */      {5e-2f, 5e-2f}, /* fcb */
+    {5e-2f, 2e-2f}, /* fcprojw */  {5e-2f, 5e-2f}, /* fcprojb */
+    {5e-2f, 5e-2f}, /* lnfw */     {5e-2f, 5e-2f}, /* lnfb */
+};
+// the loss averages B*T per-position losses, whose bf16 errors are mostly independent
+static const float LOSS_RTOL = 5e-3f;
+// the steps compound: each update moves weights by ~lr in directions bf16 noise perturbs
+static const float STEP_LOSS_RTOL = 1e-2f;
+static const float STEP_NORM_RTOL = 5e-2f;
+#endif
+
+static int g_failures = 0, g_checks = 0;
+
+static void count(int ok) { g_checks++; if (!ok) { g_failures++; } }
+
+// Compares n elements, prints one line, returns 1 if all are within tolerance.
+static int check_tensor(const char* name, const float* got, const float* ref, size_t n, Tolerance tol) {
+    if (n == 0) { return 1; }
+    double sq = 0.0;
+    for (size_t i = 0; i < n; i++) { sq += (double)ref[i] * ref[i]; }
+    float rms = (float)sqrt(sq / n);
+    size_t worst = 0, bad = 0;
+    float worst_excess = -INFINITY, max_err = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float err = fabsf(got[i] - ref[i]);
+        float excess = err - (tol.atol * rms + tol.rtol * fabsf(ref[i]));
+        if (!(excess <= 0.0f)) { bad++; } // NaN counts as bad
+        if (!(excess <= worst_excess)) { worst_excess = excess; worst = i; }
+        if (err > max_err) { max_err = err; }
+    }
+    int ok = bad == 0;
+    count(ok);
+    printf("%s %-9s rms %.3e, max |err| %.3e = %.1e rms; worst at %zu: got %.9g ref %.9g%s\n",
+           ok ? "OK  " : "FAIL", name, rms, max_err, max_err / rms, worst, got[worst], ref[worst],
+           ok ? "" : "  <-- out of tolerance");
+    if (!ok) { printf("     %zu of %zu elements out of tolerance\n", bad, n); }
+    return ok;
+}
+
+static void check_scalar(const char* what, float got, float ref, float rtol) {
+    float err = fabsf(got - ref);
+    int ok = err <= rtol * fabsf(ref);
+    count(ok);
+    printf("%s %s: got %.7f ref %.7f (rel err %.2e, rtol %.0e)\n", ok ? "OK  " : "FAIL", what, got, ref, err / fabsf(ref), rtol);
+}
+
+static void check_bitwise(const char* what, const void* a, const void* b, size_t bytes) {
+    int ok = memcmp(a, b, bytes) == 0;
+    count(ok);
+    printf("%s %s\n", ok ? "OK  " : "FAIL", what);
+}
+
+// A device slab of floatX to the host, as floats.
+static float* download(const floatX* d, size_t n) {
+    floatX* tmp = (floatX*)mallocCheck(n * sizeof(floatX));
+    cudaCheck(cudaMemcpy(tmp, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    float* out = (float*)mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) { out[i] = to_float(tmp[i]); }
+    free(tmp);
+    return out;
+}
+
+// One forward + backward on (x, y) into zeroed grads; returns the grads slab on the host.
+static float* grads_of_batch(GPT2* model, const int* x, const int* y, int B, int T, float* loss) {
+    gpt2_zero_grad(model);
+    gpt2_forward(model, x, y, B, T, 1.0f / (B * T));
+    gpt2_backward(model);
+    *loss = gpt2_mean_loss(model);
+    return download(model->grads, model->plan.layout.total);
+}
+
+// One AdamW step of the reference's kind on (x, y); returns the loss, *norm the norm.
+static float reference_step(GPT2* model, const int* x, const int* y, int B, int T, int t, float* norm) {
+    gpt2_zero_grad(model);
+    gpt2_forward(model, x, y, B, T, 1.0f / (B * T));
+    gpt2_backward(model);
+    float loss = gpt2_mean_loss(model);
+    *norm = gpt2_update(model, REF_LR, REF_BETA1, REF_BETA2, REF_EPS, REF_WEIGHT_DECAY, REF_GRAD_CLIP, t);
+    return loss;
+}
+
+int main(int argc, char** argv) {
+    const char* prefix = argc > 1 ? argv[1] : "gpt2_124M";
+    char model_path[512], bf16_path[512], debug_path[512], losses_path[512];
+    snprintf(model_path, sizeof(model_path), "%s.bin", prefix);
+    snprintf(bf16_path, sizeof(bf16_path), "%s_bf16.bin", prefix);
+    snprintf(debug_path, sizeof(debug_path), "%s_debug_state.bin", prefix);
+    snprintf(losses_path, sizeof(losses_path), "%s_losses.bin", prefix);
+    cudaCheck(cudaSetDevice(0));
+
+    GPT2 model;
+    gpt2_build_from_checkpoint(&model, model_path, 0);
+    const GPT2Config* c = &model.config;
+    const ParamLayout* lay = &model.plan.layout;
+    int V = c->vocab_size, Vp = c->padded_vocab_size;
+
+    // the debug state: x, y, logits, loss and the gradients, in file order
+    FILE* fp = fopenCheck(debug_path, "rb");
+    int header[HEADER_INTS];
+    read_header(fp, header, debug_path, DEBUG_MAGIC, "debug state");
+    if (header[1] != 2) { fail("'%s' has version %d, expected 2", debug_path, header[1]); }
+    int B = header[2], T = header[3];
+    if (B <= 0 || T <= 0 || T > c->max_seq_len) { fail("'%s' has B %d, T %d", debug_path, B, T); }
+    size_t BT = (size_t)B * T;
+    long expected = (long)(HEADER_INTS * sizeof(int) + 2 * BT * sizeof(int) + (BT * V + 1 + lay->num_parameters) * sizeof(float));
+    if (file_size(fp, debug_path) != expected) { fail("'%s' is not %ld bytes: it does not belong to '%s'", debug_path, expected, model_path); }
+    fseekCheck(fp, HEADER_INTS * sizeof(int), SEEK_SET, debug_path);
+    int* x = (int*)mallocCheck(BT * sizeof(int));
+    int* y = (int*)mallocCheck(BT * sizeof(int));
+    float* ref_logits = (float*)mallocCheck(BT * V * sizeof(float));
+    float ref_loss;
+    freadCheck(x, sizeof(int), BT, fp, debug_path);
+    freadCheck(y, sizeof(int), BT, fp, debug_path);
+    freadCheck(ref_logits, sizeof(float), BT * V, fp, debug_path);
+    freadCheck(&ref_loss, sizeof(float), 1, fp, debug_path);
+    float* ref_grads[NUM_PARAM_TENSORS];
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = tensor_numel(c, t) * tensor_copies(c, t);
+        ref_grads[t] = (float*)mallocCheck(n * sizeof(float));
+        freadCheck(ref_grads[t], sizeof(float), n, fp, debug_path);
+    }
+    fclose(fp);
+    fp = fopenCheck(losses_path, "rb");
+    read_header(fp, header, losses_path, LOSSES_MAGIC, "reference losses");
+    int nsteps = header[2];
+    if (header[1] != 1 || nsteps <= 0 || nsteps > 1000 || header[3] != B || header[4] != T) {
+        fail("'%s': version %d, %d steps, B %d, T %d; expected version 1 and B %d, T %d", losses_path, header[1], nsteps, header[3], header[4], B, T);
+    }
+    float* ref_step_loss = (float*)mallocCheck(nsteps * sizeof(float));
+    float* ref_step_norm = (float*)mallocCheck(nsteps * sizeof(float));
+    freadCheck(ref_step_loss, sizeof(float), nsteps, fp, losses_path);
+    freadCheck(ref_step_norm, sizeof(float), nsteps, fp, losses_path);
+    fclose(fp);
+    printf("[%s, %s build] B %d, T %d, L %d, C %d, %zu parameters\n", prefix, PRECISION_NAME, B, T, c->num_layers,
+           c->channels, lay->num_parameters);
+
+    // 1. the fp32 and bf16 files: same parameters after rounding to floatX (fp32 build: the
+    // bf16 file is the fp32 weights rounded, so only its own round trip is exact; compare in bf16)
+    {
+        GPT2 other;
+        gpt2_build_from_checkpoint(&other, bf16_path, 0);
+        float* a = download(model.params, lay->total);
+        float* b = download(other.params, lay->total);
+        size_t mismatches = 0;
+        for (size_t i = 0; i < lay->total; i++) {
+            // both sides as bf16 bits: in the fp32 build a holds the fp32 weights
+            if (__float2bfloat16_rn(a[i]) != __float2bfloat16_rn(b[i])) { mismatches++; }
+        }
+        count(mismatches == 0);
+        printf("%s v3 and v5 model files give the same bf16 parameters (%zu mismatches)\n", mismatches == 0 ? "OK  " : "FAIL", mismatches);
+        free(a); free(b);
+        gpt2_free(&other);
+    }
+
+    // 2. forward
+    float loss;
+    gpt2_forward(&model, x, y, B, T, 0.0f);
+    loss = gpt2_mean_loss(&model);
+    float* logits_padded = download(model.acts.logits, BT * Vp);
+    float* logits = (float*)mallocCheck(BT * V * sizeof(float)); // drop the padded columns
+    for (size_t bt = 0; bt < BT; bt++) { memcpy(logits + bt * V, logits_padded + bt * Vp, V * sizeof(float)); }
+    check_tensor("logits", logits, ref_logits, BT * V, LOGITS_TOL);
+    check_scalar("loss", loss, ref_loss, LOSS_RTOL);
+    free(logits_padded); free(logits);
+
+    // 3. backward: each tensor from the unit-major slab into file order, then compared
+    float* grads = grads_of_batch(&model, x, y, B, T, &loss);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = tensor_numel(c, t);
+        float* got = (float*)mallocCheck(n * tensor_copies(c, t) * sizeof(float));
+        for (int l = 0; l < tensor_copies(c, t); l++) { memcpy(got + l * n, grads + tensor_offset(lay, c, t, l), n * sizeof(float)); }
+        check_tensor(TENSOR_INFO[t].name, got, ref_grads[t], n * tensor_copies(c, t), GRAD_TOL[t]);
+        free(got);
+    }
+    float* again = grads_of_batch(&model, x, y, B, T, &loss);
+    check_bitwise("a second backward gives the same gradient bits (deterministic)", grads, again, lay->total * sizeof(float));
+    free(again);
+    for (int r = 1; r <= 2; r++) {
+        GPT2 rec;
+        gpt2_build_from_checkpoint(&rec, model_path, r);
+        float* g = grads_of_batch(&rec, x, y, B, T, &loss);
+        char what[96];
+        snprintf(what, sizeof(what), "recompute -r %d gives the gradient bits of -r 0", r);
+        check_bitwise(what, grads, g, lay->total * sizeof(float));
+        free(g);
+        gpt2_free(&rec);
+    }
+    free(grads);
+
+    // 4. the AdamW steps, on the same batch each step as the reference
+    for (int step = 0; step < nsteps; step++) {
+        float norm;
+        loss = reference_step(&model, x, y, B, T, step + 1, &norm);
+        char what[64];
+        snprintf(what, sizeof(what), "step %d loss", step);
+        check_scalar(what, loss, ref_step_loss[step], step == 0 ? LOSS_RTOL : STEP_LOSS_RTOL);
+        snprintf(what, sizeof(what), "step %d grad norm", step);
+        check_scalar(what, norm, ref_step_norm[step], STEP_NORM_RTOL);
+    }
+
+    // 5. checkpoint after the steps, resume in a fresh model, three more steps in both
+    {
+        char dir[] = "/tmp/test_gpt2cu_XXXXXX";
+        if (mkdtemp(dir) == NULL) { fail("cannot make a temporary folder: %s", strerror(errno)); }
+        DataLoader position; // only its position fields go into the state file
+        memset(&position, 0, sizeof(position));
+        position.B = B;
+        position.T = T;
+        Rng rng;
+        rng_init(&rng, 1);
+        save_checkpoint(&model, &position, &rng, nsteps, dir, 0);
+        GPT2 resumed;
+        gpt2_init(&resumed, c, 1, 0);
+        load_checkpoint_state(&resumed, dir, nsteps, header);
+        const int more = 3;
+        float losses_a[3], losses_b[3], norms_a[3], norms_b[3];
+        for (int k = 0; k < more; k++) {
+            losses_a[k] = reference_step(&model, x, y, B, T, nsteps + k + 1, &norms_a[k]);
+            losses_b[k] = reference_step(&resumed, x, y, B, T, nsteps + k + 1, &norms_b[k]);
+            printf("     step %d: losses %.9g / %.9g, norms %.9g / %.9g (running / resumed)\n", nsteps + k,
+                   losses_a[k], losses_b[k], norms_a[k], norms_b[k]);
+        }
+        check_bitwise("save -> reload -> continue: the same losses, bit for bit", losses_a, losses_b, sizeof(losses_a));
+        check_bitwise("save -> reload -> continue: the same gradient norms, bit for bit", norms_a, norms_b, sizeof(norms_a));
+        gpt2_free(&resumed);
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0) { printf("note: could not remove %s\n", dir); }
+    }
+
+    printf("test_gpt2cu %s (%s): %d passed, %d failed\n", prefix, PRECISION_NAME, g_checks - g_failures, g_failures);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) { free(ref_grads[t]); }
+    free(x); free(y); free(ref_logits); free(ref_step_loss); free(ref_step_norm);
+    gpt2_free(&model);
+    return g_failures == 0 ? 0 : 1;
+}

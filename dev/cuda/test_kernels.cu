@@ -1,0 +1,1318 @@
+/*
+test_kernels.cu: every CUDA kernel of gpt2-zero (the llmc .cuh headers) against its CPU twin in train_gpt2.c,
+on a GPU, and a benchmark of each kernel at the GPT-2 124M training shape against its floor.
+
+    make dev/cuda/test_kernels dev/cuda/test_kernels_fp32      (PRECISION's build, and the fp32 one)
+    ./dev/cuda/test_kernels                          correctness and determinism
+    ./dev/cuda/test_kernels --bench [-b 8] [-t 1024] times, bytes, FLOPs and floors (a markdown table)
+
+1. Correctness. Random inputs from a fixed seed, rounded to floatX on the host first, so the GPU
+   and the CPU read the very same numbers. The CUDA launcher runs on the GPU, train_gpt2.c's kernel
+   on the host, and each output is compared element by element:
+       |got - ref| <= atol * rms(ref) + rtol * |ref|
+   (rms: summation-order errors scale with the tensor, not with the element). The tolerances are
+   in one table below, each with its reason: fp32-tight in the FP32 build, bf16-level in the BF16
+   build. Where the CUDA kernel WRITES a gradient that the CPU twin adds to (matmul dinp, gelu
+   dinp, attention dqkv), the GPU buffer starts as NaN and the CPU one as 0, so an element the
+   kernel skips fails. Where both add (layernorm, encoder, matmul dweight/dbias), both start from
+   the same nonzero gradients.
+2. Determinism. Every backward kernel, the classifier and the global norm run a second time from
+   the same inputs and starting gradients and must give the same bits.
+   One line per check, OK or FAIL with its worst element; the last line is "N passed, M failed".
+   Exit status: 0 all passed, 1 a check failed (or a CUDA call did), 2 no GPU (nothing tested).
+3. --bench: the median of 20 timed runs (cudaEvents) after 3 warm-ups per kernel, with the bytes
+   it must move at least, the FLOPs where they matter, and the floor
+       max(bytes / peak bandwidth, FLOPs / peak FLOP/s)
+   from the device's datasheet (or, for a device not in the table, a measured copy bandwidth).
+
+A trap this file steps around: train_gpt2.c's kernels and the CUDA launchers share their names
+(C++ overloads, told apart by the parameter types). In the FP32 build floatX is float, and
+layernorm_forward / matmul_forward then differ from their CPU twins only in the last parameter,
+cudaStream_t against int. Every launch passes g_stream, a cudaStream_t variable, never a literal
+0: C++ would take a 0 as the CPU version's int and run the host code on device pointers.
+*/
+#include <math.h>
+#include "../test/cpu_reference.h"
+#include "../../llmc/cuda_common.cuh"
+#include "../../llmc/matmul.cuh"
+#include "../../llmc/encoder.cuh"
+#include "../../llmc/layernorm.cuh"
+#include "../../llmc/attention.cuh"
+#include "../../llmc/gelu.cuh"
+#include "../../llmc/fused_classifier.cuh"
+#include "../../llmc/adamw.cuh"
+#include "../../llmc/global_norm.cuh"
+
+// every launch goes to this stream (and, being a cudaStream_t, it selects the CUDA overloads)
+static cudaStream_t g_stream;
+
+// ----------------------------------------------------------------------------
+// tolerances: |got - ref| <= atol * rms(ref) + rtol * |ref|, per output
+
+typedef struct {
+    float atol; // times the rms of the reference tensor
+    float rtol; // times |reference element|
+} Tolerance;
+
+#if defined(ENABLE_FP32)
+// fp32 math on both sides from the same inputs: they differ only in summation order, the last ulp
+// of expf/tanhf, and fma contraction, ~1e-7 relative per operation.
+// Elementwise math and sums of up to ~1000 terms (layernorm rows and columns, attention rows,
+// encoder buckets, gelu's tanhf against the CPU's tanh via expf: ~1e-7 absolute).
+static const Tolerance TOL_OUT = {1e-5f, 1e-5f};
+// cuBLASLt's dot products of up to K = 50304 terms (the LM head's dinp) in other orders (tiles,
+// split-k): the error grows like eps * sqrt(K), ~1.3e-5 of rms at K = 50304. Still ~1e4 below a bug.
+static const Tolerance TOL_MATMUL = {1e-4f, 1e-5f};
+// attention's backward recomputes s_ij and takes D_i = dout_i . out_i (the CPU: sum_j att * datt),
+// and dP_ij - D_i cancels in part, over up to 200 keys
+static const Tolerance TOL_ATT_BWD = {1e-4f, 1e-5f};
+static const Tolerance TOL_DLOGITS = {1e-5f, 1e-5f};
+// the fp32 params are the fp32 master itself
+static const Tolerance TOL_ADAMW_PARAMS = {1e-6f, 1e-6f};
+#else
+// bf16 keeps 8 significant bits: a floatX output of fp32 math is rounded once (at times twice,
+// e.g. a cuBLASLt epilogue) by at most 2^-8 = 0.39% of itself. 1% allows 2.5 roundings; a wrong
+// index or formula errs by ~100% of rms.
+static const Tolerance TOL_OUT = {1e-2f, 1e-2f};
+static const Tolerance TOL_MATMUL = {1e-2f, 1e-2f};
+// and D_i = dout_i . out_i reads the forward's out rounded to bf16 (the CPU uses fp32 weights):
+// one more rounding that reaches every dS_ij
+static const Tolerance TOL_ATT_BWD = {2e-2f, 1e-2f};
+// no atol: the rms of dlogits is set by the target column (rms ~ dloss / sqrt(Vp)), and 1% of it
+// is more than a whole non-target element (p ~ 1/V), which would then go unchecked
+static const Tolerance TOL_DLOGITS = {0.0f, 1e-2f};
+// params = the fp32 master rounded to bf16; a master one fp32 ulp away from the CPU's (fma) can
+// round to the neighbouring bf16 value: 2^-7 = 0.78%
+static const Tolerance TOL_ADAMW_PARAMS = {0.0f, 1e-2f};
+#endif
+// outputs that are fp32 in both builds, computed in fp32 from the same floatX inputs: layernorm's
+// mean and rstd, attention's lse, the classifier's losses (sums of up to 50257 exps: ~1e-6)
+static const Tolerance TOL_FP32_STATS = {1e-5f, 1e-5f};
+// AdamW's master, m, v: the CPU's expression word for word; fma contraction moves an ulp per step
+static const Tolerance TOL_ADAMW_STATE = {1e-6f, 1e-6f};
+// the same fp32 operation and the same round-to-nearest-even on both sides (the CPU's result is
+// rounded to floatX before the comparison): the encoder's forward, the fused residual sum
+static const Tolerance TOL_EXACT = {0.0f, 0.0f};
+// both square exactly in double and sum in double; only the order differs, bounded by
+// n * 2^-53 ~ 1.1e-10 at n = 1e6 per side. (An fp32 sum would need ~1e-6: that is a bug here.)
+static const double GLOBAL_NORM_RTOL = 1e-9;
+
+// ----------------------------------------------------------------------------
+// results: one line per check
+
+static int g_passed = 0, g_failed = 0;
+
+static void report(int ok, const char* what, const char* label, const char* detail) {
+    char name[192];
+    snprintf(name, sizeof(name), "%s %s", what, label);
+    printf("%-4s %-70s %s\n", ok ? "OK" : "FAIL", name, detail);
+    fflush(stdout);
+    if (ok) { g_passed++; } else { g_failed++; }
+}
+
+static double rms_of(const float* x, size_t n) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) { sum += (double)x[i] * x[i]; }
+    return n > 0 ? sqrt(sum / n) : 0.0;
+}
+
+// Element by element against tol; prints the largest error in units of rms(ref) and the worst
+// element (the one nearest to or furthest past its bound), with both values. NaN always fails.
+static void check_close(const char* what, const char* tensor, const float* got, const float* ref, size_t n,
+                        Tolerance tol) {
+    double rms = rms_of(ref, n);
+    size_t worst = 0, nans = 0, first_nan = 0;
+    double worst_ratio = -1.0, max_err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - (double)ref[i]);
+        if (err != err) {
+            if (nans == 0) { first_nan = i; }
+            nans++;
+            continue;
+        }
+        double allowed = tol.atol * rms + tol.rtol * fabs((double)ref[i]);
+        double ratio = err == 0.0 ? 0.0 : (allowed > 0.0 ? err / allowed : INFINITY);
+        if (ratio > worst_ratio) { worst_ratio = ratio; worst = i; }
+        if (err > max_err) { max_err = err; }
+    }
+    int ok = nans == 0 && worst_ratio <= 1.0;
+    if (nans > 0) { worst = first_nan; }
+    char nan_note[64] = "";
+    if (nans > 0) { snprintf(nan_note, sizeof(nan_note), "%zu NaN, the first at [%zu]; ", nans, first_nan); }
+    char detail[320];
+    snprintf(detail, sizeof(detail), "%smax|err| %.2e rms (%.2e); worst [%zu] got %.8g ref %.8g, %.2f of bound "
+             "(%g rms + %g |ref|, n %zu)", nan_note, rms > 0.0 ? max_err / rms : max_err, max_err, worst,
+             n > 0 ? got[worst] : 0.0f, n > 0 ? ref[worst] : 0.0f, worst_ratio < 0.0 ? 0.0 : worst_ratio,
+             tol.atol, tol.rtol, n);
+    report(ok, what, tensor, detail);
+}
+
+// the same bytes? label says what is compared ("dinp: same bits on a second run")
+static void check_same_bits(const char* what, const char* label, const void* a, const void* b, size_t bytes) {
+    const unsigned char* x = (const unsigned char*)a;
+    const unsigned char* y = (const unsigned char*)b;
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < bytes; i++) {
+        if (x[i] != y[i]) {
+            if (differ == 0) { first = i; }
+            differ++;
+        }
+    }
+    char detail[128];
+    if (differ == 0) { snprintf(detail, sizeof(detail), "(%zu bytes)", bytes); }
+    else { snprintf(detail, sizeof(detail), "%zu of %zu bytes differ, the first at byte %zu", differ, bytes, first); }
+    report(differ == 0, what, label, detail);
+}
+
+// |got - ref| <= rtol * |ref| for one number
+static void check_scalar(const char* what, const char* label, double got, double ref, double rtol) {
+    double rel = fabs(got - ref) / fabs(ref);
+    char detail[160];
+    snprintf(detail, sizeof(detail), "got %.17g ref %.17g, rel err %.2e (rtol %g)", got, ref, rel, rtol);
+    report(rel <= rtol, what, label, detail); // NaN fails
+}
+
+// ----------------------------------------------------------------------------
+// host data
+
+// one stream of random numbers from a fixed seed: every run tests the same inputs
+static Rng g_rng;
+
+// every host array starts zeroed (a CPU twin that adds into it starts from 0)
+static float* host_zeros(size_t n) { return (float*)callocCheck(n, sizeof(float)); }
+
+static float* host_copy(const float* x, size_t n) {
+    float* y = host_zeros(n);
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+// x[i] = the nearest floatX (round-to-nearest-even), back as a float
+static void round_to_floatX(float* x, size_t n) {
+    for (size_t i = 0; i < n; i++) { x[i] = to_float(from_float(x[i])); }
+}
+
+// normal(mean, std) values that floatX holds exactly: the GPU and the CPU read the same numbers
+static float* random_floatX(size_t n, float mean, float std) {
+    float* x = host_zeros(n);
+    for (size_t i = 0; i < n; i++) { x[i] = rng_normal(&g_rng, mean, std); }
+    round_to_floatX(x, n);
+    return x;
+}
+
+// plain fp32 normal values (the fp32 AdamW master)
+static float* random_float(size_t n, float mean, float std) {
+    float* x = host_zeros(n);
+    for (size_t i = 0; i < n; i++) { x[i] = rng_normal(&g_rng, mean, std); }
+    return x;
+}
+
+static int* random_tokens(size_t n, int range) {
+    int* t = (int*)mallocCheck(n * sizeof(int));
+    for (size_t i = 0; i < n; i++) { t[i] = (int)rng_below(&g_rng, (uint32_t)range); }
+    return t;
+}
+
+// ----------------------------------------------------------------------------
+// device data. Uploads and downloads first wait for g_stream, so they never overlap a launch.
+
+static void* device_alloc(size_t bytes) { return cuda_malloc_counted(NULL, bytes, "a test tensor"); }
+static void device_free(void* p) { cudaCheck(cudaFree(p)); }
+
+static void upload_floatX(floatX* dev, const float* host, size_t n) {
+    floatX* tmp = (floatX*)mallocCheck(n * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) { tmp[i] = from_float(host[i]); }
+    cudaCheck(cudaStreamSynchronize(g_stream));
+    cudaCheck(cudaMemcpy(dev, tmp, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(tmp);
+}
+
+static void upload_bytes(void* dev, const void* host, size_t bytes) {
+    cudaCheck(cudaStreamSynchronize(g_stream));
+    cudaCheck(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
+}
+
+static floatX* device_floatX(const float* host, size_t n) {
+    floatX* d = (floatX*)device_alloc(n * sizeof(floatX));
+    upload_floatX(d, host, n);
+    return d;
+}
+
+static float* device_float(const float* host, size_t n) {
+    float* d = (float*)device_alloc(n * sizeof(float));
+    upload_bytes(d, host, n * sizeof(float));
+    return d;
+}
+
+static int* device_ints(const int* host, size_t n) {
+    int* d = (int*)device_alloc(n * sizeof(int));
+    upload_bytes(d, host, n * sizeof(int));
+    return d;
+}
+
+// all bits set: NaN in fp32 and in bf16, so an element a kernel should write but skips fails
+static void fill_nan(void* dev, size_t bytes) {
+    cudaCheck(cudaStreamSynchronize(g_stream));
+    cudaCheck(cudaMemset(dev, 0xFF, bytes));
+}
+
+// a host copy of the device bytes, once g_stream has finished
+static void* download_bytes(const void* dev, size_t bytes) {
+    void* host = mallocCheck(bytes);
+    cudaCheck(cudaStreamSynchronize(g_stream));
+    cudaCheck(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+    return host;
+}
+
+static void* snapshot_floatX(const floatX* dev, size_t n) { return download_bytes(dev, n * sizeof(floatX)); }
+
+// floatX values (a snapshot) as floats
+static float* floats_of(const void* floatX_values, size_t n) {
+    const floatX* x = (const floatX*)floatX_values;
+    float* y = host_zeros(n);
+    for (size_t i = 0; i < n; i++) { y[i] = to_float(x[i]); }
+    return y;
+}
+
+static float* download_floatX(const floatX* dev, size_t n) {
+    void* bits = snapshot_floatX(dev, n);
+    float* x = floats_of(bits, n);
+    free(bits);
+    return x;
+}
+
+static float* download_float(const float* dev, size_t n) { return (float*)download_bytes(dev, n * sizeof(float)); }
+
+// A gradient that ran twice: the first run against the CPU's, the second run's bits against the
+// first's. bits[run] are floatX snapshots, freed here.
+static void check_twice(const char* what, const char* tensor, void* bits[2], const float* ref, size_t n,
+                        Tolerance tol) {
+    float* got = floats_of(bits[0], n);
+    check_close(what, tensor, got, ref, n, tol);
+    char label[64];
+    snprintf(label, sizeof(label), "%s: same bits on a second run", tensor);
+    check_same_bits(what, label, bits[0], bits[1], n * sizeof(floatX));
+    free(got);
+    free(bits[0]);
+    free(bits[1]);
+}
+
+// ----------------------------------------------------------------------------
+// encoder: forward (exact) and backward (adds, deterministic buckets)
+
+typedef struct {
+    int B, T, C;
+    int Vp, maxT;    // wte (Vp,C), wpe (maxT,C)
+    int token_range; // tokens drawn from [0, token_range): a small range puts many positions on a token
+} EncoderShape;
+
+static const EncoderShape ENCODER_SHAPES[] = {
+    {2, 64, 768, 50304, 1024, 50257}, // GPT-2-like: tokens over the whole vocabulary
+    {4, 64, 96, 128, 70, 8},          // 8 tokens over 256 positions: long per-token sums
+    {3, 37, 50, 1000, 40, 1},         // one token everywhere (one bucket); C not a multiple of 32
+    {1, 1, 768, 64, 1, 64},           // a single position
+};
+
+static void check_encoder(const EncoderShape* s) {
+    int B = s->B, T = s->T, C = s->C;
+    size_t n_out = (size_t)B * T * C, n_wte = (size_t)s->Vp * C, n_wpe = (size_t)s->maxT * C;
+    char fwd[128], bwd[128];
+    snprintf(fwd, sizeof(fwd), "encoder_forward B=%d T=%d C=%d tokens<%d", B, T, C, s->token_range);
+    snprintf(bwd, sizeof(bwd), "encoder_backward B=%d T=%d C=%d tokens<%d", B, T, C, s->token_range);
+
+    int* inp = random_tokens((size_t)B * T, s->token_range);
+    float* wte = random_floatX(n_wte, 0.0f, 1.0f);
+    float* wpe = random_floatX(n_wpe, 0.0f, 1.0f);
+    float* out_ref = host_zeros(n_out);
+    encoder_forward(out_ref, inp, wte, wpe, B, T, C);
+    round_to_floatX(out_ref, n_out); // the GPU rounds the same fp32 sum
+
+    int* d_inp = device_ints(inp, (size_t)B * T);
+    floatX* d_wte = device_floatX(wte, n_wte);
+    floatX* d_wpe = device_floatX(wpe, n_wpe);
+    floatX* d_out = (floatX*)device_alloc(n_out * sizeof(floatX));
+    fill_nan(d_out, n_out * sizeof(floatX));
+    encoder_forward(d_out, d_inp, d_wte, d_wpe, B, T, C, g_stream);
+    float* out = download_floatX(d_out, n_out);
+    check_close(fwd, "out", out, out_ref, n_out, TOL_EXACT);
+
+    // backward: both sides add into the same starting gradients; rows no token touches stay as they were
+    float* dout = random_floatX(n_out, 0.0f, 1.0f);
+    float* dwte0 = random_floatX(n_wte, 0.0f, 1.0f);
+    float* dwpe0 = random_floatX(n_wpe, 0.0f, 1.0f);
+    float* dwte_ref = host_copy(dwte0, n_wte);
+    float* dwpe_ref = host_copy(dwpe0, n_wpe);
+    encoder_backward(dwte_ref, dwpe_ref, dout, inp, B, T, C);
+
+    floatX* d_dout = device_floatX(dout, n_out);
+    floatX* d_dwte = (floatX*)device_alloc(n_wte * sizeof(floatX));
+    floatX* d_dwpe = (floatX*)device_alloc(n_wpe * sizeof(floatX));
+    EncoderBackwardScratch scratch;
+    encoder_backward_scratch_init(&scratch, B, T);
+    void* dwte_bits[2];
+    void* dwpe_bits[2];
+    for (int run = 0; run < 2; run++) {
+        upload_floatX(d_dwte, dwte0, n_wte);
+        upload_floatX(d_dwpe, dwpe0, n_wpe);
+        encoder_backward(d_dwte, d_dwpe, d_dout, inp, B, T, C, &scratch, g_stream);
+        dwte_bits[run] = snapshot_floatX(d_dwte, n_wte);
+        dwpe_bits[run] = snapshot_floatX(d_dwpe, n_wpe);
+    }
+    check_twice(bwd, "dwte", dwte_bits, dwte_ref, n_wte, TOL_OUT);
+    check_twice(bwd, "dwpe", dwpe_bits, dwpe_ref, n_wpe, TOL_OUT);
+
+    encoder_backward_scratch_free(&scratch);
+    device_free(d_inp); device_free(d_wte); device_free(d_wpe); device_free(d_out);
+    device_free(d_dout); device_free(d_dwte); device_free(d_dwpe);
+    free(inp); free(wte); free(wpe); free(out_ref); free(out);
+    free(dout); free(dwte0); free(dwpe0); free(dwte_ref); free(dwpe_ref);
+}
+
+// ----------------------------------------------------------------------------
+// layernorm: forward, the fused residual + layernorm, backward (adds)
+
+typedef struct { int N, C; } LayernormShape; // N rows (B*T) of C channels
+
+static const LayernormShape LAYERNORM_SHAPES[] = {
+    {128, 768},            // GPT-2-like: B*T = 2*64 rows
+    {127, 96},             // an odd row count, a small C
+    {1031, 768},           // more rows than the weight gradient's 64 chunks, a multiple of nothing
+    {37, 50},              // C not a multiple of the warp
+    {5, LAYERNORM_MAX_C},  // the largest C: the forward's row cache fills 48 KiB of shared memory
+};
+
+static const LayernormShape FUSED_RESIDUAL_SHAPES[] = {{128, 768}, {127, 96}};
+
+static void check_layernorm(const LayernormShape* s) {
+    int N = s->N, C = s->C;
+    size_t n = (size_t)N * C;
+    char fwd[96], bwd[96];
+    snprintf(fwd, sizeof(fwd), "layernorm_forward N=%d C=%d", N, C);
+    snprintf(bwd, sizeof(bwd), "layernorm_backward N=%d C=%d", N, C);
+
+    float* inp = random_floatX(n, 0.3f, 1.5f);
+    float* weight = random_floatX(C, 1.0f, 0.2f);
+    float* bias = random_floatX(C, 0.0f, 0.2f);
+    float* out_ref = host_zeros(n);
+    float* mean_ref = host_zeros(N);
+    float* rstd_ref = host_zeros(N);
+    layernorm_forward(out_ref, mean_ref, rstd_ref, inp, weight, bias, 1, N, C);
+
+    floatX* d_inp = device_floatX(inp, n);
+    floatX* d_weight = device_floatX(weight, C);
+    floatX* d_bias = device_floatX(bias, C);
+    floatX* d_out = (floatX*)device_alloc(n * sizeof(floatX));
+    float* d_mean = (float*)device_alloc(N * sizeof(float));
+    float* d_rstd = (float*)device_alloc(N * sizeof(float));
+    fill_nan(d_out, n * sizeof(floatX));
+    fill_nan(d_mean, N * sizeof(float));
+    fill_nan(d_rstd, N * sizeof(float));
+    layernorm_forward(d_out, d_mean, d_rstd, d_inp, d_weight, d_bias, N, C, g_stream);
+    float* out = download_floatX(d_out, n);
+    float* mean = download_float(d_mean, N);
+    float* rstd = download_float(d_rstd, N);
+    check_close(fwd, "out", out, out_ref, n, TOL_OUT);
+    check_close(fwd, "mean", mean, mean_ref, N, TOL_FP32_STATS);
+    check_close(fwd, "rstd", rstd, rstd_ref, N, TOL_FP32_STATS);
+
+    // backward: both read the CPU's mean and rstd, and add into the same starting gradients
+    float* dout = random_floatX(n, 0.0f, 1.0f);
+    float* dinp0 = random_floatX(n, 0.0f, 1.0f);
+    float* dweight0 = random_floatX(C, 0.0f, 1.0f);
+    float* dbias0 = random_floatX(C, 0.0f, 1.0f);
+    float* dinp_ref = host_copy(dinp0, n);
+    float* dweight_ref = host_copy(dweight0, C);
+    float* dbias_ref = host_copy(dbias0, C);
+    layernorm_backward(dinp_ref, dweight_ref, dbias_ref, dout, inp, weight, mean_ref, rstd_ref, 1, N, C);
+
+    upload_bytes(d_mean, mean_ref, N * sizeof(float));
+    upload_bytes(d_rstd, rstd_ref, N * sizeof(float));
+    floatX* d_dout = device_floatX(dout, n);
+    floatX* d_dinp = (floatX*)device_alloc(n * sizeof(floatX));
+    floatX* d_dweight = (floatX*)device_alloc(C * sizeof(floatX));
+    floatX* d_dbias = (floatX*)device_alloc(C * sizeof(floatX));
+    float* d_scratch = (float*)device_alloc(layernorm_backward_scratch_floats(N, C) * sizeof(float));
+    void* dinp_bits[2];
+    void* dweight_bits[2];
+    void* dbias_bits[2];
+    for (int run = 0; run < 2; run++) {
+        upload_floatX(d_dinp, dinp0, n);
+        upload_floatX(d_dweight, dweight0, C);
+        upload_floatX(d_dbias, dbias0, C);
+        layernorm_backward(d_dinp, d_dweight, d_dbias, d_scratch, d_dout, d_inp, d_weight, d_mean, d_rstd, N, C,
+                           g_stream);
+        dinp_bits[run] = snapshot_floatX(d_dinp, n);
+        dweight_bits[run] = snapshot_floatX(d_dweight, C);
+        dbias_bits[run] = snapshot_floatX(d_dbias, C);
+    }
+    check_twice(bwd, "dinp", dinp_bits, dinp_ref, n, TOL_OUT);
+    check_twice(bwd, "dweight", dweight_bits, dweight_ref, C, TOL_OUT);
+    check_twice(bwd, "dbias", dbias_bits, dbias_ref, C, TOL_OUT);
+
+    device_free(d_inp); device_free(d_weight); device_free(d_bias); device_free(d_out);
+    device_free(d_mean); device_free(d_rstd); device_free(d_dout); device_free(d_dinp);
+    device_free(d_dweight); device_free(d_dbias); device_free(d_scratch);
+    free(inp); free(weight); free(bias); free(out_ref); free(mean_ref); free(rstd_ref);
+    free(out); free(mean); free(rstd); free(dout); free(dinp0); free(dweight0); free(dbias0);
+    free(dinp_ref); free(dweight_ref); free(dbias_ref);
+}
+
+// residual = inp1 + inp2 rounded to floatX, then layernorm of that: on the CPU, residual_forward,
+// the rounding, and layernorm_forward
+static void check_fused_residual_layernorm(const LayernormShape* s) {
+    int N = s->N, C = s->C;
+    size_t n = (size_t)N * C;
+    char what[96];
+    snprintf(what, sizeof(what), "fused_residual_layernorm_forward N=%d C=%d", N, C);
+
+    float* inp1 = random_floatX(n, 0.3f, 1.0f);
+    float* inp2 = random_floatX(n, 0.0f, 1.0f);
+    float* weight = random_floatX(C, 1.0f, 0.2f);
+    float* bias = random_floatX(C, 0.0f, 0.2f);
+    float* residual_ref = host_zeros(n);
+    float* out_ref = host_zeros(n);
+    float* mean_ref = host_zeros(N);
+    float* rstd_ref = host_zeros(N);
+    residual_forward(residual_ref, inp1, inp2, n);
+    round_to_floatX(residual_ref, n); // what the GPU stores, and takes its statistics from
+    layernorm_forward(out_ref, mean_ref, rstd_ref, residual_ref, weight, bias, 1, N, C);
+
+    floatX* d_inp1 = device_floatX(inp1, n);
+    floatX* d_inp2 = device_floatX(inp2, n);
+    floatX* d_weight = device_floatX(weight, C);
+    floatX* d_bias = device_floatX(bias, C);
+    floatX* d_residual = (floatX*)device_alloc(n * sizeof(floatX));
+    floatX* d_out = (floatX*)device_alloc(n * sizeof(floatX));
+    float* d_mean = (float*)device_alloc(N * sizeof(float));
+    float* d_rstd = (float*)device_alloc(N * sizeof(float));
+    fill_nan(d_residual, n * sizeof(floatX));
+    fill_nan(d_out, n * sizeof(floatX));
+    fused_residual_layernorm_forward(d_residual, d_out, d_mean, d_rstd, d_inp1, d_inp2, d_weight, d_bias, N, C,
+                                     g_stream);
+    float* residual = download_floatX(d_residual, n);
+    float* out = download_floatX(d_out, n);
+    float* mean = download_float(d_mean, N);
+    float* rstd = download_float(d_rstd, N);
+    check_close(what, "residual", residual, residual_ref, n, TOL_EXACT);
+    check_close(what, "out", out, out_ref, n, TOL_OUT);
+    check_close(what, "mean", mean, mean_ref, N, TOL_FP32_STATS);
+    check_close(what, "rstd", rstd, rstd_ref, N, TOL_FP32_STATS);
+
+    device_free(d_inp1); device_free(d_inp2); device_free(d_weight); device_free(d_bias);
+    device_free(d_residual); device_free(d_out); device_free(d_mean); device_free(d_rstd);
+    free(inp1); free(inp2); free(weight); free(bias); free(residual_ref); free(out_ref); free(mean_ref);
+    free(rstd_ref); free(residual); free(out); free(mean); free(rstd);
+}
+
+// ----------------------------------------------------------------------------
+// matmul: forward (with and without bias), backward (writes dinp, adds dweight and dbias)
+
+typedef struct {
+    const char* name;
+    int BT, C, OC;
+    int has_bias;
+} MatmulShape;
+
+static const MatmulShape MATMUL_SHAPES[] = {
+    {"qkv", 128, 768, 3 * 768, 1},
+    {"attproj", 128, 768, 768, 1},
+    {"fc", 128, 768, 4 * 768, 1},
+    {"fcproj", 128, 4 * 768, 768, 1},
+    {"lm head", 128, 768, 50304, 0}, // OC = Vp, no bias: the logits, dinp sums 50304 terms
+    {"odd rows", 37, 96, 3 * 96, 1},
+    {"odd rows", 37, 96, 3 * 96, 0},
+};
+
+static void check_matmul(const MatmulShape* s) {
+    int BT = s->BT, C = s->C, OC = s->OC;
+    size_t n_inp = (size_t)BT * C, n_weight = (size_t)OC * C, n_out = (size_t)BT * OC;
+    char fwd[128], bwd[128];
+    const char* bias_note = s->has_bias ? "bias" : "no bias";
+    snprintf(fwd, sizeof(fwd), "matmul_forward %s BT=%d C=%d OC=%d %s", s->name, BT, C, OC, bias_note);
+    snprintf(bwd, sizeof(bwd), "matmul_backward %s BT=%d C=%d OC=%d %s", s->name, BT, C, OC, bias_note);
+
+    float* inp = random_floatX(n_inp, 0.0f, 1.0f);
+    float* weight = random_floatX(n_weight, 0.0f, 1.0f / sqrtf((float)C)); // outputs of unit scale
+    float* bias = s->has_bias ? random_floatX(OC, 0.0f, 1.0f) : NULL;     // as large as the product
+    float* out_ref = host_zeros(n_out);
+    matmul_forward(out_ref, inp, weight, bias, 1, BT, C, OC);
+
+    floatX* d_inp = device_floatX(inp, n_inp);
+    floatX* d_weight = device_floatX(weight, n_weight);
+    floatX* d_bias = s->has_bias ? device_floatX(bias, OC) : NULL;
+    floatX* d_out = (floatX*)device_alloc(n_out * sizeof(floatX));
+    fill_nan(d_out, n_out * sizeof(floatX));
+    matmul_forward(d_out, d_inp, d_weight, d_bias, BT, C, OC, g_stream);
+    float* out = download_floatX(d_out, n_out);
+    check_close(fwd, "out", out, out_ref, n_out, TOL_MATMUL);
+
+    // backward: dinp is written on the GPU (NaN before) and added to on the CPU (0 before);
+    // dweight and dbias are added to on both sides, from the same starting values
+    float* dout = random_floatX(n_out, 0.0f, 1.0f);
+    float* dweight0 = random_floatX(n_weight, 0.0f, 1.0f);
+    float* dbias0 = s->has_bias ? random_floatX(OC, 0.0f, 1.0f) : NULL;
+    float* dinp_ref = host_zeros(n_inp);
+    float* dweight_ref = host_copy(dweight0, n_weight);
+    float* dbias_ref = s->has_bias ? host_copy(dbias0, OC) : NULL;
+    matmul_backward(dinp_ref, dweight_ref, dbias_ref, dout, inp, weight, 1, BT, C, OC);
+
+    floatX* d_dout = device_floatX(dout, n_out);
+    floatX* d_dinp = (floatX*)device_alloc(n_inp * sizeof(floatX));
+    floatX* d_dweight = (floatX*)device_alloc(n_weight * sizeof(floatX));
+    floatX* d_dbias = s->has_bias ? (floatX*)device_alloc(OC * sizeof(floatX)) : NULL;
+    float* d_scratch = s->has_bias ? (float*)device_alloc(matmul_dbias_scratch_floats(OC) * sizeof(float)) : NULL;
+    void* dinp_bits[2];
+    void* dweight_bits[2];
+    void* dbias_bits[2] = {NULL, NULL};
+    for (int run = 0; run < 2; run++) {
+        fill_nan(d_dinp, n_inp * sizeof(floatX));
+        upload_floatX(d_dweight, dweight0, n_weight);
+        if (s->has_bias) { upload_floatX(d_dbias, dbias0, OC); }
+        matmul_backward(d_dinp, d_dweight, d_dbias, d_scratch, d_dout, d_inp, d_weight, BT, C, OC, g_stream);
+        dinp_bits[run] = snapshot_floatX(d_dinp, n_inp);
+        dweight_bits[run] = snapshot_floatX(d_dweight, n_weight);
+        if (s->has_bias) { dbias_bits[run] = snapshot_floatX(d_dbias, OC); }
+    }
+    check_twice(bwd, "dinp", dinp_bits, dinp_ref, n_inp, TOL_MATMUL);
+    check_twice(bwd, "dweight", dweight_bits, dweight_ref, n_weight, TOL_MATMUL);
+    if (s->has_bias) { check_twice(bwd, "dbias", dbias_bits, dbias_ref, OC, TOL_MATMUL); }
+
+    device_free(d_inp); device_free(d_weight); device_free(d_out); device_free(d_dout);
+    device_free(d_dinp); device_free(d_dweight);
+    if (s->has_bias) { device_free(d_bias); device_free(d_dbias); device_free(d_scratch); }
+    free(inp); free(weight); free(bias); free(out_ref); free(out); free(dout); free(dweight0);
+    free(dbias0); free(dinp_ref); free(dweight_ref); free(dbias_ref);
+}
+
+// ----------------------------------------------------------------------------
+// attention: forward (out and lse) and backward (writes dqkv)
+
+typedef struct { int B, T, C, NH; } AttentionShape; // hs = C / NH
+
+static const AttentionShape ATTENTION_SHAPES[] = {
+    {2, 64, 768, 12}, // GPT-2-like, hs 64
+    {2, 1, 768, 12},  // one query: one key
+    {2, 7, 128, 2},   // T inside one tile
+    {3, 37, 128, 2},  // a partial second key tile
+    {2, 65, 128, 2},  // one query past a block of 64
+    {2, 200, 768, 12},
+    {2, 65, 128, 4},  // hs 32
+    {2, 37, 64, 2},   // hs 32
+    {2, 65, 256, 2},  // hs 128
+    {1, 200, 384, 3}, // hs 128
+};
+
+// lse (B,NH,T) = log sum_{j <= t} exp(q_t . k_j / sqrt(hs)) in double: the reference for the
+// forward's saved log-sum-exp (the CPU twin keeps the softmax weights instead)
+static void attention_lse_reference(float* lse, const float* qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    double scale = 1.0 / sqrt((double)hs);
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                const float* q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+                double maxval = -INFINITY, sum = 0.0;
+                for (int pass = 0; pass < 2; pass++) { // the max first, so exp cannot overflow
+                    for (int j = 0; j <= t; j++) {
+                        const float* k = qkv + ((size_t)b * T + j) * C3 + C + (size_t)h * hs;
+                        double s = 0.0;
+                        for (int i = 0; i < hs; i++) { s += (double)q[i] * k[i]; }
+                        s *= scale;
+                        if (pass == 0) { maxval = fmax(maxval, s); } else { sum += exp(s - maxval); }
+                    }
+                }
+                lse[((size_t)b * NH + h) * T + t] = (float)(maxval + log(sum));
+            }
+        }
+    }
+}
+
+static void check_attention(const AttentionShape* s) {
+    int B = s->B, T = s->T, C = s->C, NH = s->NH;
+    size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_lse = (size_t)B * NH * T;
+    char fwd[128], bwd[128];
+    snprintf(fwd, sizeof(fwd), "attention_forward B=%d T=%d C=%d NH=%d hs=%d", B, T, C, NH, C / NH);
+    snprintf(bwd, sizeof(bwd), "attention_backward B=%d T=%d C=%d NH=%d hs=%d", B, T, C, NH, C / NH);
+
+    // q.k / sqrt(hs) of unit-normal q and k is unit-normal: softmaxes neither flat nor one-hot
+    float* qkv = random_floatX(n_qkv, 0.0f, 1.0f);
+    float* out_ref = host_zeros(n_out);
+    float* att = host_zeros(n_lse * T); // (B,NH,T,T)
+    float* lse_ref = host_zeros(n_lse);
+    attention_forward(out_ref, att, qkv, B, T, C, NH);
+    attention_lse_reference(lse_ref, qkv, B, T, C, NH);
+
+    floatX* d_qkv = device_floatX(qkv, n_qkv);
+    floatX* d_out = (floatX*)device_alloc(n_out * sizeof(floatX));
+    float* d_lse = (float*)device_alloc(n_lse * sizeof(float));
+    fill_nan(d_out, n_out * sizeof(floatX));
+    fill_nan(d_lse, n_lse * sizeof(float));
+    attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, g_stream);
+    float* out = download_floatX(d_out, n_out);
+    float* lse = download_float(d_lse, n_lse);
+    check_close(fwd, "out", out, out_ref, n_out, TOL_OUT);
+    check_close(fwd, "lse", lse, lse_ref, n_lse, TOL_FP32_STATS);
+
+    // backward: the GPU reads its own forward's out and lse, as the trainer does; it writes dqkv
+    // (NaN before), the CPU adds into zeros
+    float* dout = random_floatX(n_out, 0.0f, 1.0f);
+    float* dqkv_ref = host_zeros(n_qkv);
+    float* datt_scratch = host_zeros(n_lse);
+    attention_backward(dqkv_ref, datt_scratch, dout, qkv, att, B, T, C, NH);
+
+    floatX* d_dout = device_floatX(dout, n_out);
+    floatX* d_dqkv = (floatX*)device_alloc(n_qkv * sizeof(floatX));
+    float* d_scratch = (float*)device_alloc(n_lse * sizeof(float));
+    void* dqkv_bits[2];
+    for (int run = 0; run < 2; run++) {
+        fill_nan(d_dqkv, n_qkv * sizeof(floatX));
+        attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, g_stream);
+        dqkv_bits[run] = snapshot_floatX(d_dqkv, n_qkv);
+    }
+    check_twice(bwd, "dqkv", dqkv_bits, dqkv_ref, n_qkv, TOL_ATT_BWD);
+
+    device_free(d_qkv); device_free(d_out); device_free(d_lse); device_free(d_dout);
+    device_free(d_dqkv); device_free(d_scratch);
+    free(qkv); free(out_ref); free(att); free(lse_ref); free(out); free(lse); free(dout);
+    free(dqkv_ref); free(datt_scratch);
+}
+
+// ----------------------------------------------------------------------------
+// gelu: forward, backward (writes dinp; may run in place, dinp == dout, as the trainer does)
+
+static const size_t GELU_SIZES[] = {2 * 64 * 4 * 768, 1001}; // B*T*4C, and an odd count
+
+static void check_gelu(size_t N) {
+    char fwd[64], bwd[64];
+    snprintf(fwd, sizeof(fwd), "gelu_forward N=%zu", N);
+    snprintf(bwd, sizeof(bwd), "gelu_backward N=%zu", N);
+
+    float* inp = random_floatX(N, 0.0f, 2.0f); // reaches both tails
+    float* out_ref = host_zeros(N);
+    gelu_forward(out_ref, inp, N);
+    floatX* d_inp = device_floatX(inp, N);
+    floatX* d_out = (floatX*)device_alloc(N * sizeof(floatX));
+    fill_nan(d_out, N * sizeof(floatX));
+    gelu_forward(d_out, d_inp, N, g_stream);
+    float* out = download_floatX(d_out, N);
+    check_close(fwd, "out", out, out_ref, N, TOL_OUT);
+
+    float* dout = random_floatX(N, 0.0f, 1.0f);
+    float* dinp_ref = host_zeros(N); // the CPU adds, the GPU writes
+    gelu_backward(dinp_ref, inp, dout, N);
+    floatX* d_dout = device_floatX(dout, N);
+    floatX* d_dinp = (floatX*)device_alloc(N * sizeof(floatX));
+    void* dinp_bits[2];
+    for (int run = 0; run < 2; run++) {
+        fill_nan(d_dinp, N * sizeof(floatX));
+        gelu_backward(d_dinp, d_inp, d_dout, N, g_stream);
+        dinp_bits[run] = snapshot_floatX(d_dinp, N);
+    }
+    // in place: the same bits as out of place (each element is read, then written, by one thread)
+    upload_floatX(d_dinp, dout, N);
+    gelu_backward(d_dinp, d_inp, d_dinp, N, g_stream);
+    void* in_place_bits = snapshot_floatX(d_dinp, N);
+    check_same_bits(bwd, "in place (dinp == dout): same bits as out of place", dinp_bits[0], in_place_bits,
+                    N * sizeof(floatX));
+    check_twice(bwd, "dinp", dinp_bits, dinp_ref, N, TOL_OUT);
+
+    device_free(d_inp); device_free(d_out); device_free(d_dout); device_free(d_dinp);
+    free(inp); free(out_ref); free(out); free(dout); free(dinp_ref); free(in_place_bits);
+}
+
+// ----------------------------------------------------------------------------
+// fused classifier: losses, and dlogits written over the logits
+
+typedef struct { int BT, V, Vp; } ClassifierShape;
+
+static const ClassifierShape CLASSIFIER_SHAPES[] = {
+    {128, 50257, 50304}, // GPT-2: 47 padded columns
+    {7, 100, 128},
+};
+
+static void check_classifier(const ClassifierShape* s) {
+    int BT = s->BT, V = s->V, Vp = s->Vp;
+    size_t n = (size_t)BT * Vp;
+    char what[96];
+    snprintf(what, sizeof(what), "fused_classifier BT=%d V=%d Vp=%d", BT, V, Vp);
+    float dloss = 1.0f / BT; // the gradient of the mean loss
+
+    // the padded columns hold a large logit: were they not skipped, every loss would change
+    float* logits = random_floatX(n, 0.0f, 2.0f);
+    for (int bt = 0; bt < BT; bt++) {
+        for (int i = V; i < Vp; i++) { logits[(size_t)bt * Vp + i] = 50.0f; }
+    }
+    int* targets = random_tokens(BT, V);
+    targets[0] = 0;
+    targets[BT - 1] = V - 1; // both ends of the vocabulary
+    float* probs = host_zeros(n);
+    float* losses_ref = host_zeros(BT);
+    float* dlogits_ref = host_zeros(n);
+    softmax_crossentropy_forward(probs, losses_ref, logits, targets, 1, BT, V, Vp);
+    softmax_crossentropy_backward(dlogits_ref, probs, targets, dloss, 1, BT, V, Vp);
+
+    floatX* d_logits = device_floatX(logits, n);
+    int* d_targets = device_ints(targets, BT);
+    float* d_losses = (float*)device_alloc(BT * sizeof(float));
+    void* logits_bits = snapshot_floatX(d_logits, n);
+
+    // the loss alone (evaluation): the logits stay as they were
+    fill_nan(d_losses, BT * sizeof(float));
+    fused_classifier(d_logits, d_losses, d_targets, dloss, BT, V, Vp, 0, g_stream);
+    float* losses = download_float(d_losses, BT);
+    void* kept_bits = snapshot_floatX(d_logits, n);
+    check_close(what, "losses (write_dlogits 0)", losses, losses_ref, BT, TOL_FP32_STATS);
+    check_same_bits(what, "logits unchanged when write_dlogits 0", logits_bits, kept_bits, n * sizeof(floatX));
+
+    // the loss and dlogits, twice from the same logits
+    void* dlogits_bits[2];
+    void* losses_bits[2];
+    for (int run = 0; run < 2; run++) {
+        upload_floatX(d_logits, logits, n);
+        fill_nan(d_losses, BT * sizeof(float));
+        fused_classifier(d_logits, d_losses, d_targets, dloss, BT, V, Vp, 1, g_stream);
+        dlogits_bits[run] = snapshot_floatX(d_logits, n);
+        losses_bits[run] = download_bytes(d_losses, BT * sizeof(float));
+    }
+    check_close(what, "losses", (const float*)losses_bits[0], losses_ref, BT, TOL_FP32_STATS);
+    check_same_bits(what, "losses: same bits on a second run", losses_bits[0], losses_bits[1], BT * sizeof(float));
+    check_twice(what, "dlogits", dlogits_bits, dlogits_ref, n, TOL_DLOGITS);
+
+    device_free(d_logits); device_free(d_targets); device_free(d_losses);
+    free(logits); free(targets); free(probs); free(losses_ref); free(dlogits_ref); free(logits_bits);
+    free(losses); free(kept_bits); free(losses_bits[0]); free(losses_bits[1]);
+}
+
+// ----------------------------------------------------------------------------
+// AdamW: three steps from the same master weights and gradients
+
+typedef struct {
+    size_t n;
+    float weight_decay;
+    float grad_scale; // the clipping factor
+} AdamWCase;
+
+static const AdamWCase ADAMW_CASES[] = {{4099, 0.0f, 1.0f}, {4099, 0.1f, 0.8f}};
+
+static void check_adamw(const AdamWCase* c) {
+    size_t n = c->n;
+    const int steps = 3;
+    char what[96];
+    snprintf(what, sizeof(what), "adamw_update n=%zu decay=%g grad_scale=%g, %d steps", n, c->weight_decay,
+             c->grad_scale, steps);
+    AdamWParams hp; // the CPU's hyperparameters; the GPU gets the same values one by one
+    hp.lr = 1e-3f;
+    hp.beta1 = 0.9f;
+    hp.beta2 = 0.95f;
+    hp.eps = 1e-8f;
+    hp.weight_decay = c->weight_decay;
+    hp.grad_scale = c->grad_scale;
+
+    float* master0 = random_float(n, 0.0f, 0.5f);
+    float* params_ref = host_copy(master0, n); // the CPU's params are fp32: they are its master
+    float* m_ref = host_zeros(n);
+    float* v_ref = host_zeros(n);
+    floatX* d_params = device_floatX(master0, n); // rounded to floatX, as after a previous step
+    float* d_master = device_float(master0, n);
+    float* d_m = (float*)device_alloc(n * sizeof(float)); // zeros
+    float* d_v = (float*)device_alloc(n * sizeof(float));
+    floatX* d_grads = (floatX*)device_alloc(n * sizeof(floatX));
+    for (int t = 1; t <= steps; t++) {
+        float* grads = random_floatX(n, 0.0f, 0.01f);
+        hp.t = t;
+        adamw_update(params_ref, grads, m_ref, v_ref, n, c->weight_decay, &hp);
+        upload_floatX(d_grads, grads, n);
+        adamw_update(d_params, d_master, d_grads, d_m, d_v, n, hp.lr, hp.beta1, hp.beta2,
+                     adamw_bias_correction(hp.beta1, t), adamw_bias_correction(hp.beta2, t), hp.eps,
+                     c->weight_decay, c->grad_scale, g_stream);
+        free(grads);
+    }
+    float* master = download_float(d_master, n);
+    float* m = download_float(d_m, n);
+    float* v = download_float(d_v, n);
+    float* params = download_floatX(d_params, n);
+    check_close(what, "master", master, params_ref, n, TOL_ADAMW_STATE);
+    check_close(what, "m", m, m_ref, n, TOL_ADAMW_STATE);
+    check_close(what, "v", v, v_ref, n, TOL_ADAMW_STATE);
+    check_close(what, "params", params, params_ref, n, TOL_ADAMW_PARAMS);
+
+    device_free(d_params); device_free(d_master); device_free(d_m); device_free(d_v); device_free(d_grads);
+    free(master0); free(params_ref); free(m_ref); free(v_ref); free(master); free(m); free(v); free(params);
+}
+
+// ----------------------------------------------------------------------------
+// global norm: the sum of squares against the CPU's sum_of_squares (both in double)
+
+static const size_t GLOBAL_NORM_SIZES[] = {1000000, 1237}; // and fewer elements than threads
+
+static void check_global_norm(size_t n) {
+    char what[64];
+    snprintf(what, sizeof(what), "global_norm_squared n=%zu", n);
+    float* x = random_floatX(n, 0.0f, 1.0f);
+    double ref = sum_of_squares(x, n);
+
+    floatX* d_x = device_floatX(x, n);
+    double* d_out = (double*)device_alloc(sizeof(double));
+    double* d_scratch = (double*)device_alloc(GLOBAL_NORM_SCRATCH * sizeof(double));
+    double got[2];
+    for (int run = 0; run < 2; run++) {
+        fill_nan(d_out, sizeof(double)); // accumulate 0 writes it
+        global_norm_squared(d_out, d_x, n, 0, d_scratch, g_stream);
+        double* h = (double*)download_bytes(d_out, sizeof(double));
+        got[run] = *h;
+        free(h);
+    }
+    check_scalar(what, "sum of squares", got[0], ref, GLOBAL_NORM_RTOL);
+    check_same_bits(what, "sum of squares: same bits on a second run", &got[0], &got[1], sizeof(double));
+
+    // accumulate 1 adds to what *out holds (the trainer sums its units this way)
+    const double before = 2.5;
+    upload_bytes(d_out, &before, sizeof(double));
+    global_norm_squared(d_out, d_x, n, 1, d_scratch, g_stream);
+    double* h = (double*)download_bytes(d_out, sizeof(double));
+    check_scalar(what, "accumulate: 2.5 + sum of squares", *h, before + ref, GLOBAL_NORM_RTOL);
+    free(h);
+
+    device_free(d_x); device_free(d_out); device_free(d_scratch);
+    free(x);
+}
+
+// ----------------------------------------------------------------------------
+// correctness: every check, then the summary line
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static int run_correctness(void) {
+    rng_init(&g_rng, 1337);
+    for (size_t i = 0; i < COUNT_OF(ENCODER_SHAPES); i++) { check_encoder(&ENCODER_SHAPES[i]); }
+    for (size_t i = 0; i < COUNT_OF(LAYERNORM_SHAPES); i++) { check_layernorm(&LAYERNORM_SHAPES[i]); }
+    for (size_t i = 0; i < COUNT_OF(FUSED_RESIDUAL_SHAPES); i++) {
+        check_fused_residual_layernorm(&FUSED_RESIDUAL_SHAPES[i]);
+    }
+    for (size_t i = 0; i < COUNT_OF(MATMUL_SHAPES); i++) { check_matmul(&MATMUL_SHAPES[i]); }
+    for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention(&ATTENTION_SHAPES[i]); }
+    for (size_t i = 0; i < COUNT_OF(GELU_SIZES); i++) { check_gelu(GELU_SIZES[i]); }
+    for (size_t i = 0; i < COUNT_OF(CLASSIFIER_SHAPES); i++) { check_classifier(&CLASSIFIER_SHAPES[i]); }
+    for (size_t i = 0; i < COUNT_OF(ADAMW_CASES); i++) { check_adamw(&ADAMW_CASES[i]); }
+    for (size_t i = 0; i < COUNT_OF(GLOBAL_NORM_SIZES); i++) { check_global_norm(GLOBAL_NORM_SIZES[i]); }
+    printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed == 0 ? 0 : 1;
+}
+
+// ----------------------------------------------------------------------------
+// benchmark: the peaks of the device
+
+typedef struct {
+    const char* name_has;       // a substring of cudaDeviceProp.name; the first match wins
+    double gbs;                 // memory bandwidth, GB/s
+    double tflops_bf16;         // dense bf16 tensor-core TFLOP/s
+    double tflops_fp32;         // fp32 (non-tensor) TFLOP/s
+} DatasheetPeak;
+
+// datasheet numbers; the more specific names first
+static const DatasheetPeak DATASHEET_PEAKS[] = {
+    {"H100 PCIe", 2000, 756, 51},
+    {"H100 NVL", 3900, 835, 60},
+    {"H100", 3350, 989, 67},  // SXM, e.g. "NVIDIA H100 80GB HBM3"
+    {"H200", 4800, 989, 67},
+    {"A100-SXM4-40GB", 1555, 312, 19.5},
+    {"A100-PCIE-40GB", 1555, 312, 19.5},
+    {"A100 80GB PCIe", 1935, 312, 19.5},
+    {"A100", 2039, 312, 19.5}, // SXM4 80GB
+};
+
+typedef struct {
+    double gbs;    // bytes per second / 1e9 for the floor
+    double tflops; // FLOP/s / 1e12 of this build's precision; 0: unknown
+    char source[160];
+} Peak;
+
+#define BENCH_WARMUP 3
+#define BENCH_RUNS 20
+
+static int compare_floats(const void* a, const void* b) {
+    float x = *(const float*)a, y = *(const float*)b;
+    return (x > y) - (x < y);
+}
+
+// the median time of one launch, in ms, over BENCH_RUNS timed runs after BENCH_WARMUP untimed ones
+template <typename Launch>
+static float median_ms(Launch launch) {
+    cudaEvent_t start, stop;
+    cudaCheck(cudaEventCreate(&start));
+    cudaCheck(cudaEventCreate(&stop));
+    for (int i = 0; i < BENCH_WARMUP; i++) { launch(); }
+    float ms[BENCH_RUNS];
+    for (int i = 0; i < BENCH_RUNS; i++) {
+        cudaCheck(cudaEventRecord(start, g_stream));
+        launch();
+        cudaCheck(cudaEventRecord(stop, g_stream));
+        cudaCheck(cudaEventSynchronize(stop));
+        cudaCheck(cudaEventElapsedTime(&ms[i], start, stop));
+    }
+    cudaCheck(cudaEventDestroy(start));
+    cudaCheck(cudaEventDestroy(stop));
+    qsort(ms, BENCH_RUNS, sizeof(float), compare_floats);
+    return 0.5f * (ms[BENCH_RUNS / 2 - 1] + ms[BENCH_RUNS / 2]);
+}
+
+// GB/s of a 1 GiB device-to-device copy, counting its read and its write
+static double measure_copy_bandwidth(void) {
+    size_t bytes = (size_t)1 << 30;
+    void* src = device_alloc(bytes);
+    void* dst = device_alloc(bytes);
+    float ms = median_ms([&] { cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_stream)); });
+    device_free(src);
+    device_free(dst);
+    return 2.0 * bytes / (ms * 1e-3) / 1e9;
+}
+
+static Peak device_peak(const char* device_name, double measured_gbs) {
+    Peak p;
+    for (size_t i = 0; i < COUNT_OF(DATASHEET_PEAKS); i++) {
+        const DatasheetPeak* d = &DATASHEET_PEAKS[i];
+        if (strstr(device_name, d->name_has) != NULL) {
+            p.gbs = d->gbs;
+#if defined(ENABLE_FP32)
+            p.tflops = d->tflops_fp32;
+#else
+            p.tflops = d->tflops_bf16;
+#endif
+            snprintf(p.source, sizeof(p.source), "datasheet ('%s'): %.0f GB/s, %.1f TFLOP/s %s (measured D2D copy: "
+                     "%.0f GB/s)", d->name_has, p.gbs, p.tflops, PRECISION_NAME, measured_gbs);
+            return p;
+        }
+    }
+    p.gbs = measured_gbs;
+    p.tflops = 0.0;
+    snprintf(p.source, sizeof(p.source), "device not in the table: measured D2D copy %.0f GB/s, FLOP/s n/a",
+             measured_gbs);
+    return p;
+}
+
+// one row of the markdown table; flops 0 where FLOPs do not matter
+static void bench_row(const Peak* peak, const char* kernel, float ms, double bytes, double flops) {
+    double s = ms * 1e-3;
+    char gflop[32] = "-", tflops[32] = "-", floor_ms[32] = "n/a", ratio[32] = "n/a";
+    double floor_s = bytes / (peak->gbs * 1e9);
+    int floor_known = 1;
+    if (flops > 0.0) {
+        snprintf(gflop, sizeof(gflop), "%.1f", flops / 1e9);
+        snprintf(tflops, sizeof(tflops), "%.1f", flops / s / 1e12);
+        if (peak->tflops > 0.0) { floor_s = fmax(floor_s, flops / (peak->tflops * 1e12)); }
+        else { floor_known = 0; } // a bandwidth-only floor would flatter a compute-bound kernel
+    }
+    if (floor_known) {
+        snprintf(floor_ms, sizeof(floor_ms), "%.4f", floor_s * 1e3);
+        snprintf(ratio, sizeof(ratio), "%.1f", s / floor_s);
+    }
+    printf("| %-40s | %8.4f | %9.1f | %6.0f | %7s | %7s | %8s | %6s |\n", kernel, ms, bytes / 1e6, bytes / s / 1e9,
+           gflop, tflops, floor_ms, ratio);
+    fflush(stdout);
+}
+
+// ----------------------------------------------------------------------------
+// benchmark: device buffers of random values, then one function per kernel family
+
+typedef struct { int B, T, C, NH, V, Vp; } BenchShape;
+
+// a stateless hash of (seed, i) to [0, 1): the splitmix64 finalizer, as rand.h seeds with
+__device__ inline float hash_uniform(uint64_t seed, size_t i) {
+    uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) / 16777216.0f;
+}
+
+__device__ inline void store_float(float* p, float v) { *p = v; }
+__device__ inline void store_float(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+template <typename T>
+__global__ void fill_uniform_kernel(T* x, size_t n, uint64_t seed, float lo, float hi) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { store_float(&x[i], lo + (hi - lo) * hash_uniform(seed, i)); }
+}
+
+static uint64_t g_bench_seed = 1;
+
+// n device values uniform in [lo, hi)
+template <typename T>
+static T* bench_buffer(size_t n, float lo, float hi) {
+    T* x = (T*)device_alloc(n * sizeof(T));
+    fill_uniform_kernel<T><<<ceil_div(n, 256), 256, 0, g_stream>>>(x, n, g_bench_seed++, lo, hi);
+    cudaCheckLaunch();
+    return x;
+}
+
+static int count_distinct(const int* tokens, int n, int range) {
+    char* seen = (char*)callocCheck(range, 1);
+    int distinct = 0;
+    for (int i = 0; i < n; i++) {
+        if (!seen[tokens[i]]) { seen[tokens[i]] = 1; distinct++; }
+    }
+    free(seen);
+    return distinct;
+}
+
+static const double SX = sizeof(floatX); // bytes per floatX element
+
+static void bench_encoder(const BenchShape* s, const Peak* peak) {
+    int B = s->B, T = s->T, C = s->C, BT = B * T;
+    int* tokens = random_tokens(BT, s->V);
+    double rows = count_distinct(tokens, BT, s->V); // the rows of wte read (forward) or updated (backward)
+    int* d_tokens = device_ints(tokens, BT);
+    floatX* wte = bench_buffer<floatX>((size_t)s->Vp * C, -1.0f, 1.0f);
+    floatX* wpe = bench_buffer<floatX>((size_t)T * C, -1.0f, 1.0f);
+    floatX* out = bench_buffer<floatX>((size_t)BT * C, -1.0f, 1.0f);
+    EncoderBackwardScratch scratch;
+    encoder_backward_scratch_init(&scratch, B, T);
+
+    float ms = median_ms([&] { encoder_forward(out, d_tokens, wte, wpe, B, T, C, g_stream); });
+    bench_row(peak, "encoder_forward", ms, 4.0 * BT + (rows + T + BT) * C * SX, 0.0);
+    // wte and wpe stand in for their gradients; out for dout
+    ms = median_ms([&] { encoder_backward(wte, wpe, out, tokens, B, T, C, &scratch, g_stream); });
+    bench_row(peak, "encoder_backward (incl. host bucket sort)", ms,
+              4.0 * BT + ((double)BT + 2.0 * (rows + T)) * C * SX, 0.0);
+
+    encoder_backward_scratch_free(&scratch);
+    device_free(d_tokens); device_free(wte); device_free(wpe); device_free(out);
+    free(tokens);
+}
+
+static void bench_layernorm(const BenchShape* s, const Peak* peak) {
+    int N = s->B * s->T, C = s->C;
+    size_t n = (size_t)N * C;
+    floatX* inp = bench_buffer<floatX>(n, -2.0f, 2.0f);
+    floatX* inp2 = bench_buffer<floatX>(n, -2.0f, 2.0f);
+    floatX* residual = bench_buffer<floatX>(n, -2.0f, 2.0f);
+    floatX* out = bench_buffer<floatX>(n, -2.0f, 2.0f);
+    floatX* dout = bench_buffer<floatX>(n, -1.0f, 1.0f);
+    floatX* dinp = bench_buffer<floatX>(n, -1.0f, 1.0f);
+    floatX* weight = bench_buffer<floatX>(C, 0.5f, 1.5f);
+    floatX* bias = bench_buffer<floatX>(C, -0.5f, 0.5f);
+    floatX* dweight = bench_buffer<floatX>(C, -1.0f, 1.0f);
+    floatX* dbias = bench_buffer<floatX>(C, -1.0f, 1.0f);
+    float* mean = bench_buffer<float>(N, -0.1f, 0.1f);
+    float* rstd = bench_buffer<float>(N, 0.5f, 1.5f);
+    float* scratch = (float*)device_alloc(layernorm_backward_scratch_floats(N, C) * sizeof(float));
+    double nc = (double)n, stats = 2.0 * N * sizeof(float);
+
+    float ms = median_ms([&] { layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, g_stream); });
+    bench_row(peak, "layernorm_forward", ms, (2.0 * nc + 2.0 * C) * SX + stats, 0.0);
+    ms = median_ms([&] {
+        fused_residual_layernorm_forward(residual, out, mean, rstd, inp, inp2, weight, bias, N, C, g_stream);
+    });
+    bench_row(peak, "fused_residual_layernorm_forward", ms, (4.0 * nc + 2.0 * C) * SX + stats, 0.0);
+    // reads dout, inp, dinp, weight, mean, rstd; writes dinp; dweight and dbias read and written
+    ms = median_ms([&] {
+        layernorm_backward(dinp, dweight, dbias, scratch, dout, inp, weight, mean, rstd, N, C, g_stream);
+    });
+    bench_row(peak, "layernorm_backward", ms, (4.0 * nc + 5.0 * C) * SX + stats, 0.0);
+
+    device_free(inp); device_free(inp2); device_free(residual); device_free(out); device_free(dout);
+    device_free(dinp); device_free(weight); device_free(bias); device_free(dweight); device_free(dbias);
+    device_free(mean); device_free(rstd); device_free(scratch);
+}
+
+static void bench_matmuls(const BenchShape* s, const Peak* peak) {
+    int BT = s->B * s->T, C = s->C;
+    const MatmulShape layers[] = {
+        {"qkv", BT, C, 3 * C, 1},
+        {"attproj", BT, C, C, 1},
+        {"fc", BT, C, 4 * C, 1},
+        {"fcproj", BT, 4 * C, C, 1},
+        {"lm head", BT, C, s->Vp, 0},
+    };
+    // buffers for the largest of each: inputs up to (BT,4C), weights and outputs up to the LM head's
+    size_t max_in = (size_t)BT * 4 * C, max_w = (size_t)s->Vp * C, max_out = (size_t)BT * s->Vp;
+    floatX* inp = bench_buffer<floatX>(max_in, -1.0f, 1.0f);
+    floatX* dinp = bench_buffer<floatX>(max_in, -1.0f, 1.0f);
+    floatX* weight = bench_buffer<floatX>(max_w, -0.05f, 0.05f);
+    floatX* dweight = bench_buffer<floatX>(max_w, -0.05f, 0.05f);
+    floatX* out = bench_buffer<floatX>(max_out, -1.0f, 1.0f);
+    floatX* dout = bench_buffer<floatX>(max_out, -1.0f, 1.0f);
+    floatX* bias = bench_buffer<floatX>(4 * C, -0.1f, 0.1f);
+    floatX* dbias = bench_buffer<floatX>(4 * C, -0.1f, 0.1f);
+    float* scratch = (float*)device_alloc(matmul_dbias_scratch_floats(4 * C) * sizeof(float));
+
+    for (size_t i = 0; i < COUNT_OF(layers); i++) {
+        const MatmulShape* l = &layers[i];
+        int K = l->C, OC = l->OC;
+        floatX* b = l->has_bias ? bias : NULL;
+        floatX* db = l->has_bias ? dbias : NULL;
+        float* sc = l->has_bias ? scratch : NULL;
+        double in = (double)BT * K, w = (double)OC * K, o = (double)BT * OC, nb = l->has_bias ? OC : 0.0;
+        double flops = 2.0 * BT * K * OC;
+        char name[64];
+        snprintf(name, sizeof(name), "matmul_forward %s (%d->%d)", l->name, K, OC);
+        float ms = median_ms([&] { matmul_forward(out, inp, weight, b, BT, K, OC, g_stream); });
+        bench_row(peak, name, ms, (in + w + o + nb) * SX, flops);
+        // reads dout, inp, weight; writes dinp; dweight and dbias read and written
+        snprintf(name, sizeof(name), "matmul_backward %s (%d->%d)", l->name, K, OC);
+        ms = median_ms([&] { matmul_backward(dinp, dweight, db, sc, dout, inp, weight, BT, K, OC, g_stream); });
+        bench_row(peak, name, ms, (o + in + w + in + 2.0 * w + 2.0 * nb) * SX, 2.0 * flops);
+    }
+
+    device_free(inp); device_free(dinp); device_free(weight); device_free(dweight); device_free(out);
+    device_free(dout); device_free(bias); device_free(dbias); device_free(scratch);
+}
+
+static void bench_attention(const BenchShape* s, const Peak* peak) {
+    int B = s->B, T = s->T, C = s->C, NH = s->NH, hs = C / NH;
+    size_t btc = (size_t)B * T * C, n_lse = (size_t)B * NH * T;
+    floatX* qkv = bench_buffer<floatX>(3 * btc, -1.0f, 1.0f);
+    floatX* out = bench_buffer<floatX>(btc, -1.0f, 1.0f);
+    floatX* dout = bench_buffer<floatX>(btc, -1.0f, 1.0f);
+    floatX* dqkv = bench_buffer<floatX>(3 * btc, -1.0f, 1.0f);
+    float* lse = (float*)device_alloc(n_lse * sizeof(float));
+    float* scratch = (float*)device_alloc(n_lse * sizeof(float));
+    // causal: T(T+1)/2 (query, key) pairs per head, 2 matmuls (q k^T, P v) of 2 FLOPs per multiply-add;
+    // the backward's minimum is 5 such matmuls (s again, dP, dV, dK, dQ), FlashAttention-2's 2.5x.
+    // (These kernels compute s and dP twice: 7.)
+    double fwd_flops = 2.0 * B * NH * hs * (double)T * (T + 1);
+    double lse_bytes = n_lse * sizeof(float);
+
+    float ms = median_ms([&] { attention_forward(out, lse, qkv, B, T, C, NH, g_stream); });
+    bench_row(peak, "attention_forward", ms, 4.0 * btc * SX + lse_bytes, fwd_flops);
+    // reads dout, qkv, out, lse; writes dqkv
+    ms = median_ms([&] { attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, g_stream); });
+    bench_row(peak, "attention_backward", ms, 8.0 * btc * SX + lse_bytes, 2.5 * fwd_flops);
+
+    device_free(qkv); device_free(out); device_free(dout); device_free(dqkv); device_free(lse); device_free(scratch);
+}
+
+static void bench_gelu(const BenchShape* s, const Peak* peak) {
+    size_t N = (size_t)s->B * s->T * 4 * s->C;
+    floatX* inp = bench_buffer<floatX>(N, -3.0f, 3.0f);
+    floatX* out = bench_buffer<floatX>(N, -1.0f, 1.0f);
+    floatX* dinp = bench_buffer<floatX>(N, -1.0f, 1.0f);
+    float ms = median_ms([&] { gelu_forward(out, inp, N, g_stream); });
+    bench_row(peak, "gelu_forward", ms, 2.0 * N * SX, 0.0);
+    ms = median_ms([&] { gelu_backward(dinp, inp, out, N, g_stream); });
+    bench_row(peak, "gelu_backward", ms, 3.0 * N * SX, 0.0);
+    device_free(inp); device_free(out); device_free(dinp);
+}
+
+static void bench_classifier(const BenchShape* s, const Peak* peak) {
+    int BT = s->B * s->T;
+    size_t n = (size_t)BT * s->Vp;
+    floatX* logits = bench_buffer<floatX>(n, -4.0f, 4.0f);
+    float* losses = (float*)device_alloc(BT * sizeof(float));
+    int* targets = random_tokens(BT, s->V);
+    int* d_targets = device_ints(targets, BT);
+    // every run after the first reads the previous dlogits as its logits: finite values, the same work
+    float ms = median_ms([&] {
+        fused_classifier(logits, losses, d_targets, 1.0f / BT, BT, s->V, s->Vp, 1, g_stream);
+    });
+    bench_row(peak, "fused_classifier (loss + dlogits)", ms, 2.0 * n * SX + 8.0 * BT, 0.0);
+    device_free(logits); device_free(losses); device_free(d_targets);
+    free(targets);
+}
+
+// the optimizer step and the gradient norm over every parameter of GPT-2 124M (Vp = 50304)
+static void bench_update(const Peak* peak) {
+    const size_t n = 124475904;
+    floatX* params = bench_buffer<floatX>(n, -0.1f, 0.1f);
+    floatX* grads = bench_buffer<floatX>(n, -0.01f, 0.01f);
+    float* master = bench_buffer<float>(n, -0.1f, 0.1f);
+    float* m = bench_buffer<float>(n, -0.001f, 0.001f);
+    float* v = bench_buffer<float>(n, 0.0f, 1e-5f);
+    double* norm = (double*)device_alloc(sizeof(double));
+    double* scratch = (double*)device_alloc(GLOBAL_NORM_SCRATCH * sizeof(double));
+    float ms = median_ms([&] {
+        adamw_update(params, master, grads, m, v, n, 6e-4f, 0.9f, 0.95f, adamw_bias_correction(0.9f, 10),
+                     adamw_bias_correction(0.95f, 10), 1e-8f, 0.1f, 1.0f, g_stream);
+    });
+    // reads grads, master, m, v; writes master, m, v, params
+    bench_row(peak, "adamw_update (124M params)", ms, (double)n * (2.0 * SX + 6.0 * sizeof(float)), 0.0);
+    ms = median_ms([&] { global_norm_squared(norm, grads, n, 0, scratch, g_stream); });
+    bench_row(peak, "global_norm_squared (124M params)", ms, (double)n * SX, 0.0);
+    device_free(params); device_free(grads); device_free(master); device_free(m); device_free(v);
+    device_free(norm); device_free(scratch);
+}
+
+static int run_bench(const BenchShape* s, const cudaDeviceProp* prop) {
+    rng_init(&g_rng, 1337);
+    Peak peak = device_peak(prop->name, measure_copy_bandwidth());
+    printf("\n### Kernel times: %s, %s build, B=%d T=%d C=%d NH=%d V=%d Vp=%d\n\n", prop->name, PRECISION_NAME,
+           s->B, s->T, s->C, s->NH, s->V, s->Vp);
+    printf("Peak: %s. Median of %d runs after %d warm-ups. MB: the least bytes the kernel must read and write\n"
+           "(each tensor once, scratch not counted). Floor: max(bytes / peak bandwidth, FLOPs / peak FLOP/s).\n\n",
+           peak.source, BENCH_RUNS, BENCH_WARMUP);
+    printf("| %-40s | %8s | %9s | %6s | %7s | %7s | %8s | %6s |\n", "kernel", "ms", "MB", "GB/s", "GFLOP", "TFLOP/s",
+           "floor ms", "x floor");
+    printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------------------------", "---------:",
+           "----------:", "-------:", "--------:", "--------:", "---------:", "-------:");
+    bench_encoder(s, &peak);
+    bench_layernorm(s, &peak);
+    bench_matmuls(s, &peak);
+    bench_attention(s, &peak);
+    bench_gelu(s, &peak);
+    bench_classifier(s, &peak);
+    bench_update(&peak);
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// command line and main
+
+static const char* USAGE =
+    "usage: test_kernels [--bench [-b B] [-t T]]\n"
+    "  (no flags)  every CUDA kernel against its CPU twin, and twice for the same bits\n"
+    "  --bench     time each kernel at the GPT-2 124M training shape against its floor\n"
+    "  -b B        --bench batch size (default 8)\n"
+    "  -t T        --bench sequence length (default 1024)";
+
+static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
+    int shape_given = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--bench") == 0) {
+            *bench = 1;
+        } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "-t") == 0) {
+            if (i + 1 >= argc) { fail("flag %s needs a value\n%s", argv[i], USAGE); }
+            char* end = NULL;
+            long value = strtol(argv[i + 1], &end, 10);
+            if (*argv[i + 1] == '\0' || *end != '\0' || value < 1 || value > 65536) {
+                fail("flag %s %s: expected an integer in [1, 65536]", argv[i], argv[i + 1]);
+            }
+            if (argv[i][1] == 'b') { shape->B = (int)value; } else { shape->T = (int)value; }
+            shape_given = 1;
+            i++;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("%s\n", USAGE);
+            exit(0);
+        } else {
+            fail("unknown argument '%s'\n%s", argv[i], USAGE);
+        }
+    }
+    if (shape_given && !*bench) { fail("-b and -t set the benchmark's shape: add --bench"); }
+}
+
+int main(int argc, char** argv) {
+    int bench = 0;
+    BenchShape shape = {8, 1024, 768, 12, 50257, 50304}; // GPT-2 124M
+    parse_args(argc, argv, &bench, &shape);
+
+    int devices = 0;
+    cudaError_t err = cudaGetDeviceCount(&devices);
+    if (err != cudaSuccess || devices == 0) {
+        printf("test_kernels: no CUDA GPU (%s): nothing tested\n",
+               err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        return 2;
+    }
+    cudaCheck(cudaSetDevice(0));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    printf("device: %s (sm_%d%d, %d SMs, %.0f GiB), precision %s\n", prop.name, prop.major, prop.minor,
+           prop.multiProcessorCount, prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), PRECISION_NAME);
+    cudaCheck(cudaStreamCreate(&g_stream));
+    matmul_init(NULL);
+
+    int status = bench ? run_bench(&shape, &prop) : run_correctness();
+
+    matmul_free();
+    cudaCheck(cudaStreamDestroy(g_stream));
+    return status;
+}

@@ -34,7 +34,7 @@ endif
 train_gpt2: train_gpt2.c $(HEADERS)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) $< -o $@ $(LDLIBS)
 
-test_gpt2: test_gpt2.c train_gpt2.c $(HEADERS)
+test_gpt2: test_gpt2.c train_gpt2.c dev/test/reference.h $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 dev/test/test_zero_plan: dev/test/test_zero_plan.c $(HEADERS)
@@ -48,7 +48,7 @@ SANITIZE = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sani
 train_gpt2_asan: train_gpt2.c $(HEADERS)
 	$(CC) $(SANITIZE) $< -o $@ $(LDLIBS)
 
-test_gpt2_asan: test_gpt2.c train_gpt2.c $(HEADERS)
+test_gpt2_asan: test_gpt2.c train_gpt2.c dev/test/reference.h $(HEADERS)
 	$(CC) $(SANITIZE) $< -o $@ $(LDLIBS)
 
 # --- CUDA: train_gpt2cu / test_gpt2cu in the chosen PRECISION, plus the fp32 pair for tight checks
@@ -77,13 +77,13 @@ endif
 train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS)
 
-test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
+test_gpt2cu: test_gpt2.cu train_gpt2.cu dev/test/reference.h $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS)
 
 train_gpt2fp32cu: train_gpt2.cu $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
 
-test_gpt2fp32cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
+test_gpt2fp32cu: test_gpt2.cu train_gpt2.cu dev/test/reference.h $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
 
 # every kernel against its CPU twin on the GPU (and --bench: times against their floors)

@@ -19,20 +19,7 @@ same files test_gpt2.c uses). Needs a GPU.
 #define TESTING
 #include "train_gpt2.cu"
 
-#define DEBUG_MAGIC 20240327
-#define LOSSES_MAGIC 20240330
-
-// The optimizer settings of train_gpt2.py's reference steps (its constants of the same names).
-#define REF_LR 1e-4f
-#define REF_BETA1 0.9f
-#define REF_BETA2 0.999f
-#define REF_EPS 1e-8f
-#define REF_WEIGHT_DECAY 0.1f
-#define REF_GRAD_CLIP 1.0f
-
-// |got - ref| <= atol*rms(ref) + rtol*|ref| per element, rms(ref) the tensor's root mean square
-// (test_gpt2.c explains the form: summation-order errors scale with the tensor, not the element).
-typedef struct { float atol, rtol; } Tolerance;
+#include "dev/test/reference.h"
 
 #if defined(ENABLE_FP32)
 // fp32 throughout, no TF32: the same bounds as the CPU test (which measured < 1e-4 rms on every
@@ -74,44 +61,9 @@ static const float STEP_LOSS_RTOL = 1e-2f;
 static const float STEP_NORM_RTOL = 5e-2f;
 #endif
 
-static int g_failures = 0, g_checks = 0;
-
-static void count(int ok) { g_checks++; if (!ok) { g_failures++; } }
-
-// Compares n elements, prints one line, returns 1 if all are within tolerance.
-static int check_tensor(const char* name, const float* got, const float* ref, size_t n, Tolerance tol) {
-    if (n == 0) { return 1; }
-    double sq = 0.0;
-    for (size_t i = 0; i < n; i++) { sq += (double)ref[i] * ref[i]; }
-    float rms = (float)sqrt(sq / n);
-    size_t worst = 0, bad = 0;
-    float worst_excess = -INFINITY, max_err = 0.0f;
-    for (size_t i = 0; i < n; i++) {
-        float err = fabsf(got[i] - ref[i]);
-        float excess = err - (tol.atol * rms + tol.rtol * fabsf(ref[i]));
-        if (!(excess <= 0.0f)) { bad++; } // NaN counts as bad
-        if (!(excess <= worst_excess)) { worst_excess = excess; worst = i; }
-        if (err > max_err) { max_err = err; }
-    }
-    int ok = bad == 0;
-    count(ok);
-    printf("%s %-9s rms %.3e, max |err| %.3e = %.1e rms; worst at %zu: got %.9g ref %.9g%s\n",
-           ok ? "OK  " : "FAIL", name, rms, max_err, max_err / rms, worst, got[worst], ref[worst],
-           ok ? "" : "  <-- out of tolerance");
-    if (!ok) { printf("     %zu of %zu elements out of tolerance\n", bad, n); }
-    return ok;
-}
-
-static void check_scalar(const char* what, float got, float ref, float rtol) {
-    float err = fabsf(got - ref);
-    int ok = err <= rtol * fabsf(ref);
-    count(ok);
-    printf("%s %s: got %.7f ref %.7f (rel err %.2e, rtol %.0e)\n", ok ? "OK  " : "FAIL", what, got, ref, err / fabsf(ref), rtol);
-}
-
 static void check_bitwise(const char* what, const void* a, const void* b, size_t bytes) {
     int ok = memcmp(a, b, bytes) == 0;
-    count(ok);
+    count_check(ok);
     printf("%s %s\n", ok ? "OK  " : "FAIL", what);
 }
 
@@ -146,11 +98,9 @@ static float reference_step(GPT2* model, const int* x, const int* y, int B, int 
 
 int main(int argc, char** argv) {
     const char* prefix = argc > 1 ? argv[1] : "gpt2_124M";
-    char model_path[512], bf16_path[512], debug_path[512], losses_path[512];
+    char model_path[512], bf16_path[512];
     snprintf(model_path, sizeof(model_path), "%s.bin", prefix);
     snprintf(bf16_path, sizeof(bf16_path), "%s_bf16.bin", prefix);
-    snprintf(debug_path, sizeof(debug_path), "%s_debug_state.bin", prefix);
-    snprintf(losses_path, sizeof(losses_path), "%s_losses.bin", prefix);
     cudaCheck(cudaSetDevice(0));
 
     GPT2 model;
@@ -158,44 +108,12 @@ int main(int argc, char** argv) {
     const GPT2Config* c = &model.config;
     const ParamLayout* lay = &model.plan.layout;
     int V = c->vocab_size, Vp = c->padded_vocab_size;
-
-    // the debug state: x, y, logits, loss and the gradients, in file order
-    FILE* fp = fopenCheck(debug_path, "rb");
-    int header[HEADER_INTS];
-    read_header(fp, header, debug_path, DEBUG_MAGIC, "debug state");
-    if (header[1] != 2) { fail("'%s' has version %d, expected 2", debug_path, header[1]); }
-    int B = header[2], T = header[3];
-    if (B <= 0 || T <= 0 || T > c->max_seq_len) { fail("'%s' has B %d, T %d", debug_path, B, T); }
+    Reference ref;
+    reference_load(&ref, prefix, c, lay->num_parameters);
+    int B = ref.B, T = ref.T, nsteps = ref.steps;
     size_t BT = (size_t)B * T;
-    long expected = (long)(HEADER_INTS * sizeof(int) + 2 * BT * sizeof(int) + (BT * V + 1 + lay->num_parameters) * sizeof(float));
-    if (file_size(fp, debug_path) != expected) { fail("'%s' is not %ld bytes: it does not belong to '%s'", debug_path, expected, model_path); }
-    fseekCheck(fp, HEADER_INTS * sizeof(int), SEEK_SET, debug_path);
-    int* x = (int*)mallocCheck(BT * sizeof(int));
-    int* y = (int*)mallocCheck(BT * sizeof(int));
-    float* ref_logits = (float*)mallocCheck(BT * V * sizeof(float));
-    float ref_loss;
-    freadCheck(x, sizeof(int), BT, fp, debug_path);
-    freadCheck(y, sizeof(int), BT, fp, debug_path);
-    freadCheck(ref_logits, sizeof(float), BT * V, fp, debug_path);
-    freadCheck(&ref_loss, sizeof(float), 1, fp, debug_path);
-    float* ref_grads[NUM_PARAM_TENSORS];
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t n = tensor_numel(c, t) * tensor_copies(c, t);
-        ref_grads[t] = (float*)mallocCheck(n * sizeof(float));
-        freadCheck(ref_grads[t], sizeof(float), n, fp, debug_path);
-    }
-    fclose(fp);
-    fp = fopenCheck(losses_path, "rb");
-    read_header(fp, header, losses_path, LOSSES_MAGIC, "reference losses");
-    int nsteps = header[2];
-    if (header[1] != 1 || nsteps <= 0 || nsteps > 1000 || header[3] != B || header[4] != T) {
-        fail("'%s': version %d, %d steps, B %d, T %d; expected version 1 and B %d, T %d", losses_path, header[1], nsteps, header[3], header[4], B, T);
-    }
-    float* ref_step_loss = (float*)mallocCheck(nsteps * sizeof(float));
-    float* ref_step_norm = (float*)mallocCheck(nsteps * sizeof(float));
-    freadCheck(ref_step_loss, sizeof(float), nsteps, fp, losses_path);
-    freadCheck(ref_step_norm, sizeof(float), nsteps, fp, losses_path);
-    fclose(fp);
+    const int* x = ref.x;
+    const int* y = ref.y;
     printf("[%s, %s build] B %d, T %d, L %d, C %d, %zu parameters\n", prefix, PRECISION_NAME, B, T, c->num_layers,
            c->channels, lay->num_parameters);
 
@@ -211,7 +129,7 @@ int main(int argc, char** argv) {
             // both sides as bf16 bits: in the fp32 build a holds the fp32 weights
             if (__float2bfloat16_rn(a[i]) != __float2bfloat16_rn(b[i])) { mismatches++; }
         }
-        count(mismatches == 0);
+        count_check(mismatches == 0);
         printf("%s v3 and v5 model files give the same bf16 parameters (%zu mismatches)\n", mismatches == 0 ? "OK  " : "FAIL", mismatches);
         free(a); free(b);
         gpt2_free(&other);
@@ -224,8 +142,8 @@ int main(int argc, char** argv) {
     float* logits_padded = download(model.acts.logits, BT * Vp);
     float* logits = (float*)mallocCheck(BT * V * sizeof(float)); // drop the padded columns
     for (size_t bt = 0; bt < BT; bt++) { memcpy(logits + bt * V, logits_padded + bt * Vp, V * sizeof(float)); }
-    check_tensor("logits", logits, ref_logits, BT * V, LOGITS_TOL);
-    check_scalar("loss", loss, ref_loss, LOSS_RTOL);
+    check_tensor("logits", logits, ref.logits, BT * V, LOGITS_TOL);
+    check_scalar("loss", loss, ref.loss, LOSS_RTOL);
     free(logits_padded); free(logits);
 
     // 3. backward: each tensor from the unit-major slab into file order, then compared
@@ -234,7 +152,7 @@ int main(int argc, char** argv) {
         size_t n = tensor_numel(c, t);
         float* got = (float*)mallocCheck(n * tensor_copies(c, t) * sizeof(float));
         for (int l = 0; l < tensor_copies(c, t); l++) { memcpy(got + l * n, grads + tensor_offset(lay, c, t, l), n * sizeof(float)); }
-        check_tensor(TENSOR_INFO[t].name, got, ref_grads[t], n * tensor_copies(c, t), GRAD_TOL[t]);
+        check_tensor(TENSOR_INFO[t].name, got, ref.grads[t], n * tensor_copies(c, t), GRAD_TOL[t]);
         free(got);
     }
     float* again = grads_of_batch(&model, x, y, B, T, &loss);
@@ -258,9 +176,9 @@ int main(int argc, char** argv) {
         loss = reference_step(&model, x, y, B, T, step + 1, &norm);
         char what[64];
         snprintf(what, sizeof(what), "step %d loss", step);
-        check_scalar(what, loss, ref_step_loss[step], step == 0 ? LOSS_RTOL : STEP_LOSS_RTOL);
+        check_scalar(what, loss, ref.step_loss[step], step == 0 ? LOSS_RTOL : STEP_LOSS_RTOL);
         snprintf(what, sizeof(what), "step %d grad norm", step);
-        check_scalar(what, norm, ref_step_norm[step], STEP_NORM_RTOL);
+        check_scalar(what, norm, ref.step_norm[step], STEP_NORM_RTOL);
     }
 
     // 5. checkpoint after the steps, resume in a fresh model, three more steps in both
@@ -276,6 +194,7 @@ int main(int argc, char** argv) {
         save_checkpoint(&model, &position, &rng, nsteps, dir, 0);
         GPT2 resumed;
         gpt2_init(&resumed, c, 1, 0);
+        int header[HEADER_INTS];
         load_checkpoint_state(&resumed, dir, nsteps, header);
         const int more = 3;
         float losses_a[3], losses_b[3], norms_a[3], norms_b[3];
@@ -294,8 +213,7 @@ int main(int argc, char** argv) {
     }
 
     printf("test_gpt2cu %s (%s): %d passed, %d failed\n", prefix, PRECISION_NAME, g_checks - g_failures, g_failures);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) { free(ref_grads[t]); }
-    free(x); free(y); free(ref_logits); free(ref_step_loss); free(ref_step_norm);
+    reference_free(&ref);
     gpt2_free(&model);
     return g_failures == 0 ? 0 : 1;
 }

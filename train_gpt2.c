@@ -895,14 +895,6 @@ double sum_of_squares(const float* x, size_t n) {
     return total;
 }
 
-// The factor that clips gradients of global L2 norm `norm` to `max_norm` (PyTorch's
-// clip_grad_norm_ rule); 1 when max_norm is 0 (clipping off) or the norm is small enough.
-float grad_clip_scale(float norm, float max_norm) {
-    if (max_norm <= 0.0f) { return 1.0f; }
-    float scale = max_norm / (norm + 1e-6f);
-    return scale < 1.0f ? scale : 1.0f;
-}
-
 typedef struct {
     float lr, beta1, beta2, eps, weight_decay;
     int t;            // the step number, from 1, for the bias corrections
@@ -1246,12 +1238,6 @@ static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char
 
 // ----------------------------------------------------------------------------
 // training loop
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // Mean loss over up to max_steps val batches per rank, averaged over the ranks (each reads
 // different batches).

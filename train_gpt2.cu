@@ -420,14 +420,6 @@ float gpt2_grad_norm(GPT2* model) {
     return (float)sqrt(sum);
 }
 
-// The factor that clips gradients of global L2 norm `norm` to `max_norm` (PyTorch's
-// clip_grad_norm_ rule); 1 when max_norm is 0 (clipping off) or the norm is small enough.
-static float grad_clip_scale(float norm, float max_norm) {
-    if (max_norm <= 0.0f) { return 1.0f; }
-    float scale = max_norm / (norm + 1e-6f);
-    return scale < 1.0f ? scale : 1.0f;
-}
-
 // One AdamW step over every tensor (t counts from 1). Returns the gradient norm before clipping.
 float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int t) {
     const GPT2Config* c = &model->config;
@@ -558,12 +550,6 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
 
 // ----------------------------------------------------------------------------
 // training loop
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // Dense peak TFLOP/s of known GPUs (bf16 tensor cores; fp32 without tensor cores for the FP32
 // build), for MFU. SXM parts; a part not in the table gets no MFU rather than a wrong one.

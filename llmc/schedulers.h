@@ -1,6 +1,7 @@
 /*
-Learning-rate schedule: linear warmup, then cosine decay from the peak to peak*final_frac,
-as in llm.c's default. final_frac = 1 keeps the rate constant after warmup.
+Learning-rate schedule (linear warmup, then cosine decay from the peak to peak*final_frac,
+as in llm.c's default; final_frac = 1 keeps the rate constant after warmup) and the gradient
+clipping factor: the step-size knobs both trainers share.
 */
 #ifndef LLMC_SCHEDULERS_H
 #define LLMC_SCHEDULERS_H
@@ -14,6 +15,14 @@ static inline float lr_cosine(int step, float peak_lr, int warmup_steps, int tot
     float coeff = 0.5f * (1.0f + cosf(3.14159265358979f * progress)); // 1 -> 0
     float min_lr = peak_lr * final_frac;
     return min_lr + coeff * (peak_lr - min_lr);
+}
+
+// The factor that clips gradients of global L2 norm `norm` to `max_norm` (PyTorch's
+// clip_grad_norm_ rule); 1 when max_norm is 0 (clipping off) or the norm is small enough.
+static inline float grad_clip_scale(float norm, float max_norm) {
+    if (max_norm <= 0.0f) { return 1.0f; }
+    float scale = max_norm / (norm + 1e-6f);
+    return scale < 1.0f ? scale : 1.0f;
 }
 
 #endif // LLMC_SCHEDULERS_H

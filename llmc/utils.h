@@ -15,6 +15,7 @@ rank 3 of 4 says so.
 #include <string.h>
 #include <errno.h>
 #include <stdint.h>
+#include <time.h>
 
 // "[rank r] " once a multi-process run is up; empty for a single process
 static char g_rank_prefix[32] = "";
@@ -155,6 +156,13 @@ static inline size_t peak_rss_bytes(void) {
     }
     fclose(fp);
     return kb * 1024;
+}
+
+// Seconds on a monotonic clock, for timing steps.
+static inline double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 #endif // LLMC_UTILS_H

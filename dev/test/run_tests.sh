@@ -28,6 +28,7 @@ run_test "sharding plan and sampler" ./dev/test/test_zero_plan
 run_test "bad input" bash dev/test/test_bad_input.sh
 run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
+run_test "rendezvous without mpirun (fs, tcp)" bash dev/test/test_rendezvous.sh
 run_test "stage comparison and plots" bash dev/test/test_compare.sh
 run_test "checkpoints and resume" bash dev/test/test_checkpoint.sh
 run_test "faults: hangs, deaths, full disk, corrupt checkpoints" bash dev/test/test_faults.sh

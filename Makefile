@@ -17,7 +17,7 @@ HEADERS = $(wildcard llmc/*.h)
 
 .PHONY: all cuda test demo compare data references clean
 
-all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/bench/zero_plan_print cuda
+all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print cuda
 
 # train_gpt2 runs the ZeRO stages under mpirun when built with MPI (OpenMPI's mpicc); without
 # it, the same source builds the single-process trainer.
@@ -39,6 +39,10 @@ test_gpt2: test_gpt2.c train_gpt2.c dev/test/reference.h $(HEADERS)
 
 dev/test/test_zero_plan: dev/test/test_zero_plan.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# the rendezvous of ranks started without mpirun (fs, tcp), tested on the CPU
+dev/test/rendezvous_demo: dev/test/rendezvous_demo.c $(HEADERS)
+	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
 dev/bench/zero_plan_print: dev/bench/zero_plan_print.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
@@ -64,6 +68,28 @@ NVCC_ARCH = $(foreach cc,$(GPU_COMPUTE_CAPABILITY),-gencode arch=compute_$(cc),c
 # warnings are errors: CI cannot run CUDA code, so it must at least compile cleanly
 NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno --Werror all-warnings
 NVCC_LDLIBS = -lcublasLt -lcudart
+# Several GPUs: NCCL (the CUDA toolkit's, or NCCL_HOME), and MPI for mpirun starts when mpicc
+# exists. NO_MULTI_GPU=1 builds one-process trainers without NCCL; NO_USE_MPI=1 leaves MPI out
+# (ranks then start with -pn/-pr/-pi); MPI's C++ bindings stay out (they do not compile warning-free). Only train_gpt2cu/test_gpt2cu and their fp32 twins link them.
+NCCL_HOME ?= /usr/local/cuda
+ifeq ($(NO_MULTI_GPU),1)
+TRAIN_CU_FLAGS = -DNO_MULTI_GPU
+TRAIN_CU_LIBS =
+$(info NO_MULTI_GPU=1: the CUDA trainers run one process (no NCCL))
+else ifeq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
+TRAIN_CU_FLAGS = -DNO_MULTI_GPU
+TRAIN_CU_LIBS =
+$(info nccl.h not found in $(NCCL_HOME)/include: the CUDA trainers run one process (set NCCL_HOME))
+else
+TRAIN_CU_FLAGS = -I$(NCCL_HOME)/include
+TRAIN_CU_LIBS = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
+endif
+ifneq ($(NO_USE_MPI),1)
+ifneq ($(MPICC),)
+TRAIN_CU_FLAGS += -DUSE_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell $(MPICC) --showme:compile 2>/dev/null)
+TRAIN_CU_LIBS += $(shell $(MPICC) --showme:link 2>/dev/null)
+endif
+endif
 CUDA_HEADERS = $(HEADERS) $(wildcard llmc/*.cuh)
 CUDA_HOST_TESTS = dev/test/test_attention_host dev/test/test_layers_host dev/test/test_update_host
 
@@ -75,16 +101,16 @@ cuda:
 endif
 
 train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
 
 test_gpt2cu: test_gpt2.cu train_gpt2.cu dev/test/reference.h $(CUDA_HEADERS)
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
 
 train_gpt2fp32cu: train_gpt2.cu $(CUDA_HEADERS)
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
 
 test_gpt2fp32cu: test_gpt2.cu train_gpt2.cu dev/test/reference.h $(CUDA_HEADERS)
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
 
 # every kernel against its CPU twin on the GPU (and --bench: times against their floors)
 dev/cuda/test_kernels: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
@@ -116,7 +142,7 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/bench/zero_plan_print cuda data references
+test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print cuda data references
 	bash dev/test/run_tests.sh
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
@@ -129,5 +155,5 @@ compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
 	$(PYTHON) dev/bench/compare_stages.py --out log_compare
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/bench/zero_plan_print
+	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print
 	rm -f train_gpt2cu test_gpt2cu train_gpt2fp32cu test_gpt2fp32cu dev/cuda/test_kernels dev/cuda/test_kernels_fp32 $(CUDA_HOST_TESTS)

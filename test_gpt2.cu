@@ -15,6 +15,10 @@ same files test_gpt2.c uses). Needs a GPU.
 4. Ten AdamW steps on the same batch (the reference's hyperparameters): loss and gradient norm.
 5. Save a checkpoint after step 10, load it into a fresh model, and run three more steps in
    both: the losses and norms must be bitwise identical.
+6. The sharding schedule on one process: stages 1, 2, 3 (each reshard policy, prefetch 0 and 2)
+   give stage 0's losses and norms bit for bit over 4 steps (with one rank every collective is a
+   copy, so this checks the schedule's buffers, events and the per-shard update; several ranks:
+   dev/test/test_zero_cuda.sh).
 */
 #define TESTING
 #include "train_gpt2.cu"
@@ -81,8 +85,9 @@ static float* download(const floatX* d, size_t n) {
 static float* grads_of_batch(GPT2* model, const int* x, const int* y, int B, int T, float* loss) {
     gpt2_zero_grad(model);
     gpt2_forward(model, x, y, B, T, 1.0f / (B * T));
-    gpt2_backward(model);
+    gpt2_backward(model, 1);
     *loss = gpt2_mean_loss(model);
+    grads_finish_reduction(model);
     return download(model->grads, model->plan.layout.total);
 }
 
@@ -90,8 +95,9 @@ static float* grads_of_batch(GPT2* model, const int* x, const int* y, int B, int
 static float reference_step(GPT2* model, const int* x, const int* y, int B, int T, int t, float* norm) {
     gpt2_zero_grad(model);
     gpt2_forward(model, x, y, B, T, 1.0f / (B * T));
-    gpt2_backward(model);
+    gpt2_backward(model, 1);
     float loss = gpt2_mean_loss(model);
+    grads_finish_reduction(model);
     *norm = gpt2_update(model, REF_LR, REF_BETA1, REF_BETA2, REF_EPS, REF_WEIGHT_DECAY, REF_GRAD_CLIP, t);
     return loss;
 }
@@ -102,9 +108,14 @@ int main(int argc, char** argv) {
     snprintf(model_path, sizeof(model_path), "%s.bin", prefix);
     snprintf(bf16_path, sizeof(bf16_path), "%s_bf16.bin", prefix);
     cudaCheck(cudaSetDevice(0));
+    Comm comm; // one process: the collectives are copies
+    comm_bootstrap(&comm, &argc, &argv);
+    ProcessFlags one = {-1, -1, NULL, NULL, NULL};
+    comm_init(&comm, &one);
+    const ZeroOptions stage0 = {0, 1, RESHARD_DEFAULT, 0};
 
     GPT2 model;
-    gpt2_build_from_checkpoint(&model, model_path, 0);
+    gpt2_build_from_checkpoint(&model, &comm, model_path, stage0, 0);
     const GPT2Config* c = &model.config;
     const ParamLayout* lay = &model.plan.layout;
     int V = c->vocab_size, Vp = c->padded_vocab_size;
@@ -121,7 +132,7 @@ int main(int argc, char** argv) {
     // bf16 file is the fp32 weights rounded, so only its own round trip is exact; compare in bf16)
     {
         GPT2 other;
-        gpt2_build_from_checkpoint(&other, bf16_path, 0);
+        gpt2_build_from_checkpoint(&other, &comm, bf16_path, stage0, 0);
         float* a = download(model.params, lay->total);
         float* b = download(other.params, lay->total);
         size_t mismatches = 0;
@@ -160,7 +171,7 @@ int main(int argc, char** argv) {
     free(again);
     for (int r = 1; r <= 2; r++) {
         GPT2 rec;
-        gpt2_build_from_checkpoint(&rec, model_path, r);
+        gpt2_build_from_checkpoint(&rec, &comm, model_path, stage0, r);
         float* g = grads_of_batch(&rec, x, y, B, T, &loss);
         char what[96];
         snprintf(what, sizeof(what), "recompute -r %d gives the gradient bits of -r 0", r);
@@ -193,7 +204,7 @@ int main(int argc, char** argv) {
         rng_init(&rng, 1);
         save_checkpoint(&model, &position, &rng, nsteps, dir, 0);
         GPT2 resumed;
-        gpt2_init(&resumed, c, 1, 0);
+        gpt2_init(&resumed, c, &comm, stage0, 0);
         int header[HEADER_INTS];
         load_checkpoint_state(&resumed, dir, nsteps, header);
         const int more = 3;
@@ -212,8 +223,37 @@ int main(int argc, char** argv) {
         if (system(cmd) != 0) { printf("note: could not remove %s\n", dir); }
     }
 
+    // 6. every stage on one process gives stage 0's bits
+    {
+        const int steps = 4;
+        float loss0[4], norm0[4];
+        GPT2 base;
+        gpt2_build_from_checkpoint(&base, &comm, model_path, stage0, 0);
+        for (int k = 0; k < steps; k++) { loss0[k] = reference_step(&base, x, y, B, T, k + 1, &norm0[k]); }
+        gpt2_free(&base);
+        const ZeroOptions variants[] = {
+            {1, 1, RESHARD_DEFAULT, 0}, {2, 1, RESHARD_DEFAULT, 0}, {3, 1, RESHARD_DEFAULT, 1},
+            {3, 1, RESHARD_DEFAULT, 0}, {3, 1, RESHARD_ALWAYS, 2}, {3, 1, RESHARD_NEVER, 0},
+        };
+        for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+            GPT2 z;
+            gpt2_build_from_checkpoint(&z, &comm, model_path, variants[i], 0);
+            float lz[4], nz[4];
+            for (int k = 0; k < steps; k++) { lz[k] = reference_step(&z, x, y, B, T, k + 1, &nz[k]); }
+            char what[160];
+            snprintf(what, sizeof(what), "one process, stage %d (reshard %s, prefetch %d): stage 0's losses and norms, bit for bit",
+                     variants[i].stage, RESHARD_NAMES[variants[i].reshard], variants[i].prefetch);
+            int same = memcmp(lz, loss0, sizeof(lz)) == 0 && memcmp(nz, norm0, sizeof(nz)) == 0;
+            count_check(same);
+            printf("%s %s\n", same ? "OK  " : "FAIL", what);
+            if (!same) { for (int k = 0; k < steps; k++) { printf("     step %d: %.9g / %.9g, norms %.9g / %.9g\n", k, lz[k], loss0[k], nz[k], norm0[k]); } }
+            gpt2_free(&z);
+        }
+    }
+
     printf("test_gpt2cu %s (%s): %d passed, %d failed\n", prefix, PRECISION_NAME, g_checks - g_failures, g_failures);
     reference_free(&ref);
     gpt2_free(&model);
+    comm_finalize(&comm);
     return g_failures == 0 ? 0 : 1;
 }

@@ -617,7 +617,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     memset(model, 0, sizeof(*model));
     model->config = *config;
     model->comm = comm;
-    StateBytes cpu_bytes = {4, 4, 8}; // fp32 params and grads; m and v
+    StateBytes cpu_bytes = {4, 4, 8, 0}; // fp32 params and grads; m and v; MPI needs a reduce-scatter buffer
     zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.grad_accum, opt.reshard,
                    opt.prefetch, cpu_bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
@@ -1290,10 +1290,14 @@ int main(int argc, char** argv) {
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .reshard = NULL, .prefetch = -1,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .recompute = -1,
+        .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
     comm_check_same_args(&comm, argc, argv);
     parse_args(&args, argc, argv, rank, "mpirun -np N ./train_gpt2 ... runs N ranks; OMP_NUM_THREADS sets the threads per rank.");
     if (args.recompute != -1) { fail("flag -r (recompute) is for the CUDA trainer: the CPU trainer keeps every activation"); }
+    if (args.num_processes != -1 || args.process_rank != -1 || args.init_method || args.fs_path || args.server) {
+        fail("flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer: the CPU trainer runs its ranks under mpirun -np N");
+    }
     comm.timeout_s = args.wait_timeout;
     // a full disk or a file-size limit must fail a write with a message, not kill the process
     signal(SIGXFSZ, SIG_IGN);

@@ -1,5 +1,6 @@
 /*
-train_gpt2.cu: GPT-2 training on one NVIDIA GPU, the CUDA twin of train_gpt2.c.
+train_gpt2.cu: GPT-2 training on NVIDIA GPUs, the CUDA twin of train_gpt2.c, with the ZeRO
+stages 0-3 across GPUs over NCCL (-z).
 
 bf16 parameters, activations and gradients with fp32 master weights and AdamW state (make
 PRECISION=BF16, the default), or fp32 throughout (PRECISION=FP32, for tight checks). Matrix
@@ -9,20 +10,24 @@ fused_classifier.cuh, adamw.cuh, global_norm.cuh). The backward has no atomics: 
 same bits.
 
 The structure is train_gpt2.c's: the parameters are one unit-major slab (unit 0 = embeddings and
-final layernorm, units 1..L = the blocks; llmc/gpt2_layout.h), the forward and backward walk the
-units, the update runs per tensor (weight decay on the 2-D weights only). This file runs ZeRO
-stage 0 on one GPU; the multi-GPU stages build on the same slabs and plan (llmc/zero_plan.h).
+final layernorm, units 1..L = the blocks; llmc/gpt2_layout.h), sharded by the plan both trainers
+share (llmc/zero_plan.h); the forward and backward walk the units through the same schedule calls
+(unit_params -> compute -> release; unit_grads -> compute -> unit_grads_done), and the sharding
+section below issues every collective of a step. One process per GPU; collectives run on their
+own stream (llmc/nccl_comm.cuh), ordered against the compute stream with events, so they overlap
+the backward (and, in stage 3, the forward's gathers run ahead of the compute by the prefetch).
 Model, checkpoint and data files are the CPU trainer's (llm.c's formats): a run saved by one
-trainer resumes in the other.
+trainer, on any number of ranks and any stage, resumes in the other.
 
 Run (after `make data references`):
-    make train_gpt2cu
-    ./train_gpt2cu                                   # fine-tune the reference model file
+    ./train_gpt2cu                                    # one GPU: fine-tune the reference model file
     ./train_gpt2cu -e gpt2_124M_bf16.bin -b 32 -t 1024 -r 0 -x 20 -v 0 -s 0   # the benchmark
-    ./train_gpt2cu -h                                # the flags
+    mpirun -np 8 ./train_gpt2cu -z 2 ...               # 8 GPUs, ZeRO stage 2
+    ./train_gpt2cu -pn 2 -pr $R -pi fs -pf /shared/job1 -z 3 ...   # without MPI: each rank R
+    ./train_gpt2cu -h                                 # the flags
 
-Sections: model (parameters, activations) -> forward -> backward -> update -> sampling ->
-checkpoints -> training loop and main.
+Sections: model (parameters, activations) -> forward -> backward -> update -> the sharding
+schedule -> sampling -> checkpoints -> training loop and main.
 */
 #include <math.h>
 #include <stdint.h>
@@ -42,6 +47,7 @@ checkpoints -> training loop and main.
 #include "llmc/train_args.h"
 #include "llmc/checkpoint.h"
 #include "llmc/cuda_common.cuh"
+#include "llmc/nccl_comm.cuh"
 #include "llmc/matmul.cuh"
 #include "llmc/encoder.cuh"
 #include "llmc/layernorm.cuh"
@@ -103,19 +109,47 @@ typedef struct {
     float* dbias_scratch; // matmul backward's bias partial sums
 } Activations;
 
+// Where a stage-3 unit's parameters are: only the shard, on the way (all-gather queued), or
+// gathered in a buffer.
+typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } UnitState;
+
 // Bytes on the GPU, per category (the start-up table compares them with the plan).
-typedef struct { size_t params, grads, optimizer, activations, buffers; } MemoryUse;
+typedef struct { size_t params, grads, optimizer, buffers, activations, workspace; } MemoryUse;
 
 typedef struct {
     GPT2Config config;
-    ZeroPlan plan;          // units and memory for stage 0 on one GPU
-    floatX* params;         // (layout.total) unit-major slab; padding stays 0
-    floatX* grads;          // (layout.total)
-    float* master;          // (layout.total) fp32 master weights: AdamW updates these, params are their rounding
-    float* m;               // (layout.total) AdamW first moment
-    float* v;               // (layout.total) AdamW second moment
-    double* norm_squared;   // (1) on the device: the gradient's sum of squares
+    ZeroPlan plan;          // units, shards, memory and traffic for this stage and world size
+    Comm* comm;
+    // parameters (floatX: what the forward and backward read)
+    floatX* params;         // (layout.total) full unit-major slab, stages 0-2; padding stays 0
+    floatX* param_shard;    // (plan.shard_total) this rank's slice of every unit, stage 3
+    floatX* gather_unit0;   // (unit_size[0]) stage 3: unit 0 while gathered
+    floatX* gather_blocks;  // (block_gather_buffers, unit_size[1]) stage 3: block l in slot l % count
+    // gradients (floatX)
+    floatX* grads;          // (layout.total) full local gradient, when plan.full_grads
+    floatX* grad_shard;     // (plan.shard_total) stages 2-3: this rank's reduced slices
+    floatX* grad_unit0;     // (unit_size[0]) stages 2-3 without accumulation: unit 0's gradient
+    floatX* grad_blocks;    // (2, unit_size[1]) stages 2-3 without accumulation: block l in slot l % 2
+    // fp32 master weights and AdamW moments: (layout.total) in stage 0, (plan.shard_total) from
+    // stage 1 on. AdamW updates the master; the floatX params are its rounding.
+    float* master;
+    float* m;
+    float* v;
+    double* norm_squared;   // (1) on the device: this rank's part of the gradient's sum of squares
     double* norm_scratch;   // global_norm_squared's partials
+    // stage-3 schedule state (host), and the events that order the buffers on the two streams
+    UnitState unit_state[MAX_UNITS];
+    cudaEvent_t gathered[MAX_UNITS];    // comm stream: unit u's all-gather is done
+    cudaEvent_t slot_free[MAX_UNITS];   // compute stream: block slot s is read for the last time (s < block buffers)
+    cudaEvent_t unit0_free;             // compute stream: the unit-0 buffer is read for the last time
+    int slot_owner[MAX_UNITS];          // which block holds each gather slot (-1: free)
+    int schedule[3 * MAX_UNITS];        // the units in the order a micro-step uses them
+    int schedule_len, schedule_pos;
+    // stage 2-3 gradient buffers
+    int grad_slot_owner[2];             // which block's gradient each of the two slots holds (-1: none)
+    cudaEvent_t grad_slot_reduced[2];   // comm stream: the slot's reduce-scatter is done
+    cudaEvent_t handoff;                // one stream waits for the other (recorded and waited at once)
+    // activations
     Activations acts;
     void* acts_memory;
     int B, T;               // the largest batch the activations hold
@@ -128,7 +162,7 @@ typedef struct {
     int has_targets;        // the last forward had targets (losses are pending)
     float dlogits_scale;    // != 0: the last forward also wrote dlogits for a backward
     EncoderBackwardScratch encoder_scratch;
-    cudaStream_t stream;
+    cudaStream_t stream;    // the compute stream
     MemoryUse mem;
 } GPT2;
 
@@ -148,28 +182,80 @@ static floatX* unit0_tensor(const GPT2* model, floatX* unit0, int t) {
     return unit0 + model->plan.layout.offset_in_unit[t];
 }
 
-static floatX* unit_params(GPT2* model, int u) { return model->params + model->plan.layout.unit_offset[u]; }
-static floatX* unit_grads(GPT2* model, int u) { return model->grads + model->plan.layout.unit_offset[u]; }
+typedef struct {
+    int stage;              // 0..3
+    int grad_accum;         // micro-steps per optimizer step
+    ReshardPolicy reshard;  // stage 3
+    int prefetch;           // stage 3
+} ZeroOptions;
 
-// Makes the plan and allocates the parameter, gradient and optimizer slabs. The parameters are
-// set later (gpt2_set_params), from a file or a fresh initialization.
-void gpt2_init(GPT2* model, const GPT2Config* config, int grad_accum, int recompute) {
+static floatX* alloc_floatx(size_t* counter, size_t n, const char* what) {
+    return (floatX*)cuda_malloc_counted(counter, n * sizeof(floatX), what);
+}
+static float* alloc_float(size_t* counter, size_t n, const char* what) {
+    return (float*)cuda_malloc_counted(counter, n * sizeof(float), what);
+}
+
+// Makes the plan and allocates what it says this rank holds (zeroed). The parameters are set
+// later (gpt2_set_params), from a file or a fresh initialization.
+void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions opt, int recompute) {
     memset(model, 0, sizeof(*model));
     model->config = *config;
+    model->comm = comm;
     model->recompute = recompute;
-    StateBytes bytes = {(int)sizeof(floatX), (int)sizeof(floatX), 12}; // params, grads; fp32 master + m + v
-    zero_plan_init(&model->plan, config, 0, 1, grad_accum, RESHARD_DEFAULT, 0, bytes, UNIT_ALIGN);
-    size_t n = model->plan.layout.total;
+    // floatX params and grads; fp32 master + m + v; NCCL reduce-scatters in place
+    StateBytes bytes = {(int)sizeof(floatX), (int)sizeof(floatX), 12, 1};
+    zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.grad_accum, opt.reshard, opt.prefetch,
+                   bytes, UNIT_ALIGN);
+    const ZeroPlan* p = &model->plan;
+    const ParamLayout* lay = &p->layout;
     MemoryUse* mem = &model->mem;
-    model->params = (floatX*)cuda_malloc_counted(&mem->params, n * sizeof(floatX), "the parameters");
-    model->grads = (floatX*)cuda_malloc_counted(&mem->grads, n * sizeof(floatX), "the gradients");
-    model->master = (float*)cuda_malloc_counted(&mem->optimizer, n * sizeof(float), "the master weights");
-    model->m = (float*)cuda_malloc_counted(&mem->optimizer, n * sizeof(float), "AdamW m");
-    model->v = (float*)cuda_malloc_counted(&mem->optimizer, n * sizeof(float), "AdamW v");
-    model->norm_squared = (double*)cuda_malloc_counted(&mem->buffers, sizeof(double), "the norm");
-    model->norm_scratch = (double*)cuda_malloc_counted(&mem->buffers, GLOBAL_NORM_SCRATCH * sizeof(double), "the norm partials");
+    size_t unit0 = lay->unit_size[0], block = lay->num_units > 1 ? lay->unit_size[1] : 0;
+    if (p->stage < 3) { model->params = alloc_floatx(&mem->params, lay->total, "the parameters"); }
+    else {
+        model->param_shard = alloc_floatx(&mem->params, p->shard_total, "the parameter shard");
+        model->gather_unit0 = alloc_floatx(&mem->buffers, unit0, "the unit-0 gather buffer");
+        model->gather_blocks = alloc_floatx(&mem->buffers, (size_t)p->block_gather_buffers * block, "the block gather buffers");
+    }
+    if (p->full_grads) { model->grads = alloc_floatx(&mem->grads, lay->total, "the gradients"); }
+    if (p->stage >= 2) {
+        model->grad_shard = alloc_floatx(&mem->grads, p->shard_total, "the gradient shard");
+        if (!p->full_grads) {
+            model->grad_unit0 = alloc_floatx(&mem->grads, unit0, "the unit-0 gradient");
+            model->grad_blocks = alloc_floatx(&mem->grads, 2 * block, "the block gradient buffers");
+        }
+    }
+    size_t opt_n = p->stage == 0 ? lay->total : p->shard_total;
+    model->master = alloc_float(&mem->optimizer, opt_n, "the master weights");
+    model->m = alloc_float(&mem->optimizer, opt_n, "AdamW m");
+    model->v = alloc_float(&mem->optimizer, opt_n, "AdamW v");
+    model->norm_squared = (double*)cuda_malloc_counted(&mem->workspace, sizeof(double), "the norm");
+    model->norm_scratch = (double*)cuda_malloc_counted(&mem->workspace, GLOBAL_NORM_SCRATCH * sizeof(double), "the norm partials");
+    // a blocking stream: a plain cudaMemcpy (tests, checkpoints) waits for its work
     cudaCheck(cudaStreamCreate(&model->stream));
-    matmul_init(&mem->buffers);
+    matmul_init(&mem->workspace);
+    for (int u = 0; u < lay->num_units; u++) {
+        model->unit_state[u] = UNIT_SHARDED;
+        model->slot_owner[u] = -1;
+        cudaCheck(cudaEventCreateWithFlags(&model->gathered[u], cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&model->slot_free[u], cudaEventDisableTiming));
+    }
+    cudaCheck(cudaEventCreateWithFlags(&model->unit0_free, cudaEventDisableTiming));
+    for (int s = 0; s < 2; s++) {
+        model->grad_slot_owner[s] = -1;
+        cudaCheck(cudaEventCreateWithFlags(&model->grad_slot_reduced[s], cudaEventDisableTiming));
+    }
+    cudaCheck(cudaEventCreateWithFlags(&model->handoff, cudaEventDisableTiming));
+    // the order a micro-step uses the units: encoder, blocks, lnf + head; then the backward:
+    // head and lnf (unit 0 still gathered), blocks in reverse. The encoder's backward needs no
+    // params.
+    int L = config->num_layers, n = 0;
+    model->schedule[n++] = 0;
+    for (int l = 0; l < L; l++) { model->schedule[n++] = 1 + l; }
+    model->schedule[n++] = 0;
+    model->schedule[n++] = 0;
+    for (int l = L - 1; l >= 0; l--) { model->schedule[n++] = 1 + l; }
+    model->schedule_len = n;
 }
 
 // float -> floatX on the device, for installing parameters (master -> params).
@@ -178,30 +264,65 @@ __global__ void round_to_floatx_kernel(floatX* out, const float* in, size_t n) {
     if (i < n) { out[i] = from_float(in[i]); }
 }
 
-// Installs a full slab of fp32 parameters (host): the master weights keep them exactly, the
-// floatX params are their rounding (exact for a bf16 file).
-void gpt2_set_params(GPT2* model, const float* full) {
-    size_t n = model->plan.layout.total;
-    cudaCheck(cudaMemcpy(model->master, full, n * sizeof(float), cudaMemcpyHostToDevice));
-    round_to_floatx_kernel<<<ceil_div(n, 256), 256, 0, model->stream>>>(model->params, model->master, n);
+static void round_to_floatx(floatX* out, const float* in, size_t n, cudaStream_t s) {
+    if (n == 0) { return; }
+    round_to_floatx_kernel<<<ceil_div(n, 256), 256, 0, s>>>(out, in, n);
     cudaCheckLaunch();
-    cudaCheck(cudaStreamSynchronize(model->stream));
 }
 
-// The full fp32 parameters on the host (the master weights), for saving. Caller frees.
+// Installs a full slab of fp32 parameters (host), unit by unit: the master weights keep them
+// exactly (all of them in stage 0, this rank's slices from stage 1), the floatX params are
+// their rounding (exact for a bf16 file): the full slab in stages 0-2, the slices in stage 3.
+void gpt2_set_params(GPT2* model, const float* full) {
+    const ZeroPlan* p = &model->plan;
+    const ParamLayout* lay = &p->layout;
+    int rank = model->comm->rank;
+    cudaStream_t s = model->stream;
+    float* unit = alloc_float(NULL, lay->unit_size[0] > lay->unit_size[1] ? lay->unit_size[0] : lay->unit_size[1], "a unit");
+    for (int u = 0; u < lay->num_units; u++) {
+        size_t n = lay->unit_size[u], S = p->shard_size[u];
+        cudaCheck(cudaMemcpyAsync(unit, full + lay->unit_offset[u], n * sizeof(float), cudaMemcpyHostToDevice, s));
+        if (p->stage < 3) { round_to_floatx(model->params + lay->unit_offset[u], unit, n, s); }
+        else { round_to_floatx(model->param_shard + p->shard_offset[u], unit + rank * S, S, s); }
+        if (p->stage == 0) {
+            cudaCheck(cudaMemcpyAsync(model->master + lay->unit_offset[u], unit, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+        } else {
+            cudaCheck(cudaMemcpyAsync(model->master + p->shard_offset[u], unit + rank * S, S * sizeof(float), cudaMemcpyDeviceToDevice, s));
+        }
+        cudaCheck(cudaStreamSynchronize(s)); // `unit` is reused; no collective is involved
+    }
+    cudaCheck(cudaFree(unit));
+}
+
+// The full fp32 parameters (the master weights) on the host, for saving; every rank must call
+// it (from stage 1 on, each unit's master slices are all-gathered). Caller frees.
 float* gpt2_full_params(GPT2* model) {
-    size_t n = model->plan.layout.total;
-    float* full = (float*)mallocCheck(n * sizeof(float));
-    cudaCheck(cudaMemcpy(full, model->master, n * sizeof(float), cudaMemcpyDeviceToHost));
+    const ZeroPlan* p = &model->plan;
+    const ParamLayout* lay = &p->layout;
+    Comm* comm = model->comm;
+    float* full = (float*)mallocCheck(lay->total * sizeof(float));
+    if (p->stage == 0) {
+        cudaCheck(cudaMemcpyAsync(full, model->master, lay->total * sizeof(float), cudaMemcpyDeviceToHost, model->stream));
+        comm_sync(comm, model->stream, "the parameters to copy");
+        return full;
+    }
+    float* unit = alloc_float(NULL, lay->unit_size[0] > lay->unit_size[1] ? lay->unit_size[0] : lay->unit_size[1], "a unit");
+    stream_wait_for(comm->stream, model->stream, model->handoff); // the master is up to date
+    for (int u = 0; u < lay->num_units; u++) {
+        comm_all_gather(comm, model->master + p->shard_offset[u], unit, p->shard_size[u], sizeof(float), u);
+        cudaCheck(cudaMemcpyAsync(full + lay->unit_offset[u], unit, lay->unit_size[u] * sizeof(float), cudaMemcpyDeviceToHost, comm->stream));
+        comm_sync(comm, comm->stream, "the parameters to gather for saving");
+    }
+    cudaCheck(cudaFree(unit));
     return full;
 }
 
-// From a model file, fp32 (v3) or bf16 (v5): what test_gpt2.cu uses.
-void gpt2_build_from_checkpoint(GPT2* model, const char* path, int recompute) {
+// One process, any stage, from a model file, fp32 (v3) or bf16 (v5): what test_gpt2.cu uses.
+void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path, ZeroOptions opt, int recompute) {
     GPT2Config config;
     int version;
     FILE* fp = model_file_open(path, &config, &version);
-    gpt2_init(model, &config, 1, recompute);
+    gpt2_init(model, &config, comm, opt, recompute);
     float* full = (float*)callocCheck(model->plan.layout.total, sizeof(float));
     model_file_read(fp, path, &config, &model->plan.layout, full, version);
     fclose(fp);
@@ -248,13 +369,26 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     encoder_backward_scratch_init(&model->encoder_scratch, B, T);
 }
 
+// The sharding schedule (its own section below, after the update): what the forward and
+// backward call around each unit. For stages 0-2 they hand out pointers into the full slabs;
+// for stage 3 they gather and release, and for stages 0-3 they reduce gradients unit by unit.
+static void schedule_begin_micro_step(GPT2* model);
+static floatX* unit_params(GPT2* model, int u);          // gather (stage 3), then the unit's params
+static void unit_release_after_forward(GPT2* model, int u);
+static void unit_release_after_backward(GPT2* model, int u);
+void units_release_all(GPT2* model);
+static floatX* unit_grads(GPT2* model, int u);           // where the unit's backward adds its grads
+static void unit_grads_done(GPT2* model, int u, int reduce);
+
 // ----------------------------------------------------------------------------
 // forward
 
 // The forward of a batch of B x T tokens (inputs, targets: host (B,T); targets may be NULL).
 // With targets the classifier computes each position's loss (read them with gpt2_mean_loss);
 // with dlogits_scale != 0 it also overwrites the logits with d(loss)/d(logits), scaled so, for
-// the backward that must follow (one pass over the (B,T,Vp) logits instead of two).
+// the backward that must follow (one pass over the (B,T,Vp) logits instead of two). In stage 3
+// the units stay gathered as the backward needs them; call units_release_all after a forward
+// that no backward follows.
 void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float dlogits_scale) {
     const GPT2Config* c = &model->config;
     int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
@@ -277,10 +411,12 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     model->last_T = T;
     model->has_targets = targets != NULL;
     model->dlogits_scale = dlogits_scale;
+    schedule_begin_micro_step(model);
 
     Activations* a = &model->acts;
     floatX* ends = unit_params(model, 0);
     encoder_forward(a->encoded, model->inputs, unit0_tensor(model, ends, WTE), unit0_tensor(model, ends, WPE), B, T, C, s);
+    unit_release_after_forward(model, 0);
     for (int l = 0; l < L; l++) {
         BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
         const floatX* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
@@ -307,7 +443,9 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         matmul_forward(fch, ln2, w.fcw, w.fcb, (int)BT, C, 4 * C, s);
         gelu_forward(fch_gelu, fch, BTC * 4, s);
         matmul_forward(a->proj, fch_gelu, w.fcprojw, w.fcprojb, (int)BT, 4 * C, C, s);
+        unit_release_after_forward(model, 1 + l);
     }
+    ends = unit_params(model, 0); // stays gathered: the backward starts with it
     // the last block's residual add, fused with the final layernorm
     fused_residual_layernorm_forward(a->residual3 + (L - 1) * BTC, a->lnf, a->lnf_mean, a->lnf_rstd,
                                      a->residual2 + (L - 1) * BTC, a->proj, unit0_tensor(model, ends, LNFW),
@@ -324,7 +462,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
 // Waits for the GPU: call it after the backward's kernels are queued, so they keep it busy.
 float gpt2_mean_loss(GPT2* model) {
     if (!model->has_targets) { fail("internal: no forward with targets to take the loss of"); }
-    cudaCheck(cudaStreamSynchronize(model->stream));
+    comm_sync(model->comm, model->stream, "the loss");
     size_t BT = (size_t)model->last_B * model->last_T;
     double sum = 0.0;
     for (size_t i = 0; i < BT; i++) { sum += model->losses_host[i]; }
@@ -334,9 +472,11 @@ float gpt2_mean_loss(GPT2* model) {
 // ----------------------------------------------------------------------------
 // backward
 
-// Adds the last forward's gradients into the grads slab. That forward must have been a training
-// forward (dlogits_scale != 0: the logits hold dlogits, scaled by loss_scale / (B*T)).
-void gpt2_backward(GPT2* model) {
+// Adds the last forward's gradients into the unit gradients. That forward must have been a
+// training forward (dlogits_scale != 0: the logits hold dlogits, scaled by the caller's share of
+// the step's mean loss / (B*T)). With `reduce` (the step's last micro-step), each unit's
+// gradients are reduced across the ranks as soon as its backward is done.
+void gpt2_backward(GPT2* model, int reduce) {
     if (model->dlogits_scale == 0.0f) { fail("internal: backward without a training forward"); }
     const GPT2Config* c = &model->config;
     int Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
@@ -345,7 +485,7 @@ void gpt2_backward(GPT2* model) {
     Activations* a = &model->acts;
     size_t BT = (size_t)B * T, BTC = BT * C;
 
-    // the head and the final layernorm: unit 0
+    // the head and the final layernorm: unit 0, still gathered from the forward
     floatX* ends = unit_params(model, 0);
     floatX* dends = unit_grads(model, 0);
     floatX* dlogits = a->logits;
@@ -356,6 +496,7 @@ void gpt2_backward(GPT2* model) {
     cudaCheck(cudaMemsetAsync(dresidual, 0, BTC * sizeof(floatX), s));
     layernorm_backward(dresidual, unit0_tensor(model, dends, LNFW), unit0_tensor(model, dends, LNFB), a->ln_scratch,
                        dlnf, a->residual3 + (L - 1) * BTC, unit0_tensor(model, ends, LNFW), a->lnf_mean, a->lnf_rstd, (int)BT, C, s);
+    unit_release_after_backward(model, 0);
 
     for (int l = L - 1; l >= 0; l--) {
         BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
@@ -393,66 +534,278 @@ void gpt2_backward(GPT2* model) {
         matmul_backward(dln1, dw.qkvw, dw.qkvb, a->dbias_scratch, dqkv, ln1, w.qkvw, (int)BT, C, 3 * C, s);
         layernorm_backward(dresidual, dw.ln1w, dw.ln1b, a->ln_scratch, dln1, residual, w.ln1w, ln1_mean, ln1_rstd, (int)BT, C, s);
         // dresidual is now d(loss)/d(residual3 of layer l-1)
+        unit_release_after_backward(model, 1 + l);
+        unit_grads_done(model, 1 + l, reduce);
     }
-    // the encoder: its gradient is unit 0's second part (wte again, and wpe)
+    // the encoder: its gradient is unit 0's second part (wte again, and wpe); it needs no params
     encoder_backward(unit0_tensor(model, dends, WTE), unit0_tensor(model, dends, WPE), dresidual, model->inputs_host,
                      B, T, C, &model->encoder_scratch, s);
+    unit_grads_done(model, 0, reduce);
     model->dlogits_scale = 0.0f; // the dlogits are used up
 }
 
+// Zeroes the gradients a step accumulates into (the full slab; stages 2-3 without accumulation
+// zero each unit's buffer when they hand it out).
 void gpt2_zero_grad(GPT2* model) {
-    cudaCheck(cudaMemsetAsync(model->grads, 0, model->plan.layout.total * sizeof(floatX), model->stream));
+    if (model->grads != NULL) {
+        cudaCheck(cudaMemsetAsync(model->grads, 0, model->plan.layout.total * sizeof(floatX), model->stream));
+    }
 }
 
 // ----------------------------------------------------------------------------
 // update
 
-// The global gradient norm: each unit's sum of squares added in unit order on the device.
-float gpt2_grad_norm(GPT2* model) {
-    const ParamLayout* lay = &model->plan.layout;
-    for (int u = 0; u < lay->num_units; u++) {
-        global_norm_squared(model->norm_squared, model->grads + lay->unit_offset[u], lay->unit_size[u], u > 0,
-                            model->norm_scratch, model->stream);
-    }
-    double sum;
-    cudaCheck(cudaMemcpyAsync(&sum, model->norm_squared, sizeof(double), cudaMemcpyDeviceToHost, model->stream));
-    cudaCheck(cudaStreamSynchronize(model->stream));
-    return (float)sqrt(sum);
+// This rank's reduced gradient slice of unit u (after the step's reduce-scatters).
+static floatX* grad_shard_of(GPT2* model, int u) {
+    const ZeroPlan* p = &model->plan;
+    if (p->stage >= 2) { return model->grad_shard + p->shard_offset[u]; }
+    return model->grads + zero_slice_offset(p, u, model->comm->rank);
 }
 
-// One AdamW step over every tensor (t counts from 1). Returns the gradient norm before clipping.
-float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int t) {
+// The global gradient norm: each rank sums the squares of its slices, unit by unit on the
+// device, and the ranks' partial sums are added in rank order, so every stage gets the same bits.
+float gpt2_grad_norm(GPT2* model) {
+    const ZeroPlan* p = &model->plan;
+    for (int u = 0; u < p->layout.num_units; u++) {
+        global_norm_squared(model->norm_squared, grad_shard_of(model, u), p->shard_size[u], u > 0, model->norm_scratch,
+                            model->stream);
+    }
+    double mine;
+    cudaCheck(cudaMemcpyAsync(&mine, model->norm_squared, sizeof(double), cudaMemcpyDeviceToHost, model->stream));
+    comm_sync(model->comm, model->stream, "the gradient norm");
+    return (float)sqrt(comm_sum(model->comm, mine));
+}
+
+// AdamW on elements [lo, hi) of unit u, per tensor: weight decay applies to the 2-D weights
+// only, and the units' padding is left alone (stays 0). params, master, grads, m, v point at
+// element lo.
+static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, floatX* params, float* master,
+                             const floatX* grads, float* m, float* v, float lr, float beta1, float beta2, float bc1,
+                             float bc2, float eps, float weight_decay, float grad_scale) {
     const GPT2Config* c = &model->config;
     const ParamLayout* lay = &model->plan.layout;
+    UnitKind kind = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (TENSOR_INFO[t].unit != kind) { continue; }
+        size_t t0 = lay->offset_in_unit[t], t1 = t0 + tensor_numel(c, t);
+        size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
+        if (a >= b) { continue; }
+        float wd = TENSOR_INFO[t].decay ? weight_decay : 0.0f;
+        size_t k = a - lo;
+        adamw_update(params + k, master + k, grads + k, m + k, v + k, b - a, lr, beta1, beta2, bc1, bc2, eps, wd,
+                     grad_scale, model->stream);
+    }
+}
+
+static void params_all_gather(GPT2* model); // stages 1-2, in the sharding section
+
+// One optimizer step (t counts from 1). Stage 0 updates every element on every rank (from the
+// all-reduced gradients); stages 1-3 update their own slices, and stages 1-2 then all-gather the
+// params. Returns the gradient norm before clipping.
+float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int t) {
+    const ZeroPlan* p = &model->plan;
+    int rank = model->comm->rank;
     float norm = gpt2_grad_norm(model);
     float grad_scale = grad_clip_scale(norm, grad_clip);
     float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
-    // per tensor: weight decay applies to the 2-D weights only; the units' padding is left alone
-    for (int u = 0; u < lay->num_units; u++) {
-        UnitKind kind = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
-        for (int ti = 0; ti < NUM_PARAM_TENSORS; ti++) {
-            if (TENSOR_INFO[ti].unit != kind) { continue; }
-            size_t off = lay->unit_offset[u] + lay->offset_in_unit[ti];
-            float wd = TENSOR_INFO[ti].decay ? weight_decay : 0.0f;
-            adamw_update(model->params + off, model->master + off, model->grads + off, model->m + off, model->v + off,
-                         tensor_numel(c, ti), lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale, model->stream);
+    for (int u = 0; u < p->layout.num_units; u++) {
+        size_t off = p->layout.unit_offset[u], S = p->shard_size[u], so = p->shard_offset[u];
+        if (p->stage == 0) {
+            adamw_unit_range(model, u, 0, p->layout.unit_size[u], model->params + off, model->master + off,
+                             model->grads + off, model->m + off, model->v + off, lr, beta1, beta2, bc1, bc2, eps,
+                             weight_decay, grad_scale);
+        } else {
+            floatX* params = p->stage == 3 ? model->param_shard + so : model->params + off + rank * S;
+            adamw_unit_range(model, u, rank * S, (rank + 1) * S, params, model->master + so, grad_shard_of(model, u),
+                             model->m + so, model->v + so, lr, beta1, beta2, bc1, bc2, eps, weight_decay, grad_scale);
         }
     }
+    if (p->stage == 1 || p->stage == 2) { params_all_gather(model); }
+    // stage 3: the next step's gathers read the updated shard
+    if (p->stage == 3) { stream_wait_for(model->comm->stream, model->stream, model->handoff); }
     return norm;
 }
 
 void gpt2_free(GPT2* model) {
-    cudaCheck(cudaFree(model->params)); cudaCheck(cudaFree(model->grads)); cudaCheck(cudaFree(model->master));
-    cudaCheck(cudaFree(model->m)); cudaCheck(cudaFree(model->v));
-    cudaCheck(cudaFree(model->norm_squared)); cudaCheck(cudaFree(model->norm_scratch));
+    comm_sync(model->comm, model->stream, "the last kernels");
+    void* slabs[] = {model->params, model->param_shard, model->gather_unit0, model->gather_blocks, model->grads,
+                     model->grad_shard, model->grad_unit0, model->grad_blocks, model->master, model->m, model->v,
+                     model->norm_squared, model->norm_scratch};
+    for (size_t i = 0; i < sizeof(slabs) / sizeof(slabs[0]); i++) { cudaCheck(cudaFree(slabs[i])); } // NULL is fine
     if (model->acts_memory != NULL) {
         cudaCheck(cudaFree(model->acts_memory)); cudaCheck(cudaFree(model->inputs)); cudaCheck(cudaFree(model->targets));
         cudaCheck(cudaFreeHost(model->losses_host));
         free(model->inputs_host);
         encoder_backward_scratch_free(&model->encoder_scratch);
     }
+    for (int u = 0; u < model->plan.layout.num_units; u++) {
+        cudaCheck(cudaEventDestroy(model->gathered[u]));
+        cudaCheck(cudaEventDestroy(model->slot_free[u]));
+    }
+    cudaCheck(cudaEventDestroy(model->unit0_free));
+    for (int s = 0; s < 2; s++) { cudaCheck(cudaEventDestroy(model->grad_slot_reduced[s])); }
+    cudaCheck(cudaEventDestroy(model->handoff));
     matmul_free();
     cudaCheck(cudaStreamDestroy(model->stream));
+}
+
+// ----------------------------------------------------------------------------
+// the sharding schedule: every collective of a step is issued from this section
+//
+//            forward                 backward                       after the backward
+// stage 0    -                       reduce-scatter + all-gather    update all
+//                                    (an all-reduce) per unit
+// stage 1    -                       reduce-scatter grads per unit  update own slice; all-gather params
+// stage 2    -                       reduce-scatter each unit into  update own slice; all-gather params
+//                                    the grad shard as it finishes
+// stage 3    all-gather each unit    all-gather again (policy);     update own slice
+//            (prefetch D ahead)      reduce-scatter as in stage 2
+//
+// The host walks the same schedule as train_gpt2.c; where the CPU trainer waits for a request,
+// this one makes a stream wait for an event, so the host runs ahead and queues the whole step:
+// - a gather into a buffer waits (comm stream) until the compute stream has read that buffer for
+//   the last time (slot_free, unit0_free); compute waits for the gather (gathered[u]);
+// - a reduce-scatter waits (comm stream) for the compute that wrote the gradients (handoff);
+//   a gradient slot is zeroed again (compute stream) only after its reduce-scatter (grad_slot_reduced).
+
+static int block_slot(const GPT2* model, int u) { return (u - 1) % model->plan.block_gather_buffers; }
+
+static floatX* gather_buffer(GPT2* model, int u) {
+    if (u == 0) { return model->gather_unit0; }
+    return model->gather_blocks + (size_t)block_slot(model, u) * model->plan.layout.unit_size[1];
+}
+
+// The event the compute stream records when it is done reading unit u's gather buffer.
+static cudaEvent_t buffer_free_event(GPT2* model, int u) {
+    return u == 0 ? model->unit0_free : model->slot_free[block_slot(model, u)];
+}
+
+// Stage 3: queues the all-gather of unit u into its buffer, once the buffer's last reader is done.
+static void unit_gather_start(GPT2* model, int u) {
+    Comm* comm = model->comm;
+    if (u > 0) {
+        int slot = block_slot(model, u);
+        if (model->slot_owner[slot] != -1) {
+            fail("internal: gather slot %d of unit %d still holds unit %d", slot, u, model->slot_owner[slot]);
+        }
+        model->slot_owner[slot] = u;
+    }
+    cudaCheck(cudaStreamWaitEvent(comm->stream, buffer_free_event(model, u), 0)); // never recorded: no wait
+    comm_all_gather(comm, model->param_shard + model->plan.shard_offset[u], gather_buffer(model, u),
+                    model->plan.shard_size[u], sizeof(floatX), u);
+    cudaCheck(cudaEventRecord(model->gathered[u], comm->stream));
+    model->unit_state[u] = UNIT_GATHERING;
+}
+
+static void schedule_begin_micro_step(GPT2* model) { model->schedule_pos = 0; }
+
+static floatX* unit_params(GPT2* model, int u) {
+    const ZeroPlan* p = &model->plan;
+    if (p->stage < 3) { return model->params + p->layout.unit_offset[u]; }
+    if (model->schedule_pos >= model->schedule_len || model->schedule[model->schedule_pos] != u) {
+        fail("internal: unit %d used out of the schedule's order (position %d)", u, model->schedule_pos);
+    }
+    if (model->unit_state[u] == UNIT_SHARDED) { unit_gather_start(model, u); }
+    if (model->unit_state[u] == UNIT_GATHERING) {
+        cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0)); // the compute waits, not the host
+        model->unit_state[u] = UNIT_GATHERED;
+    }
+    // prefetch: queue the gathers of the next units of the schedule while this one computes
+    for (int k = 1; k <= p->prefetch && model->schedule_pos + k < model->schedule_len; k++) {
+        int next = model->schedule[model->schedule_pos + k];
+        if (model->unit_state[next] == UNIT_SHARDED) { unit_gather_start(model, next); }
+    }
+    model->schedule_pos++;
+    return gather_buffer(model, u);
+}
+
+// The compute queued so far is the buffer's last reader: the next gather into it waits for that.
+static void unit_release(GPT2* model, int u) {
+    if (model->plan.stage < 3 || model->unit_state[u] == UNIT_SHARDED) { return; }
+    cudaCheck(cudaEventRecord(buffer_free_event(model, u), model->stream));
+    model->unit_state[u] = UNIT_SHARDED;
+    if (u > 0) { model->slot_owner[block_slot(model, u)] = -1; }
+}
+
+// After a unit's forward, the reshard_after_forward policy decides. Unit 0 is used twice in the
+// forward: after the encoder it is released like a block; after the head it is never released
+// here, because the backward starts with it.
+static void unit_release_after_forward(GPT2* model, int u) {
+    ReshardPolicy policy = model->plan.reshard;
+    int last_block = u == model->config.num_layers;
+    int head = u == 0 && model->schedule_pos > 1;
+    if (head || policy == RESHARD_NEVER || (policy == RESHARD_DEFAULT && last_block)) { return; }
+    unit_release(model, u);
+}
+
+static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }
+
+// After a forward that no backward follows (evaluation, sampling): free whatever is gathered.
+void units_release_all(GPT2* model) {
+    for (int u = 0; u < model->plan.layout.num_units; u++) { unit_release(model, u); }
+}
+
+// Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
+// accumulation) in the unit-0 buffer or one of the two block buffers, block l in slot l % 2.
+static floatX* unit_grad_buffer(GPT2* model, int u) {
+    const ZeroPlan* p = &model->plan;
+    if (p->full_grads) { return model->grads + p->layout.unit_offset[u]; }
+    if (u == 0) { return model->grad_unit0; }
+    return model->grad_blocks + (size_t)((u - 1) % 2) * p->layout.unit_size[u];
+}
+
+// The two block buffers alternate, so block l's reduce-scatter can still be running while block
+// l-1's backward fills the other one; block l-2 waits (compute stream) for block l's to finish.
+static floatX* unit_grads(GPT2* model, int u) {
+    floatX* buf = unit_grad_buffer(model, u);
+    if (model->plan.full_grads) { return buf; }
+    if (u > 0) {
+        int slot = (u - 1) % 2;
+        if (model->grad_slot_owner[slot] != -1) { cudaCheck(cudaStreamWaitEvent(model->stream, model->grad_slot_reduced[slot], 0)); }
+        model->grad_slot_owner[slot] = u;
+    }
+    cudaCheck(cudaMemsetAsync(buf, 0, model->plan.layout.unit_size[u] * sizeof(floatX), model->stream));
+    return buf;
+}
+
+// A unit's gradients are complete (for this micro-step). On the step's last micro-step they are
+// reduce-scattered, on the comm stream once the compute queued so far has written them: stages
+// 2-3 straight into the grad shard, stages 0-1 in place into this rank's slice of the full
+// gradient; stage 0 then all-gathers the slices back, which completes its all-reduce while the
+// backward goes on.
+static void unit_grads_done(GPT2* model, int u, int reduce) {
+    if (!reduce) { return; }
+    const ZeroPlan* p = &model->plan;
+    Comm* comm = model->comm;
+    floatX* full = unit_grad_buffer(model, u);
+    floatX* mine = full + (size_t)comm->rank * p->shard_size[u];
+    stream_wait_for(comm->stream, model->stream, model->handoff);
+    if (p->stage >= 2) {
+        comm_reduce_scatter(comm, full, model->grad_shard + p->shard_offset[u], p->shard_size[u], sizeof(floatX), u);
+        if (u > 0 && !p->full_grads) { cudaCheck(cudaEventRecord(model->grad_slot_reduced[(u - 1) % 2], comm->stream)); }
+    } else {
+        comm_reduce_scatter(comm, full, mine, p->shard_size[u], sizeof(floatX), u);
+        if (p->stage == 0) { comm_all_gather(comm, mine, full, p->shard_size[u], sizeof(floatX), u); }
+    }
+}
+
+// After the last micro-step's backward: the compute stream waits for every reduction queued.
+static void grads_finish_reduction(GPT2* model) {
+    stream_wait_for(model->stream, model->comm->stream, model->handoff);
+    model->grad_slot_owner[0] = model->grad_slot_owner[1] = -1;
+}
+
+// Stages 1-2: every rank updated its own slices; gather them back into the full params, all
+// units queued at once, before the next forward reads them.
+static void params_all_gather(GPT2* model) {
+    const ZeroPlan* p = &model->plan;
+    Comm* comm = model->comm;
+    stream_wait_for(comm->stream, model->stream, model->handoff);
+    for (int u = 0; u < p->layout.num_units; u++) {
+        floatX* unit = model->params + p->layout.unit_offset[u];
+        comm_all_gather(comm, unit + (size_t)comm->rank * p->shard_size[u], unit, p->shard_size[u], sizeof(floatX), u);
+    }
+    stream_wait_for(model->stream, comm->stream, model->handoff);
 }
 
 // GPU memory in use on the device (all processes), in bytes.
@@ -462,89 +815,116 @@ static size_t gpu_memory_used(void) {
     return total_b - free_b;
 }
 
-// The start-up table: what was allocated per category beside the plan (ZeRO stage 0, 1 GPU).
+// Rank 0's start-up table: what this rank allocated per category, the plan's prediction, and
+// the ZeRO paper's formula (which leaves out buffers and the extra gradient units).
 void print_memory_table(const GPT2* model) {
     const ZeroPlan* p = &model->plan;
     const MemoryUse* m = &model->mem;
     const double MB = 1024.0 * 1024.0;
-    printf("ZeRO stage 0, 1 GPU, %s, %zu parameters padded to %zu\n", PRECISION_NAME, p->layout.num_parameters, p->layout.total);
-    printf("GPU memory       | allocated (bytes) |      plan (bytes) | ZeRO formula\n");
+    printf("ZeRO stage %d, %d ranks, %s", p->stage, p->world_size, PRECISION_NAME);
+    if (p->stage == 3) { printf(", reshard_after_forward %s, prefetch %d", RESHARD_NAMES[p->reshard], p->prefetch); }
+    printf(", %zu parameters padded to %zu\n", p->layout.num_parameters, p->layout.total);
+    printf("GPU memory/rank  | allocated (bytes) |      plan (bytes) | ZeRO formula\n");
     printf("params           | %17zu | %17zu | %9.2f MB\n", m->params, p->mem_params, p->zero_params / MB);
     printf("grads            | %17zu | %17zu | %9.2f MB\n", m->grads, p->mem_grads, p->zero_grads / MB);
     printf("optimizer        | %17zu | %17zu | %9.2f MB\n", m->optimizer, p->mem_optimizer, p->zero_optimizer / MB);
-    printf("buffers          | %17zu |                 - |\n", m->buffers);
+    printf("gather buffers   | %17zu | %17zu |\n", m->buffers, p->mem_buffers);
     printf("activations      | %17zu |                 - |\n", m->activations);
-    printf("cudaMemGetInfo: %.1f MB in use on the device\n", gpu_memory_used() / MB);
+    printf("workspace        | %17zu |                 - |\n", m->workspace);
+    printf("comm per step (plan, bus bytes): reduce-scatter %.0f, all-gather %.0f, scalars %.0f\n",
+           p->comm_reduce_scatter, p->comm_all_gather, 2.0 * sizeof(double) * (p->world_size - 1));
+    printf("cudaMemGetInfo: %.1f MB in use on the device (all processes on it)\n", gpu_memory_used() / MB);
 }
 
 // ----------------------------------------------------------------------------
 // checkpoints: the CPU trainer's files (llmc/checkpoint.h), from the master weights and m, v
 
+// Saves checkpoint `step` into dir (every rank takes part: from stage 1 the master weights are
+// gathered), then keeps only the newest `keep` (0: all).
 static void save_checkpoint(GPT2* model, const DataLoader* train, const Rng* rng, int step, const char* dir, int keep) {
+    Comm* comm = model->comm;
+    const ZeroPlan* p = &model->plan;
     char path[1024];
-    size_t n = model->plan.layout.total;
     float* params = gpt2_full_params(model);
-    checkpoint_path(path, sizeof(path), dir, "model", step, -1);
-    write_model_file(&model->config, &model->plan.layout, params, path);
-    float* m = params; // reuse the host buffer for m, then v
-    float* v = (float*)mallocCheck(n * sizeof(float));
-    cudaCheck(cudaMemcpy(m, model->m, n * sizeof(float), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(v, model->v, n * sizeof(float), cudaMemcpyDeviceToHost));
-    write_state_file(&model->plan, &model->config, 0, m, v, train, rng, step, dir);
-    write_done_marker(dir, step, 1, keep);
+    if (comm->rank == 0) {
+        checkpoint_path(path, sizeof(path), dir, "model", step, -1);
+        write_model_file(&model->config, &p->layout, params, path);
+    }
     free(params);
+    // m and v as this stage holds them: the full slab in stage 0, the shard slab from stage 1
+    size_t n = p->stage == 0 ? p->layout.total : p->shard_total;
+    float* m = (float*)mallocCheck(n * sizeof(float));
+    float* v = (float*)mallocCheck(n * sizeof(float));
+    cudaCheck(cudaMemcpyAsync(m, model->m, n * sizeof(float), cudaMemcpyDeviceToHost, model->stream));
+    cudaCheck(cudaMemcpyAsync(v, model->v, n * sizeof(float), cudaMemcpyDeviceToHost, model->stream));
+    comm_sync(comm, model->stream, "the optimizer state to copy");
+    write_state_file(p, &model->config, comm->rank, m, v, train, rng, step, dir);
+    free(m);
     free(v);
+    comm_sum(comm, 0.0); // a barrier: every rank's files are in place before the marker
+    if (comm->rank == 0) { write_done_marker(dir, step, comm->world_size, keep); }
 }
 
-// The model part of a checkpoint: params, master weights, m and v; h0 gets rank 0's state header.
+// The model part of a checkpoint written on any world size and stage: params, master weights,
+// this rank's part of m and v; h0 gets rank 0's state header.
 static void load_checkpoint_state(GPT2* model, const char* dir, int step, int h0[HEADER_INTS]) {
-    size_t n = model->plan.layout.total;
-    float* full = (float*)callocCheck(n, sizeof(float));
-    float* m = (float*)callocCheck(n, sizeof(float));
-    float* v = (float*)callocCheck(n, sizeof(float));
-    read_checkpoint(dir, step, &model->config, &model->plan.layout, full, m, v, h0);
+    const ZeroPlan* p = &model->plan;
+    const ParamLayout* lay = &p->layout;
+    float* full = (float*)callocCheck(lay->total, sizeof(float));
+    float* full_m = (float*)callocCheck(lay->total, sizeof(float));
+    float* full_v = (float*)callocCheck(lay->total, sizeof(float));
+    read_checkpoint(dir, step, &model->config, lay, full, full_m, full_v, h0);
     gpt2_set_params(model, full);
-    cudaCheck(cudaMemcpy(model->m, m, n * sizeof(float), cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(model->v, v, n * sizeof(float), cudaMemcpyHostToDevice));
-    free(full); free(m); free(v);
+    for (int which = 0; which < 2; which++) {
+        const float* src = which == 0 ? full_m : full_v;
+        float* dst = which == 0 ? model->m : model->v;
+        if (p->stage == 0) { cudaCheck(cudaMemcpy(dst, src, lay->total * sizeof(float), cudaMemcpyHostToDevice)); continue; }
+        for (int u = 0; u < lay->num_units; u++) {
+            cudaCheck(cudaMemcpy(dst + p->shard_offset[u], src + zero_slice_offset(p, u, model->comm->rank),
+                                 p->shard_size[u] * sizeof(float), cudaMemcpyHostToDevice));
+        }
+    }
+    free(full); free(full_m); free(full_v);
 }
 
 static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char* dir, int step) {
     int h0[HEADER_INTS];
     load_checkpoint_state(model, dir, step, h0);
-    restore_position(h0, step, 1, train, rng);
+    restore_position(h0, step, model->plan.world_size, train, rng);
 }
 
 #ifndef TESTING
 // ----------------------------------------------------------------------------
 // sampling
 
-// Generates gen_len tokens after <|endoftext|>, printing them. The forward runs on B=1 over the
-// prefix (or its last T tokens once it is longer than the activations' T); the last position's
-// logits come to the host for the softmax and the draw.
+// Generates gen_len tokens after <|endoftext|>; rank 0 prints them. Every rank runs it (stage 3
+// needs all ranks for each gather) with the same seed, so all draw the same tokens. The forward
+// runs on B=1 over the prefix (or its last T tokens once it is longer than the activations' T);
+// the last position's logits come to the host for the softmax and the draw.
 void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len) {
     const GPT2Config* c = &model->config;
     int eot = tokenizer->init_ok ? tokenizer->eot_token : 50256;
+    int print = model->comm->rank == 0;
     int* tokens = (int*)mallocCheck((size_t)(gen_len + 1) * sizeof(int));
     floatX* row = (floatX*)mallocCheck((size_t)c->padded_vocab_size * sizeof(floatX));
     float* probs = (float*)mallocCheck((size_t)c->vocab_size * sizeof(float));
     tokens[0] = eot;
-    printf("generating:\n---\n");
+    if (print) { printf("generating:\n---\n"); }
     for (int t = 1; t <= gen_len; t++) {
         int context = t < model->T ? t : model->T;
         gpt2_forward(model, tokens + t - context, NULL, 1, context, 0.0f);
+        units_release_all(model);
         const floatX* last = model->acts.logits + (size_t)(context - 1) * c->padded_vocab_size;
         cudaCheck(cudaMemcpyAsync(row, last, (size_t)c->padded_vocab_size * sizeof(floatX), cudaMemcpyDeviceToHost, model->stream));
-        cudaCheck(cudaStreamSynchronize(model->stream));
+        comm_sync(model->comm, model->stream, "a sample's logits");
         float maxval = -INFINITY, sum = 0.0f;
         for (int i = 0; i < c->vocab_size; i++) { maxval = fmaxf(maxval, to_float(row[i])); }
         for (int i = 0; i < c->vocab_size; i++) { probs[i] = expf(to_float(row[i]) - maxval); sum += probs[i]; }
         for (int i = 0; i < c->vocab_size; i++) { probs[i] /= sum; }
         tokens[t] = sample_index(probs, c->vocab_size, rng_uniform(rng));
-        tokenizer_print(tokenizer, tokens[t]);
-        fflush(stdout);
+        if (print) { tokenizer_print(tokenizer, tokens[t]); fflush(stdout); }
     }
-    printf("\n---\n");
+    if (print) { printf("\n---\n"); }
     free(tokens); free(row); free(probs);
 }
 
@@ -582,6 +962,8 @@ static double flops_per_token(const GPT2* model, int T) {
     return 6.0 * (double)model->plan.layout.num_parameters + 6.0 * c->num_layers * (double)T * c->channels;
 }
 
+// Mean loss over up to max_steps val batches per rank, averaged over the ranks (each reads
+// different batches; every rank runs the same number, so the collectives match).
 static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     dataloader_reset(val);
     int n = (int)dataloader_num_batches(val);
@@ -590,31 +972,47 @@ static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     for (int i = 0; i < n; i++) {
         dataloader_next_batch(val);
         gpt2_forward(model, val->inputs, val->targets, val->B, val->T, 0.0f);
+        units_release_all(model);
         sum += gpt2_mean_loss(model);
     }
-    return (float)(sum / n);
+    return (float)(comm_sum(model->comm, sum / n) / model->comm->world_size);
 }
 
-// One optimizer step: grad_accum micro-steps, then the update. Returns the mean loss over the
-// micro-steps; *norm gets the gradient norm.
+// One optimizer step: grad_accum micro-steps, each rank on its own batches, the gradient
+// reductions of the last micro-step (queued during its backward), the update. Returns the loss
+// averaged over micro-steps and ranks; *norm gets the gradient norm.
 static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr, const TrainArgs* args, int step, float* norm) {
+    Comm* comm = model->comm;
     gpt2_zero_grad(model);
     double loss_sum = 0.0;
-    // the step's loss is the mean over micro-steps and positions: each position's gradient share
-    float dlogits_scale = 1.0f / ((float)grad_accum * args->B * args->T);
+    // the step's loss is the mean over micro-steps, ranks and positions: each position's share
+    float dlogits_scale = 1.0f / ((float)grad_accum * comm->world_size * args->B * args->T);
     for (int micro = 0; micro < grad_accum; micro++) {
         dataloader_next_batch(train);
         gpt2_forward(model, train->inputs, train->targets, args->B, args->T, dlogits_scale);
-        gpt2_backward(model);
+        gpt2_backward(model, micro == grad_accum - 1);
         loss_sum += gpt2_mean_loss(model);
     }
+    grads_finish_reduction(model);
     *norm = gpt2_update(model, lr, 0.9f, 0.95f, 1e-8f, args->weight_decay, args->grad_clip, step + 1);
-    cudaCheck(cudaStreamSynchronize(model->stream));
-    return (float)(loss_sum / grad_accum);
+    comm_sync(comm, model->stream, "the update");
+    return (float)(comm_sum(comm, loss_sum / grad_accum) / comm->world_size);
+}
+
+// The GPU of this rank: its local rank among the GPUs it sees (several ranks may share one).
+static cudaDeviceProp select_device(const Comm* comm, int* device_count) {
+    cudaCheck(cudaGetDeviceCount(device_count));
+    int device = comm->local_rank % *device_count;
+    cudaCheck(cudaSetDevice(device));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, device));
+    return prop;
 }
 
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    Comm comm;
+    comm_bootstrap(&comm, &argc, &argv);
     TrainArgs args = {
         .train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin",
         .val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",
@@ -624,13 +1022,15 @@ int main(int argc, char** argv) {
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .reshard = NULL, .prefetch = -1,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .recompute = 1,
+        .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
-    parse_args(&args, argc, argv, 0, "One GPU (cudaSetDevice 0); -r trades compute for activation memory.");
+    parse_args(&args, argc, argv, comm.rank,
+               "One process per GPU: mpirun -np N, or -pn/-pr/-pi/-pf/-ps per process; -r trades compute for activation memory.");
     if (args.recompute == -1) { args.recompute = 1; }
-    if (args.zero_stage != 0) {
-        fail("flag -z %d: the CUDA trainer runs on one GPU here, which is stage 0 (ZeRO stages over NCCL are not built yet)",
-             args.zero_stage);
-    }
+    ProcessFlags pflags = {args.num_processes, args.process_rank, args.init_method, args.fs_path, args.server};
+    comm_set_processes(&comm, &pflags);
+    comm.timeout_s = args.wait_timeout;
+    int rank = comm.rank, N = comm.world_size;
     signal(SIGXFSZ, SIG_IGN); // a full disk must fail a write with a message, not kill the process
 
     GPT2Config config;
@@ -639,16 +1039,18 @@ int main(int argc, char** argv) {
     if (depth > 0) { config = config_for_depth(depth, args.T > 1024 ? args.T : 1024); }
     else { model_fp = model_file_open(args.model, &config, &version); }
     if (args.T > config.max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args.T, config.max_seq_len); }
-    int tokens_per_micro = args.B * args.T;
+    int tokens_per_micro = args.B * args.T * N;
     int total_batch = args.total_batch == -1 ? tokens_per_micro : args.total_batch;
     if (total_batch <= 0 || total_batch % tokens_per_micro != 0) {
-        fail("flag -d %d must be a positive multiple of B*T*ranks = %d*%d*1 = %d", total_batch, args.B, args.T, tokens_per_micro);
+        fail("flag -d %d must be a positive multiple of B*T*ranks = %d*%d*%d = %d", total_batch, args.B, args.T, N, tokens_per_micro);
     }
     int grad_accum = total_batch / tokens_per_micro;
+    ZeroOptions zopt = {args.zero_stage, grad_accum, parse_reshard(args.reshard), args.prefetch == -1 ? 1 : args.prefetch};
+    if (zopt.stage != 3) { zopt.prefetch = 0; }
     // every file is checked before the GPU is touched: bad input gets its message on any machine
     DataLoader train, val;
-    dataloader_init(&train, args.train_pattern, args.B, args.T, 0, 1, config.vocab_size, args.shuffle, (uint64_t)args.seed);
-    dataloader_init(&val, args.val_pattern, args.B, args.T, 0, 1, config.vocab_size, 0, 0);
+    dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);
+    dataloader_init(&val, args.val_pattern, args.B, args.T, rank, N, config.vocab_size, 0, 0);
     int max_steps = args.max_steps;
     if (max_steps == -1) { max_steps = (int)(dataloader_num_batches(&train) / grad_accum); }
     Tokenizer tokenizer;
@@ -659,16 +1061,15 @@ int main(int argc, char** argv) {
     if (args.output_dir != NULL) {
         make_dirs(args.output_dir);
         snprintf(path, sizeof(path), "%s/main.log", args.output_dir);
-        logfile = fopenCheck(path, start_step > 0 ? "a" : "w");
+        if (rank == 0) { logfile = fopenCheck(path, start_step > 0 ? "a" : "w"); }
     }
 
     int device_count = 0;
-    cudaCheck(cudaGetDeviceCount(&device_count));
-    cudaCheck(cudaSetDevice(0));
-    cudaDeviceProp prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    cudaDeviceProp prop = select_device(&comm, &device_count);
+    comm_init(&comm, &pflags);
+    comm_check_same_args(&comm, argc, argv);
     GPT2 model;
-    gpt2_init(&model, &config, grad_accum, args.recompute);
+    gpt2_init(&model, &config, &comm, zopt, args.recompute);
     float* full = (float*)callocCheck(model.plan.layout.total, sizeof(float));
     if (depth > 0) { init_random(&config, &model.plan.layout, full, (uint64_t)args.seed); }
     else { model_file_read(model_fp, args.model, &config, &model.plan.layout, full, version); fclose(model_fp); }
@@ -678,45 +1079,58 @@ int main(int argc, char** argv) {
 
     const char* peak_name;
     double peak = device_peak_tflops(prop.name, &peak_name);
-    printf("device %s (%d visible), compute capability %d.%d, %s build\n", prop.name, device_count, prop.major, prop.minor, PRECISION_NAME);
-    if (peak > 0) { printf("MFU against %s's dense %s peak of %.1f TFLOP/s\n", peak_name, PRECISION_NAME, peak); }
-    else { printf("no peak FLOP/s known for '%s': MFU not reported\n", prop.name); }
-    printf("model %s: L %d, NH %d, C %d, maxT %d, V %d (padded %d), %zu parameters\n", args.model,
-           config.num_layers, config.num_heads, config.channels, config.max_seq_len, config.vocab_size,
-           config.padded_vocab_size, model.plan.layout.num_parameters);
-    printf("batch B %d x T %d, %d micro-steps per step (%d tokens), %d steps, lr %g, recompute %d\n",
-           args.B, args.T, grad_accum, total_batch, max_steps, args.lr, args.recompute);
-    print_memory_table(&model);
+    if (rank == 0) {
+        printf("device %s (%d visible), compute capability %d.%d, %s build, %d ranks%s\n", prop.name, device_count,
+               prop.major, prop.minor, PRECISION_NAME, N, N > 1 ? (comm.started_by_mpi ? " (mpirun)" : " (-pn)") : "");
+        if (peak > 0) { printf("MFU per GPU against %s's dense %s peak of %.1f TFLOP/s\n", peak_name, PRECISION_NAME, peak); }
+        else { printf("no peak FLOP/s known for '%s': MFU not reported\n", prop.name); }
+        printf("model %s: L %d, NH %d, C %d, maxT %d, V %d (padded %d), %zu parameters\n", args.model,
+               config.num_layers, config.num_heads, config.channels, config.max_seq_len, config.vocab_size,
+               config.padded_vocab_size, model.plan.layout.num_parameters);
+        printf("%d ranks x batch B %d x T %d, %d micro-steps per step (%d tokens), %d steps, lr %g, recompute %d\n",
+               N, args.B, args.T, grad_accum, total_batch, max_steps, args.lr, args.recompute);
+        print_memory_table(&model);
+    }
 
     Rng sample_rng;
     rng_init(&sample_rng, (uint64_t)args.seed + 1);
     if (start_step >= 0) {
         load_checkpoint(&model, &train, &sample_rng, args.output_dir, start_step);
-        printf("resumed from checkpoint %d in %s\n", start_step, args.output_dir);
+        if (rank == 0) { printf("resumed from checkpoint %d in %s\n", start_step, args.output_dir); }
     } else {
-        if (args.resume) { printf("no complete checkpoint in %s: starting from step 0\n", args.output_dir); }
+        if (args.resume && rank == 0) { printf("no complete checkpoint in %s: starting from step 0\n", args.output_dir); }
         start_step = 0;
     }
 
-    double flops_per_step = flops_per_token(&model, args.T) * total_batch;
+    double flops_per_gpu_step = flops_per_token(&model, args.T) * total_batch / N;
     for (int step = start_step; step < max_steps; step++) {
         if (args.val_every > 0 && step % args.val_every == 0) {
             float val_loss = evaluate(&model, &val, args.val_max_steps);
-            printf("val loss %f\n", val_loss);
+            if (rank == 0) { printf("val loss %f\n", val_loss); }
             if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
         }
         if (args.sample_every > 0 && step > 0 && step % args.sample_every == 0) {
             gpt2_sample(&model, &tokenizer, &sample_rng, args.gen_len);
         }
         double t0 = now_seconds();
+        comm_reset_counters(&comm);
+        comm.step = step + 1;
         float lr = lr_cosine(step, args.lr, args.warmup, max_steps, args.final_lr_frac);
         float norm;
         float loss = train_step(&model, &train, grad_accum, lr, &args, step, &norm);
         double dt = now_seconds() - t0;
-        printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s", step + 1, max_steps, loss, norm, lr,
-               dt * 1000, total_batch / dt);
-        if (peak > 0) { printf(", MFU %.1f%%", 100.0 * flops_per_step / dt / (peak * 1e12)); }
-        printf(", GPU memory %.0f MB)\n", gpu_memory_used() / (1024.0 * 1024.0));
+        comm_collect_times(&comm, 1);
+        if (rank == 0) {
+            printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s", step + 1, max_steps, loss, norm, lr,
+                   dt * 1000, total_batch / dt);
+            if (peak > 0) { printf(", MFU %.1f%%", 100.0 * flops_per_gpu_step / dt / (peak * 1e12)); }
+            printf(", GPU memory %.0f MB)", gpu_memory_used() / (1024.0 * 1024.0));
+            if (N > 1) {
+                printf(" | comm stream busy %.1f ms | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f", comm.busy_ms,
+                       comm.bus_bytes[COLL_REDUCE_SCATTER], comm.bus_bytes[COLL_ALL_GATHER], comm.bus_bytes[COLL_SCALARS]);
+            }
+            printf("\n");
+        }
         if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
         if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) {
             save_checkpoint(&model, &train, &sample_rng, step + 1, args.output_dir, args.checkpoint_keep);
@@ -724,23 +1138,37 @@ int main(int argc, char** argv) {
     }
     if (args.val_every > 0) {
         float val_loss = evaluate(&model, &val, args.val_max_steps);
-        printf("val loss %f\n", val_loss);
+        if (rank == 0) { printf("val loss %f\n", val_loss); }
         if (logfile) { fprintf(logfile, "s:%d tel:%f\n", max_steps, val_loss); }
     }
     if (args.sample_every > 0) { gpt2_sample(&model, &tokenizer, &sample_rng, args.gen_len); }
     if (args.output_dir != NULL) {
-        fcloseCheck(logfile, path);
-        float* params = gpt2_full_params(&model);
-        snprintf(path, sizeof(path), "%s/model_%08d.bin", args.output_dir, max_steps);
-        write_model_file(&config, &model.plan.layout, params, path);
-        printf("wrote %s\n", path);
+        float* params = gpt2_full_params(&model); // collective from stage 1: every rank takes part
+        if (rank == 0) {
+            fcloseCheck(logfile, path);
+            snprintf(path, sizeof(path), "%s/model_%08d.bin", args.output_dir, max_steps);
+            write_model_file(&config, &model.plan.layout, params, path);
+            printf("wrote %s\n", path);
+        }
         free(params);
     }
-    printf("GPU memory in use at the end: %.1f MB (cudaMemGetInfo)\n", gpu_memory_used() / 1048576.0);
+    // the largest GPU allocation over the ranks (what this process allocated itself; NCCL's
+    // own buffers and the CUDA context are in cudaMemGetInfo's figure, shared by all on one GPU)
+    const MemoryUse* mu = &model.mem;
+    double mine = (double)(mu->params + mu->grads + mu->optimizer + mu->buffers + mu->activations + mu->workspace), most = mine;
+    double* all = (double*)mallocCheck(N * sizeof(double));
+    comm_gather_doubles(&comm, mine, all);
+    for (int r = 0; r < N; r++) { if (all[r] > most) { most = all[r]; } }
+    free(all);
+    if (rank == 0) {
+        printf("GPU memory allocated per rank: max %.1f MB (rank 0: %.1f MB); cudaMemGetInfo: %.1f MB in use on the device\n",
+               most / 1048576.0, mine / 1048576.0, gpu_memory_used() / 1048576.0);
+    }
     dataloader_free(&train);
     dataloader_free(&val);
     tokenizer_free(&tokenizer);
     gpt2_free(&model);
+    comm_finalize(&comm);
     return 0;
 }
 #endif // TESTING

@@ -40,6 +40,12 @@ typedef struct {
     int resume;                // -y
     float wait_timeout;        // -wt seconds
     int recompute;             // -r (CUDA trainer): 0 none, 1 GELU, 2 GELU + layernorms (-1: not given)
+    // CUDA trainer, processes started without mpirun (llmc/nccl_comm.cuh)
+    int num_processes;         // -pn (-1: not given)
+    int process_rank;          // -pr (-1: not given)
+    const char* init_method;   // -pi fs | tcp
+    const char* fs_path;       // -pf
+    const char* server;        // -ps
 } TrainArgs;
 
 typedef enum { ARG_STR, ARG_INT, ARG_FLOAT } ArgType;
@@ -74,6 +80,11 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
     ARG("-wt", ARG_FLOAT, wait_timeout, "seconds a rank waits for one collective before it aborts the job (0: forever)"),
     ARG("-r", ARG_INT, recompute, "CUDA trainer only: recompute in the backward: 0 nothing, 1 GELU, 2 GELU + layernorms (-1: 1)"),
+    ARG("-pn", ARG_INT, num_processes, "CUDA trainer without mpirun: number of processes (-1: one, or mpirun's)"),
+    ARG("-pr", ARG_INT, process_rank, "CUDA trainer without mpirun: this process's rank 0..pn-1"),
+    ARG("-pi", ARG_STR, init_method, "CUDA trainer without mpirun: how ranks find each other: fs (with -pf) or tcp (with -ps)"),
+    ARG("-pf", ARG_STR, fs_path, "CUDA trainer, -pi fs: a directory all ranks see, one per job"),
+    ARG("-ps", ARG_STR, server, "CUDA trainer, -pi tcp: rank 0's HOST[:PORT] (port 29500 by default)"),
 };
 #define NUM_ARGS ((int)(sizeof(ARG_SPECS) / sizeof(ARG_SPECS[0])))
 

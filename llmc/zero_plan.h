@@ -61,6 +61,9 @@ typedef struct {
     int param;     // CPU fp32: 4; CUDA bf16: 2
     int grad;      // CPU fp32: 4; CUDA bf16: 2
     int optimizer; // CPU m + v: 8; CUDA fp32 master + m + v: 12
+    // 1: the stage 0-1 reduce-scatter lands straight in this rank's slice of the gradient slab
+    // (NCCL allows that in place); 0: it needs a one-shard buffer (MPI's in-place form does not)
+    int reduce_scatter_in_place;
 } StateBytes;
 
 typedef struct {
@@ -124,13 +127,13 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     p->mem_params = (stage < 3 ? P : PN) * bytes.param;
     if (stage == 3) { p->mem_buffers += (unit0 + (size_t)p->block_gather_buffers * block) * bytes.param; }
     // gradients: full slab (stages 0-1, or any stage while accumulating), else the shard plus
-    // the unit-0 buffer and two block buffers; stages 0-1 reduce-scatter into a one-shard buffer
+    // the unit-0 buffer and two block buffers; stages 0-1 reduce-scatter into a one-shard buffer (unless in place)
     p->full_grads = stage < 2 || grad_accum > 1;
     p->mem_grads = (p->full_grads ? P : 0) * bytes.grad;
     if (stage >= 2) {
         p->mem_grads += PN * bytes.grad;
         if (!p->full_grads) { p->mem_grads += (unit0 + 2 * block) * bytes.grad; }
-    } else {
+    } else if (!bytes.reduce_scatter_in_place) {
         p->mem_buffers += p->max_shard_size * bytes.grad;
     }
     // optimizer state: full on every rank in stage 0, the shard from stage 1 on

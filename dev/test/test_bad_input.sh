@@ -98,6 +98,15 @@ case_ "zero batch"           "flag -b expects a batch size >= 1, got 0" "${M[@]}
 case_ "-d not a multiple"    "flag -d 1000 must be a positive multiple of B*T*ranks = 4*64*1 = 256" "${M[@]}" -d 1000
 case_ "bad -e depth"         "flag -e: fresh model depth must be 1..48, got 'd99'" -e d99 -i "$TRAIN" -j "$VAL"
 case_ "output dir unusable"  "cannot open '$tmp/empty.bin/main.log'" "${M[@]}" -o "$tmp/empty.bin"
+if [ $cuda -eq 1 ]; then # the process flags, checked before the GPU (llmc/nccl_comm.cuh, llmc/rendezvous.h)
+case_ "-pn without -pi"      "flags -pn/-pr need -pi fs (with -pf DIR) or -pi tcp (with -ps HOST[:PORT])" "${M[@]}" -pn 2 -pr 0
+case_ "-pr beyond -pn"       "flag -pr 2 must be below -pn 2"    "${M[@]}" -pn 2 -pr 2 -pi fs -pf "$tmp/rdv"
+case_ "-pi tcp without -ps"  "flag -pi tcp needs rank 0's address -ps host[:port]" "${M[@]}" -pn 2 -pr 1 -pi tcp
+case_ "-pi unknown"          "flag -pi expects fs or tcp, got 'nfs'" "${M[@]}" -pn 2 -pr 1 -pi nfs
+case_ "-pn 0"                "flag -pn expects the number of processes >= 1" "${M[@]}" -pn 0 -pr 0
+else
+case_ "-pn on the CPU"       "flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer" "${M[@]}" -pn 2 -pr 0
+fi
 
 echo "bad input: $passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -16,8 +16,8 @@ static int g_passed = 0, g_failed = 0;
     else { g_failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
 } while (0)
 
-static const StateBytes CPU = {4, 4, 8};
-static const StateBytes CUDA = {2, 2, 12};
+static const StateBytes CPU = {4, 4, 8, 0};   // MPI: stages 0-1 reduce-scatter into a buffer
+static const StateBytes CUDA = {2, 2, 12, 1}; // NCCL: in place
 
 // The units tile the slab; every tensor of every layer lies inside its unit's real elements,
 // without overlaps; rank slices partition each unit.
@@ -75,6 +75,8 @@ static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, 
     // what the plan allocates beyond the formula: named buffers, nothing else
     CHECK(p[0].mem_params == P * sb.param && p[0].mem_grads == P * sb.grad && p[0].mem_optimizer == P * sb.optimizer, "%s stage 0 alloc", name);
     CHECK(p[1].mem_optimizer == PN * sb.optimizer, "%s stage 1 optimizer", name);
+    size_t rs_buffer = sb.reduce_scatter_in_place ? 0 : p[0].max_shard_size * sb.grad;
+    CHECK(p[0].mem_buffers == rs_buffer && p[1].mem_buffers == rs_buffer, "%s stages 0-1 buffers = the reduce-scatter buffer (none in place)", name);
     CHECK(p[2].mem_grads == (PN + unit0 + 2 * block) * sb.grad, "%s stage 2 grads = shard + unit 0 + 2 blocks", name);
     CHECK(p[3].mem_params == PN * sb.param && p[3].mem_buffers == (unit0 + 2 * block) * sb.param,
           "%s stage 3 params = shard, buffers = unit 0 + (prefetch+1) blocks", name);

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Multi-rank tests of the CUDA trainer's ZeRO stages (needs a GPU; dev/gpu_check.sh runs it).
+# Ranks are N processes started by hand (-pn N -pr r -pi fs -pf DIR), so one GPU is enough: each
+# gets its own NCCL_HOSTID, which NCCL 2.28 needs to put several ranks on one device (it then
+# talks over its socket transport). The tiny reference model, like the CPU's dev/test/test_zero.sh:
+#  A. N = 2, 3, stages 0-3: every stage's losses, norms and final model are byte-identical to
+#     stage 0's at the same N (all stages reduce with the same per-unit reduce-scatters and sum
+#     the norm in rank order); each step's bytes equal the plan's; allocated memory equals the
+#     plan and the ZeRO formula (bf16: params 2P or 2P/N, optimizer 12P or 12P/N, grads 2P).
+#  B. stage 3 reshard policies and prefetch depths: byte-identical; 'always' moves exactly 1.5x
+#     stage 0's bytes, 'never' exactly stage 0's.
+#  C. gradient accumulation x3: byte-identical across stages; one reduce-scatter per step.
+#  D. N ranks vs 1 rank on the same global batch, within stated tolerances (fp32 and bf16).
+#  E. evaluation and sampling under stage 3 give stage 0's val losses and samples.
+#  F. a checkpoint written by 2 ranks in stage 3 resumes on 2 ranks in stage 1 (bitwise) and on
+#     3 ranks (to tolerance); mpirun starts (if built with MPI) give the -pn run's bits.
+#  G. no hangs: a rank that never starts, and a rank killed mid-run, end the others with a
+#     message within the -wt deadline; bad process flags are one-line errors.
+# usage: dev/test/test_zero_cuda.sh   (train_gpt2cu, train_gpt2fp32cu, gpt2_tiny.bin, the data)
+set -u
+cd "$(dirname "$0")/../.."
+source dev/test/lib.sh
+# NCCL picks its algorithm from the message size and topology; pinning Ring/Simple keeps the
+# reduction order a function of the size alone, so equal-size reductions in two runs (two
+# stages) add in the same order and the bitwise checks test our schedule, not NCCL's tuner.
+export NCCL_ALGO=Ring NCCL_PROTO=Simple
+BF16=./train_gpt2cu FP32=./train_gpt2fp32cu
+for b in $BF16 $FP32; do [ -x $b ] || { echo "$b missing (make cuda)"; echo "zero_cuda: 0 passed, 1 failed"; exit 1; }; done
+
+# crun NAME BIN N ARGS...: the tiny model on N ranks (N processes on this machine's GPUs) into
+# $tmp/NAME; rank 0's output in NAME.txt, rank r's in NAME.r<r>.txt
+crun() {
+    local name=$1 bin=$2 n=$3; shift 3
+    local pids=() r log
+    for ((r = n - 1; r >= 0; r--)); do # the last rank first: nobody may depend on start order
+        log="$tmp/$name.txt"; [ $r -gt 0 ] && log="$tmp/$name.r$r.txt"
+        local procs=()
+        [ "$n" -gt 1 ] && procs=(-pn "$n" -pr "$r" -pi fs -pf "$tmp/rdv_$name")
+        NCCL_HOSTID="gpt2zero-$name-$r" timeout 300 "$bin" -e "$MODEL" "${DATA[@]}" -v 0 -s 0 -b 2 -t 32 -wt 60 \
+            -o "$tmp/$name" "${procs[@]}" "$@" > "$log" 2>&1 &
+        pids+=($!)
+    done
+    local rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    [ $rc -eq 0 ] || { echo "     run $name (N=$n $*) exited $rc:"; tail -3 "$tmp/$name"*.txt; }
+    return $rc
+}
+model_of() { ls "$tmp/$1"/model_*.bin 2>/dev/null | head -1; }
+losses() { grep -o 'train loss [0-9.]*' "$tmp/$1.txt" | awk '{print $3}'; }
+norms() { grep -o ' norm [0-9.]*' "$tmp/$1.txt" | awk '{print $2}'; }
+same_run() { # same final model, losses and norms
+    local a b; a=$(model_of "$1"); b=$(model_of "$2")
+    [ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b" && [ -n "$(losses "$1")" ] &&
+        [ "$(losses "$1")" = "$(losses "$2")" ] && [ "$(norms "$1")" = "$(norms "$2")" ]
+}
+plan_bytes() { sed -n 's/^comm per step (plan, bus bytes): reduce-scatter \([0-9]*\), all-gather \([0-9]*\), scalars \([0-9]*\)$/\1 \2 \3/p' "$tmp/$1.txt"; }
+step_bytes() { sed -n 's/.*bytes sent: reduce-scatter \([0-9]*\) all-gather \([0-9]*\) scalars \([0-9]*\)$/\1 \2 \3/p' "$tmp/$1.txt" | sort -u; }
+mem() { awk -F'|' -v row="$2" -v col="$3" '$1 ~ "^"row" " { gsub(/ /, "", $col); print $col }' "$tmp/$1.txt"; }
+padded() { sed -n 's/.*parameters padded to \([0-9]*\)$/\1/p' "$tmp/$1.txt"; }
+
+echo "--- A. every stage at N = 2, 3 (bf16)"
+for N in 2 3; do
+    for z in 0 1 2 3; do
+        name=n${N}z${z}
+        crun $name $BF16 $N -z $z -x 4 || { bad "$name ran"; continue; }
+        if [ $z -gt 0 ]; then
+            same_run $name n${N}z0 && ok "N=$N stage $z: losses, norms and model byte-identical to stage 0" \
+                || { bad "N=$N stage $z differs from stage 0"; paste <(losses $name) <(losses n${N}z0) <(norms $name) <(norms n${N}z0); }
+        fi
+        plan=$(plan_bytes $name); steps=$(step_bytes $name)
+        [ -n "$plan" ] && [ "$steps" = "$plan" ] && ok "N=$N stage $z: bytes per step = plan ($plan)" || bad "N=$N stage $z: bytes per step '$steps' != plan '$plan'"
+        P=$(padded $name); good=1
+        for row in params grads optimizer "gather buffers"; do
+            [ "$(mem $name "$row" 2)" = "$(mem $name "$row" 3)" ] || { good=0; echo "     $row: allocated $(mem $name "$row" 2) != plan $(mem $name "$row" 3)"; }
+        done
+        # the ZeRO formula from P alone (bf16 params and grads, fp32 master + m + v)
+        exp_params=$(( z < 3 ? 2 * P : 2 * P / N )); exp_opt=$(( z < 1 ? 12 * P : 12 * P / N ))
+        [ "$(mem $name params 2)" = "$exp_params" ] || { good=0; echo "     params $(mem $name params 2) != ZeRO $exp_params"; }
+        [ "$(mem $name optimizer 2)" = "$exp_opt" ] || { good=0; echo "     optimizer $(mem $name optimizer 2) != ZeRO $exp_opt"; }
+        if [ $z -lt 2 ]; then [ "$(mem $name grads 2)" = "$((2 * P))" ] || { good=0; echo "     grads != 2P"; }; fi
+        [ $good -eq 1 ] && ok "N=$N stage $z: memory = plan = ZeRO formula (P=$P)" || bad "N=$N stage $z: memory"
+    done
+done
+
+echo "--- B. stage 3 policies and prefetch (N=3)"
+for cfg in "always 0" "always 2" "never 0" "never 2" "default 0" "default 3"; do
+    set -- $cfg
+    name=p_$1_$2
+    crun $name $BF16 3 -z 3 -zr $1 -zp $2 -x 4 || { bad "$name ran"; continue; }
+    same_run $name n3z0 && ok "reshard $1, prefetch $2: byte-identical to stage 0" || bad "reshard $1, prefetch $2: differs"
+    [ "$(step_bytes $name)" = "$(plan_bytes $name)" ] && ok "reshard $1, prefetch $2: bytes = plan" || bad "reshard $1 prefetch $2 bytes"
+done
+read -r rs0 ag0 _ <<< "$(plan_bytes n3z0)"; read -r rs3 ag3 _ <<< "$(step_bytes p_always_0)"
+[ -n "$rs3" ] && [ $((2 * (rs3 + ag3))) -eq $((3 * (rs0 + ag0))) ] && ok "reshard always moves exactly 1.5x stage 0" || bad "always: not 1.5x stage 0"
+read -r rsn agn _ <<< "$(step_bytes p_never_0)"
+[ -n "$rsn" ] && [ $((rsn + agn)) -eq $((rs0 + ag0)) ] && ok "reshard never moves what stage 0 moves" || bad "never: not stage 0's bytes"
+
+echo "--- C. gradient accumulation x3 (N=2)"
+for z in 0 1 2 3; do crun acc_z$z $BF16 2 -z $z -d 384 -x 3 || bad "acc_z$z ran"; done
+grep -q "3 micro-steps per step" "$tmp/acc_z0.txt" && ok "accumulation: 3 micro-steps" || bad "accumulation not 3 micro-steps"
+for z in 1 2 3; do same_run acc_z$z acc_z0 && ok "accumulation: stage $z byte-identical to stage 0" || bad "accumulation: stage $z differs"; done
+for z in 0 1 2 3; do
+    read -r rs ag _ <<< "$(step_bytes acc_z$z)"; read -r rs1 _ <<< "$(step_bytes n2z$z)"
+    [ -n "$rs" ] && [ "$(step_bytes acc_z$z)" = "$(plan_bytes acc_z$z)" ] && [ "$rs" = "$rs1" ] \
+        && ok "accumulation stage $z: one reduce-scatter per step ($rs bytes), = plan" || bad "accumulation stage $z bytes: '$rs' vs '$rs1'"
+done
+
+echo "--- D. N ranks vs 1 rank, same global batch"
+# close A B LOSS_RTOL NORM_RTOL: 10 steps' losses and norms within relative tolerances
+close() {
+    paste <(losses "$1") <(losses "$2") <(norms "$1") <(norms "$2") | awk -v lt="$3" -v nt="$4" 'NF != 4 { exit 1 }
+        { n++; d = $1 - $2; if (d < 0) d = -d; if (d > lt * $1) exit 1
+          d = $3 - $4; if (d < 0) d = -d; if (d > nt * $3 + 1e-4) exit 1 } END { exit n < 10 }'
+}
+# fp32: 1e-4 on the losses (the CPU test's 1e-5 is for one fixed summation order; cuBLASLt picks
+# its tiling per shape, and B=4 vs B=2 are different shapes, so the batch sums run in other
+# orders too), 1e-3 on the norms (printed to 4 decimals, ~0.5-3).
+crun one_fp32 $FP32 1 -b 4 -x 10 && crun two_fp32 $FP32 2 -b 2 -z 2 -x 10 && close one_fp32 two_fp32 1e-4 1e-3 \
+    && ok "fp32: 2 ranks x B=2 (stage 2) = 1 rank x B=4 over 10 steps (1e-4)" || { bad "fp32: 2 ranks vs 1 rank"; paste <(losses one_fp32) <(losses two_fp32); }
+crun one_acc_fp32 $FP32 1 -b 1 -d 96 -x 10 && crun three_fp32 $FP32 3 -b 1 -z 3 -x 10 && close one_acc_fp32 three_fp32 1e-4 1e-3 \
+    && ok "fp32: 3 ranks x B=1 (stage 3) = 1 rank x 3 micro-steps over 10 steps (1e-4)" || { bad "fp32: 3 ranks vs 1 rank"; paste <(losses one_acc_fp32) <(losses three_fp32); }
+# bf16: the gradients are rounded to 8 bits before the ranks add them (one rank rounds once after
+# adding in fp32): ~2^-9 relative per element. AdamW's step is lr * m / sqrt(v), nearly the sign
+# early on, so the two runs' weights drift apart by a few bf16 ulps per step; over 10 steps the
+# loss moves by ~1% of its value in total and the runs differ by a small part of that. 5e-3 on
+# the losses and 5e-2 on the norms leave room for that, while a missed rank's gradient (a 2x
+# change in the update) or a wrong loss scale shows at once.
+crun one_bf16 $BF16 1 -b 4 -x 10 && crun two_bf16 $BF16 2 -b 2 -z 1 -x 10 && close one_bf16 two_bf16 5e-3 5e-2 \
+    && ok "bf16: 2 ranks x B=2 (stage 1) = 1 rank x B=4 over 10 steps (5e-3)" || { bad "bf16: 2 ranks vs 1 rank"; paste <(losses one_bf16) <(losses two_bf16) <(norms one_bf16) <(norms two_bf16); }
+
+echo "--- E. evaluation and sampling under stage 3"
+crun ev0 $BF16 2 -z 0 -x 2 -v 1 -m 3 -s 2 -g 4 && crun ev3 $BF16 2 -z 3 -x 2 -v 1 -m 3 -s 2 -g 4
+if [ -n "$(grep 'val loss' "$tmp/ev0.txt")" ] && [ "$(grep 'val loss' "$tmp/ev0.txt")" = "$(grep 'val loss' "$tmp/ev3.txt")" ] &&
+   [ "$(grep -A1 '^generating' "$tmp/ev0.txt")" = "$(grep -A1 '^generating' "$tmp/ev3.txt")" ]; then
+    ok "stage 3 gives stage 0's val losses and samples"
+else bad "stage 3 eval/sampling differ"; grep -E 'val loss|generating' -A1 "$tmp/ev0.txt" "$tmp/ev3.txt" | head; fi
+
+echo "--- F. checkpoints across stages and ranks; mpirun"
+crun ck_full $BF16 2 -z 3 -x 4 -n 2 && cp -r "$tmp/ck_full" "$tmp/ck_resume" && rm -f "$tmp/ck_resume"/model_00000004.bin \
+    "$tmp/ck_resume"/*00000004* && crun ck_resume $BF16 2 -z 1 -x 4 -y 1
+if grep -q "resumed from checkpoint 2" "$tmp/ck_resume.txt" && cmp -s "$tmp/ck_full/model_00000004.bin" "$tmp/ck_resume/model_00000004.bin"; then
+    ok "2 ranks stage 3 -> checkpoint at step 2 -> 2 ranks stage 1: the step-4 model byte-identical"
+else bad "resume on another stage differs"; fi
+crun ck3 $BF16 3 -z 2 -b 2 -x 4 -n 2 && cp -r "$tmp/ck3" "$tmp/ck3_to1" && rm -f "$tmp/ck3_to1"/*00000004* \
+    && crun ck3_to1 $BF16 1 -b 6 -x 4 -y 1 && grep -q "resumed from checkpoint 2" "$tmp/ck3_to1.txt" \
+    && paste <(losses ck3 | tail -2) <(losses ck3_to1) | awk 'NF != 2 { exit 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 5e-3 * $1) exit 1 }' \
+    && ok "3 ranks stage 2 -> checkpoint -> 1 rank (B=6): steps 3-4 within 5e-3" || { bad "resume 3 ranks -> 1 rank"; paste <(losses ck3) <(losses ck3_to1); }
+if command -v mpirun >/dev/null && grep -q -- "-DUSE_MPI" <(make -n train_gpt2cu 2>/dev/null); then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    # several ranks on one GPU need a NCCL_HOSTID each; under mpirun a shell sets it from the rank
+    timeout 300 mpirun -np 2 bash -c 'NCCL_HOSTID=mpi-$OMPI_COMM_WORLD_RANK exec "$@"' _ $BF16 -e "$MODEL" "${DATA[@]}" \
+        -v 0 -s 0 -b 2 -t 32 -z 2 -x 4 -o "$tmp/mpi_z2" > "$tmp/mpi_z2.txt" 2>&1
+    grep -q "(mpirun)" "$tmp/mpi_z2.txt" && same_run mpi_z2 n2z2 && ok "mpirun -np 2 stage 2 = the -pn run, bit for bit" \
+        || { bad "mpirun -np 2 differs or failed"; tail -3 "$tmp/mpi_z2.txt"; }
+else
+    echo "     (no mpirun, or train_gpt2cu built without MPI: the mpirun start is not tested here)"
+fi
+
+echo "--- G. no hangs, clear errors"
+# fails NAME EXPECTED SECONDS COMMAND...: non-zero (not the timeout's 124), the message, in time
+fails() {
+    local name=$1 expect=$2 secs=$3; shift 3
+    local t0=$SECONDS
+    timeout "$secs" "$@" > "$tmp/f.txt" 2>&1
+    local rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "$expect" "$tmp/f.txt"; then ok "$name: exit $rc in $((SECONDS - t0)) s: $(grep -F -- "$expect" "$tmp/f.txt" | head -1 | cut -c1-150)"
+    else bad "$name: exit $rc, expected '$expect'"; head -5 "$tmp/f.txt"; fi
+}
+T=($BF16 -e "$MODEL" "${DATA[@]}" -v 0 -s 0 -b 2 -t 32)
+fails "rank 1 never starts" "rank 0] error:" 60 env NCCL_HOSTID=h0 "${T[@]}" -x 2 -pn 2 -pr 0 -pi fs -pf "$tmp/rdv_alone" -wt 5
+fails "-pr beyond -pn" "flag -pr 2 must be below -pn 2" 20 "${T[@]}" -pn 2 -pr 2 -pi fs -pf "$tmp/rdv_x"
+fails "-pn without -pi" "need -pi fs" 20 "${T[@]}" -pn 2 -pr 0
+fails "-z 3 with -zr on -z 1" "flag -zr applies only to -z 3 (got -z 1)" 20 "${T[@]}" -z 1 -zr always
+# a rank killed mid-run: the survivor ends with an error within the -wt deadline (10 s here)
+rm -rf "$tmp/rdv_kill"
+NCCL_HOSTID=k1 timeout 120 "${T[@]}" -x 100000 -pn 2 -pr 1 -pi fs -pf "$tmp/rdv_kill" -wt 10 > "$tmp/kill.r1.txt" 2>&1 &
+victim=$!
+NCCL_HOSTID=k0 timeout 120 "${T[@]}" -x 100000 -pn 2 -pr 0 -pi fs -pf "$tmp/rdv_kill" -wt 10 > "$tmp/kill.txt" 2>&1 &
+survivor=$!
+for i in $(seq 1 600); do grep -q "^step *3/" "$tmp/kill.txt" 2>/dev/null && break; sleep 0.1; done
+t0=$SECONDS
+kill -9 $victim 2>/dev/null
+wait $survivor; rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error:" "$tmp/kill.txt"; then
+    ok "rank 1 killed at step 3: rank 0 exits $rc after $((SECONDS - t0)) s: $(grep 'error:' "$tmp/kill.txt" | head -1 | cut -c1-160)"
+else bad "rank 1 killed: rank 0 exit $rc (124 = hung until the outer timeout)"; tail -3 "$tmp/kill.txt"; fi
+
+summary "zero_cuda"

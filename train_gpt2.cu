@@ -136,6 +136,7 @@ typedef struct {
     float* m;
     float* v;
     double* norm_squared;   // (1) on the device: this rank's part of the gradient's sum of squares
+    double* norm_host;      // (1) pinned: its copy on the host (a copy into pageable memory would block the host)
     double* norm_scratch;   // global_norm_squared's partials
     // stage-3 schedule state (host), and the events that order the buffers on the two streams
     UnitState unit_state[MAX_UNITS];
@@ -231,6 +232,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     model->v = alloc_float(&mem->optimizer, opt_n, "AdamW v");
     model->norm_squared = (double*)cuda_malloc_counted(&mem->workspace, sizeof(double), "the norm");
     model->norm_scratch = (double*)cuda_malloc_counted(&mem->workspace, GLOBAL_NORM_SCRATCH * sizeof(double), "the norm partials");
+    cudaCheck(cudaMallocHost((void**)&model->norm_host, sizeof(double)));
     // a blocking stream: a plain cudaMemcpy (tests, checkpoints) waits for its work
     cudaCheck(cudaStreamCreate(&model->stream));
     matmul_init(&mem->workspace);
@@ -278,7 +280,7 @@ void gpt2_set_params(GPT2* model, const float* full) {
     const ParamLayout* lay = &p->layout;
     int rank = model->comm->rank;
     cudaStream_t s = model->stream;
-    float* unit = alloc_float(NULL, lay->unit_size[0] > lay->unit_size[1] ? lay->unit_size[0] : lay->unit_size[1], "a unit");
+    float* unit = alloc_float(NULL, p->max_shard_size * p->world_size, "a unit"); // the largest unit
     for (int u = 0; u < lay->num_units; u++) {
         size_t n = lay->unit_size[u], S = p->shard_size[u];
         cudaCheck(cudaMemcpyAsync(unit, full + lay->unit_offset[u], n * sizeof(float), cudaMemcpyHostToDevice, s));
@@ -301,17 +303,19 @@ float* gpt2_full_params(GPT2* model) {
     const ParamLayout* lay = &p->layout;
     Comm* comm = model->comm;
     float* full = (float*)mallocCheck(lay->total * sizeof(float));
+    // host waits go through comm_sync (polled, with the deadline); the copies into pageable
+    // memory below then find their stream idle, so they cannot block on a stuck collective
+    comm_sync(comm, model->stream, "the parameters to copy");
     if (p->stage == 0) {
-        cudaCheck(cudaMemcpyAsync(full, model->master, lay->total * sizeof(float), cudaMemcpyDeviceToHost, model->stream));
-        comm_sync(comm, model->stream, "the parameters to copy");
+        cudaCheck(cudaMemcpy(full, model->master, lay->total * sizeof(float), cudaMemcpyDeviceToHost));
         return full;
     }
-    float* unit = alloc_float(NULL, lay->unit_size[0] > lay->unit_size[1] ? lay->unit_size[0] : lay->unit_size[1], "a unit");
+    float* unit = alloc_float(NULL, p->max_shard_size * p->world_size, "a unit"); // the largest unit
     stream_wait_for(comm->stream, model->stream, model->handoff); // the master is up to date
     for (int u = 0; u < lay->num_units; u++) {
         comm_all_gather(comm, model->master + p->shard_offset[u], unit, p->shard_size[u], sizeof(float), u);
-        cudaCheck(cudaMemcpyAsync(full + lay->unit_offset[u], unit, lay->unit_size[u] * sizeof(float), cudaMemcpyDeviceToHost, comm->stream));
         comm_sync(comm, comm->stream, "the parameters to gather for saving");
+        cudaCheck(cudaMemcpy(full + lay->unit_offset[u], unit, lay->unit_size[u] * sizeof(float), cudaMemcpyDeviceToHost));
     }
     cudaCheck(cudaFree(unit));
     return full;
@@ -570,10 +574,9 @@ float gpt2_grad_norm(GPT2* model) {
         global_norm_squared(model->norm_squared, grad_shard_of(model, u), p->shard_size[u], u > 0, model->norm_scratch,
                             model->stream);
     }
-    double mine;
-    cudaCheck(cudaMemcpyAsync(&mine, model->norm_squared, sizeof(double), cudaMemcpyDeviceToHost, model->stream));
+    cudaCheck(cudaMemcpyAsync(model->norm_host, model->norm_squared, sizeof(double), cudaMemcpyDeviceToHost, model->stream));
     comm_sync(model->comm, model->stream, "the gradient norm");
-    return (float)sqrt(comm_sum(model->comm, mine));
+    return (float)sqrt(comm_sum(model->comm, *model->norm_host));
 }
 
 // AdamW on elements [lo, hi) of unit u, per tensor: weight decay applies to the 2-D weights
@@ -645,6 +648,7 @@ void gpt2_free(GPT2* model) {
     cudaCheck(cudaEventDestroy(model->unit0_free));
     for (int s = 0; s < 2; s++) { cudaCheck(cudaEventDestroy(model->grad_slot_reduced[s])); }
     cudaCheck(cudaEventDestroy(model->handoff));
+    cudaCheck(cudaFreeHost(model->norm_host));
     matmul_free();
     cudaCheck(cudaStreamDestroy(model->stream));
 }
@@ -855,9 +859,9 @@ static void save_checkpoint(GPT2* model, const DataLoader* train, const Rng* rng
     size_t n = p->stage == 0 ? p->layout.total : p->shard_total;
     float* m = (float*)mallocCheck(n * sizeof(float));
     float* v = (float*)mallocCheck(n * sizeof(float));
-    cudaCheck(cudaMemcpyAsync(m, model->m, n * sizeof(float), cudaMemcpyDeviceToHost, model->stream));
-    cudaCheck(cudaMemcpyAsync(v, model->v, n * sizeof(float), cudaMemcpyDeviceToHost, model->stream));
-    comm_sync(comm, model->stream, "the optimizer state to copy");
+    comm_sync(comm, model->stream, "the optimizer state to copy"); // then the plain copies find the stream idle
+    cudaCheck(cudaMemcpy(m, model->m, n * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(v, model->v, n * sizeof(float), cudaMemcpyDeviceToHost));
     write_state_file(p, &model->config, comm->rank, m, v, train, rng, step, dir);
     free(m);
     free(v);
@@ -906,7 +910,8 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
     int eot = tokenizer->init_ok ? tokenizer->eot_token : 50256;
     int print = model->comm->rank == 0;
     int* tokens = (int*)mallocCheck((size_t)(gen_len + 1) * sizeof(int));
-    floatX* row = (floatX*)mallocCheck((size_t)c->padded_vocab_size * sizeof(floatX));
+    floatX* row; // pinned: a copy into pageable memory would block the host until the stream gets there
+    cudaCheck(cudaMallocHost((void**)&row, (size_t)c->padded_vocab_size * sizeof(floatX)));
     float* probs = (float*)mallocCheck((size_t)c->vocab_size * sizeof(float));
     tokens[0] = eot;
     if (print) { printf("generating:\n---\n"); }
@@ -925,7 +930,8 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
         if (print) { tokenizer_print(tokenizer, tokens[t]); fflush(stdout); }
     }
     if (print) { printf("\n---\n"); }
-    free(tokens); free(row); free(probs);
+    free(tokens); free(probs);
+    cudaCheck(cudaFreeHost(row));
 }
 
 // ----------------------------------------------------------------------------

@@ -439,8 +439,8 @@ static inline void comm_check_same_args(Comm* comm, int argc, char** argv) {
     char* all = (char*)mallocCheck(N * LEN);
     cudaCheck(cudaMemcpy(dev + comm->rank * LEN, mine, LEN, cudaMemcpyHostToDevice));
     comm_all_gather(comm, dev + comm->rank * LEN, dev, LEN / 8, 8, -1); // as doubles: bytes are bytes
-    cudaCheck(cudaMemcpyAsync(all, dev, N * LEN, cudaMemcpyDeviceToHost, comm->stream));
-    comm_sync(comm, comm->stream, "the flags of every rank");
+    comm_sync(comm, comm->stream, "the flags of every rank"); // polled; then the plain copy finds the stream idle
+    cudaCheck(cudaMemcpy(all, dev, N * LEN, cudaMemcpyDeviceToHost));
     comm_reset_counters(comm);
     for (size_t r = 1; r < N; r++) {
         if (strcmp(all, all + r * LEN) != 0) {

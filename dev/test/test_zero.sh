@@ -27,15 +27,8 @@ zrun() {
     [ $rc -eq 0 ] || { echo "     run $name (N=$n $*) exited $rc:"; tail -5 "$tmp/$name.txt"; }
     return $rc
 }
-model_of() { ls "$tmp/$1"/model_*.bin 2>/dev/null | head -1; }
-losses() { grep -o 'train loss [0-9.]*' "$tmp/$1.txt" | awk '{print $3}'; }
+source dev/test/zero_lib.sh # model_of, losses, norms, plan_bytes, step_bytes, mem, padded
 same_model() { local a b; a=$(model_of "$1"); b=$(model_of "$2"); [ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b"; }
-# plan_bytes NAME: "RS AG SC" of the plan; step_bytes NAME: the distinct "RS AG SC" of the steps
-plan_bytes() { sed -n 's/^comm per step (plan, bus bytes): reduce-scatter \([0-9]*\), all-gather \([0-9]*\), scalars \([0-9]*\)$/\1 \2 \3/p' "$tmp/$1.txt"; }
-step_bytes() { sed -n 's/.*bytes sent: reduce-scatter \([0-9]*\) all-gather \([0-9]*\) scalars \([0-9]*\)$/\1 \2 \3/p' "$tmp/$1.txt" | sort -u; }
-# mem NAME ROW COLUMN: the memory table's allocated (2) or plan (3) bytes of a row
-mem() { awk -F'|' -v row="$2" -v col="$3" '$1 ~ "^"row" " { gsub(/ /, "", $col); print $col }' "$tmp/$1.txt"; }
-padded() { sed -n 's/.*parameters padded to \([0-9]*\)$/\1/p' "$tmp/$1.txt"; }
 
 echo "--- A. every stage at N = 1..4"
 for N in 1 2 3 4; do
@@ -91,7 +84,6 @@ done
 
 echo "--- D. N ranks vs 1 rank, same global batch"
 # losses within 1e-5 relative, and gradient norms (printed to 4 decimals) within 1e-4 relative
-norms() { grep -o ' norm [0-9.]*' "$tmp/$1.txt" | awk '{print $2}'; }
 close() {
     paste <(losses "$1") <(losses "$2") <(norms "$1") <(norms "$2") | awk 'NF != 4 { exit 1 }
         { n++; d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) exit 1

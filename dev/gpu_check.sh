@@ -4,10 +4,16 @@
 # print a short table last. Works offline with no installs (needs nvcc, a python3 with torch for
 # the reference files, and the tokenized data: `make data` here, or carry
 # dev/data/tinyshakespeare/ and gpt2_tokenizer.bin along).
-#   dev/gpu_check.sh LOGDIR
+#   dev/gpu_check.sh LOGDIR [all|one|multi]
+# `one` runs the one-GPU checks and benchmark, `multi` the ZeRO stages on several ranks (test and
+# benchmark): two calls that each fit a 10-minute device slot; `all` (default) runs both.
 set -u
 cd "$(dirname "$0")/.."
-logdir=${1:?usage: dev/gpu_check.sh LOGDIR}
+logdir=${1:?usage: dev/gpu_check.sh LOGDIR [all|one|multi]}
+part=${2:-all}
+case "$part" in all|one|multi) ;; *) echo "dev/gpu_check.sh: the part must be all, one or multi, got '$part'"; exit 2 ;; esac
+one() { [ "$part" != multi ]; }
+multi() { [ "$part" != one ]; }
 mkdir -p "$logdir"
 declare -a names results
 record() { names+=("$1"); results+=("$2"); }
@@ -54,6 +60,7 @@ if [ ! -f gpt2_124M_debug_state.bin ] || [ ! -f gpt2_tiny_debug_state.bin ]; the
     fi
 fi
 
+if one; then
 # every kernel against its CPU twin, and twice for the same bits
 run "kernels fp32" "$logdir/kernels_fp32.log" ./dev/cuda/test_kernels_fp32
 run "kernels bf16" "$logdir/kernels_bf16.log" ./dev/cuda/test_kernels
@@ -62,8 +69,6 @@ for prefix in gpt2_tiny gpt2_124M; do
     run "test_gpt2fp32cu $prefix" "$logdir/test_fp32_$prefix.log" ./test_gpt2fp32cu "$prefix"
     run "test_gpt2cu $prefix" "$logdir/test_bf16_$prefix.log" ./test_gpt2cu "$prefix"
 done
-# several ranks on this GPU (-pn, NCCL_HOSTID per rank): every ZeRO stage vs stage 0, bytes, memory
-run "ZeRO stages, 2-3 ranks on one GPU" "$logdir/zero_cuda.log" bash dev/test/test_zero_cuda.sh
 # the trainer's command line end to end: a few steps with eval, sampling and a checkpoint, then a resume
 run "train_gpt2cu short run" "$logdir/train_short.log" ./train_gpt2cu -e gpt2_124M_bf16.bin -b 4 -t 256 -x 4 -v 2 -m 2 -s 4 -g 16 -n 2 -o "$logdir/run"
 run "train_gpt2cu resume" "$logdir/train_resume.log" ./train_gpt2cu -e gpt2_124M_bf16.bin -b 4 -t 256 -x 6 -v 0 -s 0 -y 1 -o "$logdir/run"
@@ -71,10 +76,15 @@ run "train_gpt2cu resume" "$logdir/train_resume.log" ./train_gpt2cu -e gpt2_124M
 # the benchmark
 dev/bench/bench_cuda.sh "$logdir/bench" 12 | tee "$logdir/bench.txt"
 best=$(awk '$2 == "ok" {print "B=" $1 ": " $3 " tok/s, MFU " $4 "%"; exit}' "$logdir/bench.txt")
-# the ZeRO stages side by side, 2 ranks on this GPU: memory per rank and bytes (times are shared)
-BENCH_STEPS=6 dev/bench/bench_zero_cuda.sh 2 "$logdir/bench_zero" | tee "$logdir/bench_zero.txt"
 kernel_bench="$logdir/kernels_bench.txt"
 ./dev/cuda/test_kernels --bench >"$kernel_bench" 2>&1 || echo "kernel benchmark failed: see $kernel_bench"
+fi
+if multi; then
+# several ranks on this GPU (-pn, NCCL_HOSTID per rank): every ZeRO stage vs stage 0, bytes, memory
+run "ZeRO stages, 2-3 ranks on one GPU" "$logdir/zero_cuda.log" bash dev/test/test_zero_cuda.sh
+# the ZeRO stages side by side, 2 ranks on this GPU: memory per rank and bytes (times are shared)
+BENCH_STEPS=6 dev/bench/bench_zero_cuda.sh 2 "$logdir/bench_zero" | tee "$logdir/bench_zero.txt"
+fi
 
 echo
 echo "==== gpu_check summary ($(head -2 "$logdir/machine.txt" | tail -1)) ===="
@@ -83,8 +93,10 @@ for i in "${!names[@]}"; do
     printf "%-32s %s\n" "${names[$i]}" "${results[$i]}"
     case "${results[$i]}" in FAIL*) fails=$((fails + 1)) ;; esac
 done
+if one; then
 printf "%-32s %s\n" "benchmark (124M, T=1024, -r 0)" "${best:-no batch size fit: see $logdir/bench}"
 printf "%-32s %s\n" "kernel times vs floors" "$kernel_bench"
-printf "%-32s %s\n" "ZeRO stages, 2 ranks (bench)" "$logdir/bench_zero.txt"
+fi
+multi && printf "%-32s %s\n" "ZeRO stages, 2 ranks (bench)" "$logdir/bench_zero.txt"
 echo "logs: $logdir"
 exit $((fails > 0))

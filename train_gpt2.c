@@ -650,16 +650,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
         model->slot_owner[u] = -1;
     }
     model->grad_slot_owner[0] = model->grad_slot_owner[1] = -1;
-    // the order a micro-step uses the units: encoder, blocks, lnf + head; then the backward:
-    // head and lnf (unit 0 still gathered), blocks in reverse. The encoder's backward needs no
-    // params.
-    int L = config->num_layers, n = 0;
-    model->schedule[n++] = 0;
-    for (int l = 0; l < L; l++) { model->schedule[n++] = 1 + l; }
-    model->schedule[n++] = 0;
-    model->schedule[n++] = 0;
-    for (int l = L - 1; l >= 0; l--) { model->schedule[n++] = 1 + l; }
-    model->schedule_len = n;
+    model->schedule_len = zero_schedule(config->num_layers, model->schedule);
     model->mean_loss = -1.0f;
 }
 
@@ -1047,15 +1038,9 @@ static void unit_release(GPT2* model, int u) {
     if (u > 0) { model->slot_owner[block_slot(model, u)] = -1; }
 }
 
-// After a unit's forward, the reshard_after_forward policy decides. Unit 0 is used twice in the
-// forward: after the encoder it is released like a block; after the head it is never released
-// here, because the backward starts with it.
+// After a unit's forward: released unless the reshard_after_forward policy keeps it (zero_plan.h).
 static void unit_release_after_forward(GPT2* model, int u) {
-    ReshardPolicy policy = model->plan.reshard;
-    int last_block = u == model->config.num_layers;
-    int head = u == 0 && model->schedule_pos > 1;
-    if (head || policy == RESHARD_NEVER || (policy == RESHARD_DEFAULT && last_block)) { return; }
-    unit_release(model, u);
+    if (!zero_keep_after_forward(&model->plan, u, model->config.num_layers, model->schedule_pos)) { unit_release(model, u); }
 }
 
 static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }

@@ -187,10 +187,7 @@ static inline double comm_sum(Comm* comm, double mine) {
 // `mpirun -np 1 ./a -b 4 : -np 1 ./a -b 2`). On a mismatch rank 0 names it and all ranks exit.
 static inline void comm_check_same_args(Comm* comm, int argc, char** argv) {
     char mine[2048] = {0};
-    for (int i = 1; i < argc; i++) {
-        strncat(mine, argv[i], sizeof(mine) - strlen(mine) - 2);
-        strncat(mine, " ", sizeof(mine) - strlen(mine) - 1);
-    }
+    flags_line(mine, sizeof(mine), argc, argv);
 #ifdef USE_MPI
     if (comm->world_size == 1) { return; }
     char* all = (char*)mallocCheck(sizeof(mine) * comm->world_size);

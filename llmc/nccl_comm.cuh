@@ -429,11 +429,7 @@ static inline void comm_check_same_args(Comm* comm, int argc, char** argv) {
     if (comm->world_size == 1) { return; }
     enum { LEN = 2048 };
     char mine[LEN] = {0};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-pr") == 0) { i++; continue; } // the one flag that differs by rank
-        strncat(mine, argv[i], LEN - strlen(mine) - 2);
-        strncat(mine, " ", LEN - strlen(mine) - 1);
-    }
+    flags_line(mine, LEN, argc, argv);
     size_t N = comm->world_size;
     char* dev = (char*)cuda_malloc_counted(NULL, N * LEN, "the flags of every rank");
     char* all = (char*)mallocCheck(N * LEN);

@@ -165,4 +165,18 @@ static inline double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// ----------------------------------------------------------------------------
+// command line
+
+// The command line as one string, for comparing the ranks' flags: every flag but -pr (with
+// its value), the one flag that differs from rank to rank.
+static inline void flags_line(char* out, size_t n, int argc, char** argv) {
+    out[0] = '\0';
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-pr") == 0) { i++; continue; }
+        strncat(out, argv[i], n - strlen(out) - 2);
+        strncat(out, " ", n - strlen(out) - 1);
+    }
+}
+
 #endif // LLMC_UTILS_H

@@ -156,6 +156,29 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     }
 }
 
+// The order a micro-step uses the units (what stage 3 gathers, and prefetches, in turn):
+// encoder, blocks, lnf + head; then the backward: head and lnf (unit 0 still gathered), blocks
+// in reverse. The encoder's backward needs no params. schedule holds 2*L + 3 entries; returns
+// how many it wrote.
+static inline int zero_schedule(int L, int* schedule) {
+    int n = 0;
+    schedule[n++] = 0;
+    for (int l = 0; l < L; l++) { schedule[n++] = 1 + l; }
+    schedule[n++] = 0;
+    schedule[n++] = 0;
+    for (int l = L - 1; l >= 0; l--) { schedule[n++] = 1 + l; }
+    return n;
+}
+
+// Stage 3, after unit u's forward at schedule position `pos` (already past it): does the unit
+// stay gathered? The reshard_after_forward policy decides, except for unit 0 after the head
+// (pos > 1), which always stays: the backward starts with it.
+static inline int zero_keep_after_forward(const ZeroPlan* p, int u, int L, int pos) {
+    int last_block = u == L;
+    int head = u == 0 && pos > 1;
+    return head || p->reshard == RESHARD_NEVER || (p->reshard == RESHARD_DEFAULT && last_block);
+}
+
 // Rank r's slice of unit u, as an offset into the full slab.
 static inline size_t zero_slice_offset(const ZeroPlan* p, int u, int rank) {
     return p->layout.unit_offset[u] + (size_t)rank * p->shard_size[u];

@@ -1,0 +1,651 @@
+/*
+Kernels on the CPU: every CUDA thread of a block is a fiber (its own small stack), and a block's
+fibers run one at a time on one OS thread, switching only where CUDA threads synchronize:
+__syncthreads, __syncwarp and the warp intrinsics. Between those points the order in which the
+threads run is chosen by EMU_THREAD_ORDER (forward, reverse, or random with EMU_SEED), so code
+that is only correct for one order (a missing barrier) gives different results under another.
+
+A block runs in rounds: every runnable thread runs until it blocks (at a barrier or a warp
+intrinsic) or exits; then the blocked threads are released where CUDA's rules are met, and
+anything else is an error naming the kernel, the block and the source lines:
+- a warp intrinsic completes when every lane named in its mask has reached the same intrinsic at
+  the same line with the same mask; a named lane that exited, waits elsewhere or does not exist
+  is an error (on a GPU the result is undefined);
+- __syncthreads completes when every thread of the block waits at the same line; a thread that
+  exited while others wait, or threads waiting at different lines, is an error (on a GPU:
+  undefined, often a hang).
+Blocks run in grid order (or reversed or shuffled, as the threads), one at a time per OS thread;
+EMU_THREADS > 1 runs that many blocks at once.
+
+Shared memory: static __shared__ variables are thread_local statics (one copy per OS thread, so
+per block in flight), refilled with 0xFF bytes (NaN for floats) before each block; the dynamic
+`extern __shared__` array is a per-block buffer of exactly the launch's size, also 0xFF.
+*/
+#include "emu_device.h" // first: it defines __global__ and friends before the toolkit headers do
+#include "emu_internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+
+thread_local uint3 emu_threadIdx, emu_blockIdx;
+thread_local dim3 emu_blockDim, emu_gridDim;
+
+namespace emu {
+
+thread_local bool probing = false;
+thread_local int probe_bound = -1;
+
+// ----------------------------------------------------------------------------
+// fibers: a context switch saves the callee-saved registers on the old stack and loads the new
+// stack pointer (x86-64 System V). A new fiber starts in fiber_entry.
+
+extern "C" void emu_fiber_switch(void** save_sp, void* new_sp);
+asm(R"(
+    .text
+    .globl emu_fiber_switch
+    .type emu_fiber_switch, @function
+emu_fiber_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_fiber_switch, .-emu_fiber_switch
+)");
+
+enum ThreadState { RUNNABLE, AT_BARRIER, AT_WARP_OP, EXITED };
+
+struct WarpWait { // what a lane waiting at a warp intrinsic brought
+    WarpKind kind;
+    unsigned mask;
+    unsigned char value[16], result[16];
+    size_t bytes;
+    int arg, width;
+    unsigned answer;
+};
+
+struct EmuThread {
+    void* sp = nullptr;
+    char* stack_lo = nullptr; // usable stack [stack_lo, stack_lo + stack_bytes), guard page below
+    size_t stack_bytes = 0;
+    void* asan_fake_stack = nullptr;
+    uint3 idx;
+    int linear = 0;
+    ThreadState state = EXITED;
+    Site site{nullptr, 0}; // where it waits
+    WarpWait warp;
+};
+
+struct Block; // the block a worker runs now
+
+struct Worker {
+    void* sched_sp = nullptr;
+    const void* sched_stack_lo = nullptr;
+    size_t sched_stack_bytes = 0;
+    std::vector<EmuThread> threads; // stacks kept from block to block
+    EmuThread* current = nullptr;
+    Block* block = nullptr;
+    std::vector<std::pair<void*, size_t>> shared_vars; // static __shared__ of this OS thread
+    std::vector<unsigned char> dynamic_shared;
+    std::mt19937_64 rng;
+};
+static thread_local Worker* tl_worker = nullptr;
+
+struct Grid { // one launch
+    const char* name;
+    Site site;
+    dim3 grid, block;
+    size_t shared_bytes;
+    ThreadBody body;
+    void* closure;
+};
+
+struct Block {
+    const Grid* grid;
+    uint3 idx;
+    int nthreads;
+};
+
+static size_t stack_bytes() {
+    static size_t bytes = [] {
+        const char* e = getenv("EMU_STACK_KB");
+        size_t kb = e ? (size_t)atol(e) : (EMU_ASAN ? 512 : 128);
+        return (kb < 16 ? 16 : kb) * 1024;
+    }();
+    return bytes;
+}
+
+// Stacks of kernel threads, with a guard page below each, for the SIGSEGV handler's message.
+static std::mutex g_stack_mutex;
+static std::vector<std::pair<char*, char*>> g_guard_pages;
+
+static void allocate_stack(EmuThread* t) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = stack_bytes();
+    char* base = (char*)mmap(nullptr, bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) { fatal("cannot map a %zu-byte stack for a kernel thread", bytes); }
+    mprotect(base, page, PROT_NONE);
+    t->stack_lo = base + page;
+    t->stack_bytes = bytes;
+    std::lock_guard<std::mutex> lock(g_stack_mutex);
+    g_guard_pages.push_back({base, base + page});
+}
+
+bool address_in_kernel_stack_guard(const void* p) {
+    std::lock_guard<std::mutex> lock(g_stack_mutex);
+    for (auto& g : g_guard_pages) {
+        if ((const char*)p >= g.first && (const char*)p < g.second) { return true; }
+    }
+    return false;
+}
+
+// ----------------------------------------------------------------------------
+// switching between the block's scheduler and its threads (with AddressSanitizer told about
+// every stack switch, so it follows the fibers)
+
+static void switch_to_thread(Worker* w, EmuThread* t) {
+    w->current = t;
+    emu_threadIdx = t->idx;
+#if EMU_ASAN
+    void* fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, t->stack_lo, t->stack_bytes);
+    emu_fiber_switch(&w->sched_sp, t->sp);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    emu_fiber_switch(&w->sched_sp, t->sp);
+#endif
+    w->current = nullptr;
+}
+
+static void switch_to_scheduler(Worker* w, EmuThread* t, bool exiting) {
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(exiting ? nullptr : &t->asan_fake_stack, w->sched_stack_lo, w->sched_stack_bytes);
+    emu_fiber_switch(&t->sp, w->sched_sp);
+    __sanitizer_finish_switch_fiber(t->asan_fake_stack, &w->sched_stack_lo, &w->sched_stack_bytes);
+#else
+    (void)exiting;
+    emu_fiber_switch(&t->sp, w->sched_sp);
+#endif
+}
+
+static void fiber_entry() {
+    Worker* w = tl_worker;
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &w->sched_stack_lo, &w->sched_stack_bytes);
+#endif
+    EmuThread* t = w->current;
+    w->block->grid->body(w->block->grid->closure);
+    t->state = EXITED;
+    switch_to_scheduler(w, t, true);
+    fatal("internal: an exited kernel thread was resumed");
+}
+
+// A fresh start for thread t: the stack holds what emu_fiber_switch pops, then fiber_entry's
+// address for its `ret`, then a zero return address (the end of a backtrace).
+static void start_fiber(EmuThread* t) {
+    if (t->stack_lo == nullptr) { allocate_stack(t); }
+#if EMU_ASAN
+    __asan_unpoison_memory_region(t->stack_lo, t->stack_bytes);
+#endif
+    uintptr_t top = ((uintptr_t)t->stack_lo + t->stack_bytes) & ~(uintptr_t)15;
+    uint64_t* sp = (uint64_t*)(top - 72); // sp % 16 == 8: after the pops and ret, as after a call
+    uint32_t control[2] = {0x1F80, 0x037F}; // MXCSR and x87 control word defaults
+    memcpy(&sp[0], control, 8);
+    for (int i = 1; i <= 6; i++) { sp[i] = 0; } // r15 r14 r13 r12 rbx rbp
+    sp[7] = (uint64_t)(uintptr_t)&fiber_entry;
+    sp[8] = 0;
+    t->sp = sp;
+    t->asan_fake_stack = nullptr;
+    t->state = RUNNABLE;
+}
+
+// ----------------------------------------------------------------------------
+// errors, with the kernel, the block and the thread
+
+static std::string describe_block(const Block* b) {
+    char s[512];
+    snprintf(s, sizeof(s), "kernel %s (launched at %s:%d) block (%u,%u,%u)", b->grid->name, b->grid->site.file,
+             b->grid->site.line, b->idx.x, b->idx.y, b->idx.z);
+    return s;
+}
+
+static std::string describe_thread(const EmuThread* t) {
+    char s[64];
+    snprintf(s, sizeof(s), "thread (%u,%u,%u)", t->idx.x, t->idx.y, t->idx.z);
+    return s;
+}
+
+static std::string site_text(Site s) {
+    return std::string(s.file ? s.file : "?") + ":" + std::to_string(s.line);
+}
+
+static bool same_site(Site a, Site b) { return a.line == b.line && a.file && b.file && strcmp(a.file, b.file) == 0; }
+
+static const char* warp_kind_name(WarpKind k) {
+    switch (k) {
+    case WARP_SHFL: return "__shfl_sync";
+    case WARP_SHFL_UP: return "__shfl_up_sync";
+    case WARP_SHFL_DOWN: return "__shfl_down_sync";
+    case WARP_SHFL_XOR: return "__shfl_xor_sync";
+    case WARP_BALLOT: return "__ballot_sync";
+    case WARP_ANY: return "__any_sync";
+    case WARP_ALL: return "__all_sync";
+    case WARP_SYNC: return "__syncwarp";
+    }
+    return "?";
+}
+
+static std::string where_is(const EmuThread* t) {
+    switch (t->state) {
+    case RUNNABLE: return "running";
+    case EXITED: return "exited";
+    case AT_BARRIER: return "waits at __syncthreads at " + site_text(t->site);
+    case AT_WARP_OP:
+        return std::string("waits at ") + warp_kind_name(t->warp.kind) + " at " + site_text(t->site);
+    }
+    return "?";
+}
+
+// For the SIGSEGV handler: the kernel thread that faulted, or "" in host code.
+std::string current_kernel_text() {
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr || w->current == nullptr) { return ""; }
+    return describe_block(w->block) + " " + describe_thread(w->current);
+}
+
+// ----------------------------------------------------------------------------
+// what device code calls
+
+static EmuThread* current_thread(const char* what) {
+    Worker* w = tl_worker;
+    if (w == nullptr || w->current == nullptr) { fatal("%s called outside a kernel", what); }
+    return w->current;
+}
+
+bool kernel_entry(int bound) {
+    if (probing) {
+        probe_bound = bound;
+        return true;
+    }
+    return false;
+}
+
+void* dynamic_shared() {
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr) { fatal("extern __shared__ memory used outside a kernel"); }
+    if (w->block->grid->shared_bytes == 0) {
+        fatal("%s uses extern __shared__ memory but was launched with 0 bytes of it", describe_block(w->block).c_str());
+    }
+    return w->dynamic_shared.data();
+}
+
+bool shared_register(void* p, size_t bytes) {
+    Worker* w = tl_worker;
+    if (w == nullptr) { fatal("__shared__ variable declared outside a kernel"); }
+    w->shared_vars.push_back({p, bytes});
+    memset(p, 0xFF, bytes);
+    return true;
+}
+
+void syncthreads(Site site) {
+    EmuThread* t = current_thread("__syncthreads");
+    t->state = AT_BARRIER;
+    t->site = site;
+    switch_to_scheduler(tl_worker, t, false);
+}
+
+unsigned warp_op(WarpKind kind, unsigned mask, const void* value, void* result, size_t bytes, int arg, int width, Site site) {
+    EmuThread* t = current_thread(warp_kind_name(kind));
+    t->state = AT_WARP_OP;
+    t->site = site;
+    WarpWait& ww = t->warp;
+    ww.kind = kind;
+    ww.mask = mask;
+    ww.bytes = bytes;
+    ww.arg = arg;
+    ww.width = width;
+    memcpy(ww.value, value, bytes);
+    switch_to_scheduler(tl_worker, t, false);
+    memcpy(result, ww.result, bytes);
+    return ww.answer;
+}
+
+void syncwarp(unsigned mask, Site site) {
+    int dummy = 0, r = 0;
+    warp_op(WARP_SYNC, mask, &dummy, &r, sizeof(int), 0, 32, site);
+}
+
+unsigned activemask() {
+    // The lanes of this warp that have not exited: CUDA leaves the answer to the scheduler's
+    // convergence, so any superset of the caller is allowed; code must not rely on more.
+    Worker* w = tl_worker;
+    EmuThread* t = current_thread("__activemask");
+    int warp0 = t->linear / 32 * 32, n = w->block->nthreads;
+    unsigned m = 0;
+    for (int i = warp0; i < warp0 + 32 && i < n; i++) {
+        if (w->threads[i].state != EXITED) { m |= 1u << (i - warp0); }
+    }
+    return m;
+}
+
+void device_trap(Site site) {
+    Worker* w = tl_worker;
+    if (w != nullptr && w->block != nullptr && w->current != nullptr) {
+        fatal("%s %s: __trap() at %s", describe_block(w->block).c_str(), describe_thread(w->current).c_str(),
+              site_text(site).c_str());
+    }
+    fatal("a kernel launched at %s has no emulator prologue (was it compiled by nvcc-cpu?)", site_text(site).c_str());
+}
+
+// ----------------------------------------------------------------------------
+// the block scheduler
+
+static int source_lane(const WarpWait& ww, int lane) {
+    int width = ww.width, base = lane & ~(width - 1), in = lane - base;
+    switch (ww.kind) {
+    case WARP_SHFL: return base + (((ww.arg % width) + width) % width);
+    case WARP_SHFL_UP: return in - ww.arg >= 0 ? lane - ww.arg : lane;
+    case WARP_SHFL_DOWN: return in + ww.arg < width ? lane + ww.arg : lane;
+    case WARP_SHFL_XOR: {
+        int src = lane ^ ww.arg;
+        return src >= base + width ? lane : src; // a later group: the caller's own value
+    }
+    default: return lane;
+    }
+}
+
+// Completes the warp intrinsic that `t` waits at, if every lane of its mask is there.
+// Returns true if it completed (the lanes are runnable again).
+static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
+    int warp0 = t->linear / 32 * 32, lanes_in_block = std::min(32, b->nthreads - warp0);
+    const WarpWait& me = t->warp;
+    unsigned mask = me.mask;
+    int my_lane = t->linear - warp0;
+    std::string where = describe_block(b) + " " + describe_thread(t) + ": " + warp_kind_name(me.kind) + " at " +
+                        site_text(t->site);
+    if (!(mask & (1u << my_lane))) {
+        fatal("%s with mask 0x%08x that does not name the calling lane %d", where.c_str(), mask, my_lane);
+    }
+    if (me.kind != WARP_SYNC && me.kind != WARP_BALLOT && me.kind != WARP_ANY && me.kind != WARP_ALL &&
+        (me.width < 1 || me.width > 32 || (me.width & (me.width - 1)) != 0)) {
+        fatal("%s: width %d is not a power of two in [1, 32]", where.c_str(), me.width);
+    }
+    for (int lane = 0; lane < 32; lane++) {
+        if (!(mask & (1u << lane))) { continue; }
+        if (lane >= lanes_in_block) {
+            fatal("%s: mask 0x%08x names lane %d, which does not exist (the block has %d threads)", where.c_str(), mask,
+                  lane, b->nthreads);
+        }
+        EmuThread* o = &w->threads[warp0 + lane];
+        if (o->state == RUNNABLE) { return false; } // not there yet
+        if (o->state != AT_WARP_OP || o->warp.kind != me.kind || !same_site(o->site, t->site) || o->warp.mask != mask) {
+            fatal("%s: lane %d named in mask 0x%08x %s%s", where.c_str(), lane, mask, where_is(o).c_str(),
+                  o->state == AT_WARP_OP && o->warp.mask != mask ? " (with another mask)" : "");
+        }
+    }
+    // every named lane is here: compute each one's answer
+    unsigned ballot = 0;
+    for (int lane = 0; lane < 32; lane++) {
+        if ((mask & (1u << lane)) && *(const int*)w->threads[warp0 + lane].warp.value) { ballot |= 1u << lane; }
+    }
+    for (int lane = 0; lane < 32; lane++) {
+        if (!(mask & (1u << lane))) { continue; }
+        EmuThread* o = &w->threads[warp0 + lane];
+        WarpWait& ow = o->warp;
+        switch (me.kind) {
+        case WARP_SHFL: case WARP_SHFL_UP: case WARP_SHFL_DOWN: case WARP_SHFL_XOR: {
+            int src = source_lane(ow, lane);
+            if (src < 0 || src >= 32 || !(mask & (1u << src))) {
+                fatal("%s: lane %d reads lane %d, which is not in mask 0x%08x (undefined on a GPU)", where.c_str(), lane,
+                      src, mask);
+            }
+            memcpy(ow.result, w->threads[warp0 + src].warp.value, ow.bytes);
+            ow.answer = 0;
+            break;
+        }
+        case WARP_BALLOT: ow.answer = ballot; break;
+        case WARP_ANY: ow.answer = ballot != 0; break;
+        case WARP_ALL: ow.answer = ballot == mask; break;
+        case WARP_SYNC: ow.answer = 0; break;
+        }
+        if (me.kind > WARP_SHFL_XOR) { memcpy(ow.result, &ow.answer, std::min(ow.bytes, sizeof(unsigned))); }
+        o->state = RUNNABLE;
+    }
+    return true;
+}
+
+// All threads wait at a barrier or have exited, and no warp intrinsic can complete: release the
+// barrier if CUDA's rule holds, else report.
+static void resolve_barrier(Worker* w, Block* b) {
+    EmuThread* first = nullptr;
+    for (int i = 0; i < b->nthreads; i++) {
+        EmuThread* t = &w->threads[i];
+        if (t->state == AT_BARRIER) { first = t; break; }
+    }
+    if (first == nullptr) { // threads wait at warp intrinsics that cannot complete
+        for (int i = 0; i < b->nthreads; i++) {
+            EmuThread* t = &w->threads[i];
+            if (t->state == AT_WARP_OP) {
+                fatal("%s: deadlock: %s %s, and its warp cannot complete it", describe_block(b).c_str(),
+                      describe_thread(t).c_str(), where_is(t).c_str());
+            }
+        }
+        fatal("internal: a block with no waiting thread is stuck");
+    }
+    for (int i = 0; i < b->nthreads; i++) {
+        EmuThread* t = &w->threads[i];
+        if (t->state != AT_BARRIER || !same_site(t->site, first->site)) {
+            fatal("%s: __syncthreads at %s is reached by %s, but %s %s: every thread of the block must reach the same "
+                  "__syncthreads",
+                  describe_block(b).c_str(), site_text(first->site).c_str(), describe_thread(first).c_str(),
+                  describe_thread(t).c_str(), where_is(t).c_str());
+        }
+    }
+    for (int i = 0; i < b->nthreads; i++) { w->threads[i].state = RUNNABLE; }
+}
+
+enum Order { ORDER_FORWARD, ORDER_REVERSE, ORDER_RANDOM };
+
+static Order order_from_env() {
+    static Order order = [] {
+        const char* e = getenv("EMU_THREAD_ORDER");
+        if (e == nullptr || strcmp(e, "forward") == 0) { return ORDER_FORWARD; }
+        if (strcmp(e, "reverse") == 0) { return ORDER_REVERSE; }
+        if (strcmp(e, "random") == 0) { return ORDER_RANDOM; }
+        fatal("EMU_THREAD_ORDER=%s: expected forward, reverse or random", e);
+    }();
+    return order;
+}
+
+static void arrange(std::vector<int>& v, Order order, std::mt19937_64& rng) {
+    for (size_t i = 0; i < v.size(); i++) { v[i] = (int)i; }
+    if (order == ORDER_REVERSE) { std::reverse(v.begin(), v.end()); }
+    if (order == ORDER_RANDOM) { std::shuffle(v.begin(), v.end(), rng); }
+}
+
+static void run_block(Worker* w, const Grid* g, uint3 idx) {
+    Block b{g, idx, (int)(g->block.x * g->block.y * g->block.z)};
+    w->block = &b;
+    emu_blockIdx = idx;
+    emu_blockDim = g->block;
+    emu_gridDim = g->grid;
+    for (auto& v : w->shared_vars) { memset(v.first, 0xFF, v.second); }
+    if (w->dynamic_shared.size() < g->shared_bytes) { w->dynamic_shared.resize(g->shared_bytes); }
+    memset(w->dynamic_shared.data(), 0xFF, g->shared_bytes);
+    if ((int)w->threads.size() < b.nthreads) { w->threads.resize(b.nthreads); }
+    for (int i = 0; i < b.nthreads; i++) {
+        EmuThread* t = &w->threads[i];
+        t->linear = i;
+        t->idx = make_uint3(i % g->block.x, i / g->block.x % g->block.y, i / (g->block.x * g->block.y));
+        start_fiber(t);
+    }
+    Order order = order_from_env();
+    std::vector<int> seq(b.nthreads);
+    for (;;) {
+        arrange(seq, order, w->rng);
+        for (int i : seq) {
+            EmuThread* t = &w->threads[i];
+            if (t->state == RUNNABLE) { switch_to_thread(w, t); }
+        }
+        bool all_exited = true, released = false;
+        for (int i : seq) {
+            EmuThread* t = &w->threads[i];
+            if (t->state != EXITED) { all_exited = false; }
+            if (t->state == AT_WARP_OP && resolve_warp_op(w, &b, t)) { released = true; }
+        }
+        if (all_exited) { break; }
+        if (!released) { resolve_barrier(w, &b); }
+    }
+    w->block = nullptr;
+}
+
+// ----------------------------------------------------------------------------
+// grids: blocks in order, reversed or shuffled, over EMU_THREADS OS threads
+
+static int worker_threads() {
+    static int n = [] {
+        const char* e = getenv("EMU_THREADS");
+        int v = e ? atoi(e) : 1;
+        return v < 1 ? 1 : v;
+    }();
+    return n;
+}
+
+static Worker* this_worker() {
+    if (tl_worker == nullptr) {
+        tl_worker = new Worker();
+        tl_worker->rng.seed(random_u64());
+    }
+    return tl_worker;
+}
+
+static void run_grid(const Grid& g) {
+    size_t blocks = (size_t)g.grid.x * g.grid.y * g.grid.z;
+    std::vector<uint3> order(blocks);
+    for (size_t i = 0; i < blocks; i++) {
+        order[i] = make_uint3((unsigned)(i % g.grid.x), (unsigned)(i / g.grid.x % g.grid.y),
+                              (unsigned)(i / ((size_t)g.grid.x * g.grid.y)));
+    }
+    Order o = order_from_env();
+    if (o == ORDER_REVERSE) { std::reverse(order.begin(), order.end()); }
+    if (o == ORDER_RANDOM) {
+        std::mt19937_64 rng(random_u64());
+        std::shuffle(order.begin(), order.end(), rng);
+    }
+    int nworkers = (int)std::min<size_t>((size_t)worker_threads(), blocks);
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        Worker* w = this_worker();
+        for (size_t i; (i = next.fetch_add(1)) < blocks;) { run_block(w, &g, order[i]); }
+    };
+    if (nworkers <= 1) {
+        work();
+        return;
+    }
+    std::vector<std::thread> pool;
+    for (int i = 1; i < nworkers; i++) { pool.emplace_back(work); }
+    work();
+    for (auto& t : pool) { t.join(); }
+}
+
+// ----------------------------------------------------------------------------
+// the launch: configuration checks (a bad one is a launch error, as on a GPU), then the queue
+
+static std::mutex g_attr_mutex;
+static std::map<const void*, int> g_max_dynamic_shared; // cudaFuncAttributeMaxDynamicSharedMemorySize
+
+static const size_t DEFAULT_DYNAMIC_SHARED = 48 * 1024, MAX_DYNAMIC_SHARED = 227 * 1024;
+
+cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
+    if (bytes < 0 || (size_t)bytes > MAX_DYNAMIC_SHARED) { return cudaErrorInvalidValue; }
+    std::lock_guard<std::mutex> lock(g_attr_mutex);
+    g_max_dynamic_shared[kernel] = bytes;
+    return cudaSuccess;
+}
+
+void record_launch_error(cudaError_t err, const std::string& why); // runtime.cpp
+
+void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,
+                 void* closure, std::shared_ptr<void> hold) {
+    ApiScope scope("kernel launch");
+    char why[512];
+    dim3 g = cfg.grid, b = cfg.block;
+    size_t threads = (size_t)b.x * b.y * b.z;
+    size_t max_shared = DEFAULT_DYNAMIC_SHARED;
+    {
+        std::lock_guard<std::mutex> lock(g_attr_mutex);
+        auto it = g_max_dynamic_shared.find(kernel);
+        if (it != g_max_dynamic_shared.end()) { max_shared = (size_t)it->second; }
+    }
+    why[0] = '\0';
+    if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0) {
+        snprintf(why, sizeof(why), "a zero dimension (grid %u,%u,%u block %u,%u,%u)", g.x, g.y, g.z, b.x, b.y, b.z);
+    } else if (b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024) {
+        snprintf(why, sizeof(why), "block (%u,%u,%u) = %zu threads (at most 1024; x, y <= 1024, z <= 64)", b.x, b.y, b.z, threads);
+    } else if (bound > 0 && threads > (size_t)bound) {
+        snprintf(why, sizeof(why), "block of %zu threads exceeds the kernel's __launch_bounds__(%d)", threads, bound);
+    } else if (g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
+        snprintf(why, sizeof(why), "grid (%u,%u,%u) (y and z at most 65535)", g.x, g.y, g.z);
+    } else if (cfg.shared_bytes > max_shared) {
+        snprintf(why, sizeof(why), "%zu bytes of dynamic shared memory (the limit is %zu%s)", cfg.shared_bytes, max_shared,
+                 max_shared == DEFAULT_DYNAMIC_SHARED ? " unless cudaFuncSetAttribute raises it, to at most 227 KiB" : "");
+    }
+    if (why[0] != '\0') {
+        std::string text = std::string("kernel ") + name + " at " + site_text(site) + ": " + why;
+        record_launch_error(cudaErrorInvalidConfiguration, text);
+        return;
+    }
+    auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure});
+    cudaError_t err = enqueue(cfg.stream, std::string("kernel ") + name, [grid, hold]() {
+        run_grid(*grid);
+        return true;
+    });
+    if (err != cudaSuccess) {
+        record_launch_error(err, std::string("kernel ") + name + " at " + site_text(site) + ": invalid stream");
+    }
+}
+
+void check_kernel_pointer(const char* name, Site site, int index, const void* p) {
+    if (p == nullptr || device_range(p, 0) || pinned_range(p, 0)) { return; }
+    fatal("kernel %s launched at %s: argument %d is %p, which is neither device memory (cudaMalloc) nor pinned host "
+          "memory (cudaMallocHost): a GPU cannot read it",
+          name, site_text(site).c_str(), index, p);
+}
+
+} // namespace emu

@@ -1,0 +1,1031 @@
+/*
+The CUDA runtime on the CPU: device memory, pinned memory, streams, events, copies, errors.
+
+Device memory lives in its own reserved address range, apart from host memory. Each allocation
+is filled with 0xFF bytes (NaN as fp32 and bf16) and ends where an inaccessible guard page
+begins, so reading past its end faults; freed ranges are never reused and become inaccessible.
+EMU_PROTECT=1 also makes live allocations unreadable outside the runtime's own calls, so host
+code that dereferences a device pointer crashes as it would with a GPU (the SIGSEGV handler
+names the allocation).
+
+Streams are asynchronous. Work is queued as ops and runs on the host thread only when something
+forces it or the schedule picks it (EMU_SCHEDULE):
+- lazy (default): as late as allowed, at a synchronization or a blocking copy; a query that
+  finds work pending answers cudaErrorNotReady and then runs one op, so polling loops progress;
+- eager: everything runs as soon as it is queued and its dependencies are met;
+- random: at every runtime call, a seeded random number of ready ops from random streams run.
+Stream order, cudaStreamWaitEvent and the legacy default stream's implicit synchronization
+(with every blocking stream, both ways) are the only orderings the schedules respect, so a
+missing event wait shows up as stale data under lazy or random.
+
+Errors follow the runtime's rules: every failing call sets the thread's last error
+(cudaGetLastError returns and clears it, cudaPeekAtLastError only returns it), including
+cudaErrorNotReady from cudaEventQuery and cudaStreamQuery, and a bad launch configuration.
+What a GPU would report as a sticky fault (or not at all) ends the process with a message.
+*/
+#include "emu_internal.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+namespace emu {
+
+bool address_in_kernel_stack_guard(const void* p);             // kernel.cpp
+cudaError_t set_max_dynamic_shared(const void* kernel, int bytes); // kernel.cpp
+
+// ----------------------------------------------------------------------------
+// messages and settings
+
+static int g_rank_label = -1;
+
+void set_rank_label(int rank) { g_rank_label = rank; }
+
+static void vmessage(const char* kind, const char* fmt, va_list ap) {
+    char text[4096];
+    vsnprintf(text, sizeof(text), fmt, ap);
+    if (g_rank_label >= 0) { fprintf(stderr, "[rank %d] cuda-emu%s: %s\n", g_rank_label, kind, text); }
+    else { fprintf(stderr, "cuda-emu%s: %s\n", kind, text); }
+    fflush(stderr);
+}
+
+void fatal(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage("", fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    _exit(86);
+}
+
+void warn(const char* fmt, ...) {
+    static std::mutex m;
+    static std::set<std::string> seen;
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    std::lock_guard<std::mutex> lock(m);
+    if (seen.insert(text).second) {
+        if (g_rank_label >= 0) { fprintf(stderr, "[rank %d] cuda-emu: %s\n", g_rank_label, text); }
+        else { fprintf(stderr, "cuda-emu: %s\n", text); }
+    }
+}
+
+static long env_long(const char* name, long fallback) {
+    const char* e = getenv(name);
+    if (e == nullptr || *e == '\0') { return fallback; }
+    char* end = nullptr;
+    long v = strtol(e, &end, 10);
+    if (*end != '\0') { fatal("%s=%s: expected an integer", name, e); }
+    return v;
+}
+
+enum Schedule { SCHEDULE_LAZY, SCHEDULE_EAGER, SCHEDULE_RANDOM };
+
+static Schedule schedule() {
+    static Schedule s = [] {
+        const char* e = getenv("EMU_SCHEDULE");
+        if (e == nullptr || strcmp(e, "lazy") == 0) { return SCHEDULE_LAZY; }
+        if (strcmp(e, "eager") == 0) { return SCHEDULE_EAGER; }
+        if (strcmp(e, "random") == 0) { return SCHEDULE_RANDOM; }
+        fatal("EMU_SCHEDULE=%s: expected lazy, eager or random", e);
+    }();
+    return s;
+}
+
+static std::mt19937_64& rng() {
+    static std::mt19937_64 r((uint64_t)env_long("EMU_SEED", 1) * 0x9E3779B97F4A7C15ull + 12345);
+    return r;
+}
+
+static std::recursive_mutex g_lock; // one runtime: every API call holds it
+
+uint64_t random_u64() {
+    std::lock_guard<std::recursive_mutex> lock(g_lock);
+    return rng()();
+}
+
+bool chance(double p) { return (double)(random_u64() >> 11) * (1.0 / 9007199254740992.0) < p; }
+
+static double now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int device_count() {
+    static int n = (int)env_long("EMU_DEVICES", 1);
+    return n < 1 ? 1 : n;
+}
+
+static int g_device = 0;
+int current_device() { return g_device; }
+
+// ----------------------------------------------------------------------------
+// the last error (per host thread, as in CUDA)
+
+static thread_local cudaError_t tl_last_error = cudaSuccess;
+
+static cudaError_t ret(cudaError_t err) {
+    if (err != cudaSuccess) { tl_last_error = err; }
+    return err;
+}
+
+static cudaError_t ret_warn(cudaError_t err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static cudaError_t ret_warn(cudaError_t err, const char* fmt, ...) {
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    warn("%s", text);
+    return ret(err);
+}
+
+void record_launch_error(cudaError_t err, const std::string& why) {
+    if (getenv("EMU_QUIET_LAUNCH_ERRORS") == nullptr) { warn("launch error: %s", why.c_str()); }
+    tl_last_error = err;
+}
+
+// ----------------------------------------------------------------------------
+// device memory
+
+struct Allocation {
+    char* base;       // what cudaMalloc returned
+    size_t bytes;     // what was asked for
+    char* map_lo;     // the pages holding it; the guard page follows at map_lo + map_bytes
+    size_t map_bytes;
+    bool live;
+};
+
+static char* g_arena = nullptr;
+static size_t g_arena_bytes = 0, g_arena_used = 0, g_device_bytes_live = 0;
+static std::map<uintptr_t, Allocation> g_allocations; // by base, live and freed
+static std::map<uintptr_t, size_t> g_pinned;          // cudaMallocHost: base -> bytes
+static size_t g_page = 4096;
+static bool g_protect = false;
+
+static size_t device_memory_total() {
+    static size_t total = (size_t)env_long("EMU_DEVICE_MEMORY_MB", 80 * 1024) << 20;
+    return total;
+}
+
+static const Allocation* allocation_at(const void* p) { // any allocation whose pages hold p
+    uintptr_t a = (uintptr_t)p;
+    auto it = g_allocations.upper_bound(a);
+    if (it == g_allocations.begin()) { return nullptr; }
+    --it;
+    const Allocation& al = it->second;
+    if (a >= (uintptr_t)al.map_lo && a < (uintptr_t)al.map_lo + al.map_bytes + g_page) { return &al; }
+    return nullptr;
+}
+
+bool device_range(const void* p, size_t n, const void** alloc_base, size_t* alloc_bytes) {
+    std::lock_guard<std::recursive_mutex> lock(g_lock);
+    const Allocation* al = allocation_at(p);
+    if (al == nullptr || !al->live) { return false; }
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)al->base, hi = lo + al->bytes;
+    if (a < lo || a > hi || (n > 0 && (a == hi || n > hi - a))) { return false; }
+    if (alloc_base) { *alloc_base = al->base; }
+    if (alloc_bytes) { *alloc_bytes = al->bytes; }
+    return true;
+}
+
+void check_device_range(const void* p, size_t n, const char* who, const char* what) {
+    if (device_range(p, n)) { return; }
+    std::lock_guard<std::recursive_mutex> lock(g_lock);
+    const Allocation* al = allocation_at(p);
+    if (al != nullptr && !al->live) { fatal("%s: %s %p is in device memory that was freed", who, what, p); }
+    if (al != nullptr) {
+        fatal("%s: %s [%p, +%zu bytes) runs past its device allocation (%zu bytes at %p)", who, what, p, n, al->bytes,
+              (void*)al->base);
+    }
+    fatal("%s: %s %p is not device memory (not from cudaMalloc)", who, what, p);
+}
+
+bool pinned_range(const void* p, size_t n) {
+    std::lock_guard<std::recursive_mutex> lock(g_lock);
+    uintptr_t a = (uintptr_t)p;
+    auto it = g_pinned.upper_bound(a);
+    if (it == g_pinned.begin()) { return false; }
+    --it;
+    uintptr_t lo = it->first, hi = lo + it->second;
+    return a >= lo && a <= hi && (n == 0 || (a < hi && n <= hi - a));
+}
+
+static void set_live_protection(int prot) {
+    for (auto& kv : g_allocations) {
+        if (kv.second.live) { mprotect(kv.second.map_lo, kv.second.map_bytes, prot); }
+    }
+}
+
+static int g_api_depth = 0; // nesting of ApiScope on the thread that holds g_lock
+
+static void segv_handler(int sig, siginfo_t* info, void* ctx);
+
+static void init_once() {
+    static bool done = false;
+    if (done) { return; }
+    done = true;
+    g_page = (size_t)sysconf(_SC_PAGESIZE);
+    g_protect = env_long("EMU_PROTECT", 0) != 0;
+    // reserve an address range for device memory: inaccessible until allocated
+    for (size_t gib = 1024; gib >= 16 && g_arena == nullptr; gib /= 4) {
+        void* p = mmap(nullptr, gib << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+            g_arena = (char*)p;
+            g_arena_bytes = gib << 30;
+        }
+    }
+    if (g_arena == nullptr) { fatal("cannot reserve an address range for device memory"); }
+    static char altstack[64 * 1024];
+    stack_t ss;
+    ss.ss_sp = altstack;
+    ss.ss_size = sizeof(altstack);
+    ss.ss_flags = 0;
+    sigaltstack(&ss, nullptr);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = segv_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+}
+
+std::string current_kernel_text(); // kernel.cpp: "kernel K block (..) thread (..)" or ""
+
+static void segv_handler(int sig, siginfo_t* info, void*) {
+    const void* addr = info->si_addr;
+    char text[1024];
+    text[0] = '\0';
+    const Allocation* al = allocation_at(addr); // no lock: the process is ending anyway
+    std::string where = current_kernel_text();
+    const char* by = where.empty() ? "host code" : where.c_str();
+    if (al != nullptr) {
+        uintptr_t a = (uintptr_t)addr, lo = (uintptr_t)al->base;
+        if (!al->live) {
+            snprintf(text, sizeof(text), "%s touched freed device memory at %p (a %zu-byte allocation at %p)", by, addr,
+                     al->bytes, (void*)al->base);
+        } else if (a >= lo + al->bytes || a < lo) {
+            snprintf(text, sizeof(text), "%s touched %p, %zd bytes past the end of a %zu-byte device allocation at %p", by,
+                     addr, (ssize_t)(a - (lo + al->bytes)), al->bytes, (void*)al->base);
+        } else {
+            snprintf(text, sizeof(text),
+                     "%s read or wrote device memory at %p (byte %zu of a %zu-byte cudaMalloc allocation) outside a "
+                     "copy, memset or kernel: a GPU's memory is not addressable from the host",
+                     by, addr, (size_t)(a - lo), al->bytes);
+        }
+    } else if (g_arena && (const char*)addr >= g_arena && (const char*)addr < g_arena + g_arena_bytes) {
+        snprintf(text, sizeof(text), "%s touched %p, inside the device address range but in no allocation", by, addr);
+    } else if (address_in_kernel_stack_guard(addr)) {
+        snprintf(text, sizeof(text), "stack overflow in %s (raise EMU_STACK_KB)", by);
+    }
+    if (text[0] != '\0') {
+        char line[1200];
+        int n = snprintf(line, sizeof(line), "cuda-emu: %s\n", text);
+        if (write(2, line, n) < 0) {}
+        _exit(86);
+    }
+    // not ours: the default action
+    signal(sig, SIG_DFL);
+}
+
+// ----------------------------------------------------------------------------
+// API scope: the lock, memory protection, and the schedule's chance to run work
+
+static void progress(); // below
+
+ApiScope::ApiScope(const char*) {
+    g_lock.lock();
+    init_once();
+    if (g_api_depth++ == 0) {
+        if (g_protect) { set_live_protection(PROT_READ | PROT_WRITE); }
+        progress();
+    }
+}
+
+ApiScope::~ApiScope() {
+    if (g_api_depth == 1) {
+        progress();
+        if (g_protect) { set_live_protection(PROT_NONE); }
+    }
+    g_api_depth--;
+    g_lock.unlock();
+}
+
+// ----------------------------------------------------------------------------
+// streams, ops and events
+
+struct Stream;
+
+struct Op {
+    uint64_t id;
+    Stream* stream;
+    std::string what;
+    OpFn fn;
+    std::vector<std::shared_ptr<Op>> deps; // ops on other streams that must finish first
+    bool done = false;
+    double t_done = 0.0;
+};
+
+struct Stream {
+    std::deque<std::shared_ptr<Op>> queue; // queued and not done, in stream order
+    std::shared_ptr<Op> last;              // the op queued last (done or not)
+    bool blocking = true;                  // synchronizes with the legacy default stream
+    bool legacy = false;
+    int priority = 0;
+    bool destroyed = false;
+};
+
+struct Event {
+    unsigned flags;
+    std::shared_ptr<Op> record; // the latest cudaEventRecord's op (null: never recorded)
+};
+
+static Stream g_legacy_stream, g_per_thread_stream;
+static std::set<Stream*> g_streams;  // created and not destroyed
+static std::set<Stream*> g_draining; // destroyed with work left
+static std::set<Event*> g_events;
+static uint64_t g_next_op = 1;
+
+static Stream* resolve(cudaStream_t s) {
+    if (s == nullptr || s == cudaStreamLegacy) {
+        g_legacy_stream.legacy = true;
+        return &g_legacy_stream;
+    }
+    if (s == cudaStreamPerThread) { return &g_per_thread_stream; }
+    Stream* st = (Stream*)s;
+    return g_streams.count(st) ? st : nullptr;
+}
+
+static std::vector<Stream*> all_streams() {
+    std::vector<Stream*> v{&g_legacy_stream, &g_per_thread_stream};
+    v.insert(v.end(), g_streams.begin(), g_streams.end());
+    v.insert(v.end(), g_draining.begin(), g_draining.end());
+    return v;
+}
+
+static bool pending(const std::shared_ptr<Op>& op) { return op && !op->done; }
+
+static std::shared_ptr<Op> enqueue_op(Stream* st, const std::string& what, OpFn fn,
+                                      std::vector<std::shared_ptr<Op>> deps = {}) {
+    auto op = std::make_shared<Op>();
+    op->id = g_next_op++;
+    op->stream = st;
+    op->what = what;
+    op->fn = std::move(fn);
+    op->deps = std::move(deps);
+    if (st->legacy) { // the legacy default stream waits for every blocking stream
+        for (Stream* o : all_streams()) {
+            if (o != st && o->blocking && pending(o->last)) { op->deps.push_back(o->last); }
+        }
+    } else if (st->blocking && pending(g_legacy_stream.last)) {
+        op->deps.push_back(g_legacy_stream.last);
+    }
+    st->queue.push_back(op);
+    st->last = op;
+    return op;
+}
+
+cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn) {
+    ApiScope scope("enqueue");
+    Stream* st = resolve(s);
+    if (st == nullptr) { return cudaErrorInvalidResourceHandle; }
+    enqueue_op(st, what, std::move(fn));
+    return cudaSuccess;
+}
+
+static bool trace() {
+    static bool t = env_long("EMU_TRACE", 0) != 0;
+    return t;
+}
+
+// Runs ops until `op` is done or `budget` ops have run (budget < 0: no limit). Returns op->done.
+// Everything op depends on runs first: the ops before it on its stream, and their dependencies.
+static bool advance_to(const std::shared_ptr<Op>& op, long* budget) {
+    while (!op->done) {
+        if (*budget == 0) { return false; }
+        Stream* st = op->stream;
+        std::shared_ptr<Op> head = st->queue.front();
+        for (auto& d : head->deps) {
+            if (!advance_to(d, budget)) { return false; }
+        }
+        if (*budget == 0) { return false; }
+        if (trace()) { fprintf(stderr, "cuda-emu trace: run op %llu %s\n", (unsigned long long)head->id, head->what.c_str()); }
+        if (!head->fn()) { return false; } // waits for something outside this process
+        head->done = true;
+        head->t_done = now_s();
+        head->fn = nullptr; // release what the op held
+        st->queue.pop_front();
+        if (*budget > 0) { (*budget)--; }
+    }
+    return true;
+}
+
+static bool head_ready(Stream* st) {
+    if (st->queue.empty()) { return false; }
+    for (auto& d : st->queue.front()->deps) {
+        if (!d->done) { return false; }
+    }
+    return true;
+}
+
+static void forget_drained_streams() {
+    for (auto it = g_draining.begin(); it != g_draining.end();) {
+        if ((*it)->queue.empty()) {
+            delete *it;
+            it = g_draining.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+static bool g_in_progress = false; // ops do not start the schedule again from inside
+
+// The schedule's turn, at every outermost API call (entry and exit).
+static void progress() {
+    if (g_in_progress) { return; }
+    g_in_progress = true;
+    if (schedule() == SCHEDULE_EAGER) {
+        for (bool moved = true; moved;) {
+            moved = false;
+            for (Stream* st : all_streams()) {
+                while (head_ready(st)) {
+                    long one = 1;
+                    if (!advance_to(st->queue.front(), &one)) { break; }
+                    moved = true;
+                }
+            }
+        }
+    } else if (schedule() == SCHEDULE_RANDOM) {
+        while (chance(0.6)) {
+            std::vector<Stream*> ready;
+            for (Stream* st : all_streams()) {
+                if (head_ready(st)) { ready.push_back(st); }
+            }
+            if (ready.empty()) { break; }
+            Stream* st = ready[rng()() % ready.size()];
+            long one = 1;
+            advance_to(st->queue.front(), &one);
+        }
+    }
+    forget_drained_streams();
+    g_in_progress = false;
+}
+
+// A blocking wait for op (a synchronization). Polls while the op waits for another process.
+static void wait_for(const std::shared_ptr<Op>& op, const char* api) {
+    if (!pending(op)) { return; }
+    double start = now_s(), limit = (double)env_long("EMU_HANG_TIMEOUT", 600);
+    long sleep_us = 20;
+    g_in_progress = true;
+    for (;;) {
+        long unlimited = -1;
+        if (advance_to(op, &unlimited)) { break; }
+        if (now_s() - start > limit) {
+            fatal("%s has waited %.0f s for %s (EMU_HANG_TIMEOUT): a GPU would hang here", api, now_s() - start,
+                  op->what.c_str());
+        }
+        usleep(sleep_us);
+        if (sleep_us < 2000) { sleep_us *= 2; }
+    }
+    g_in_progress = false;
+}
+
+// A query found op pending: the answer is cudaErrorNotReady, and the work moves on a little
+// (one op under lazy, the schedule's turn otherwise), so that a polling loop finishes.
+static cudaError_t not_ready_yet(const std::shared_ptr<Op>& op) {
+    if (schedule() == SCHEDULE_LAZY) {
+        long one = 1;
+        g_in_progress = true;
+        advance_to(op, &one);
+        g_in_progress = false;
+    }
+    return ret(cudaErrorNotReady);
+}
+
+static void synchronize_device(const char* api) {
+    for (Stream* st : all_streams()) { wait_for(st->last, api); }
+}
+
+// ----------------------------------------------------------------------------
+// memory kinds, for copies
+
+enum MemKind { HOST_PAGEABLE, HOST_PINNED, DEVICE };
+
+static const char* kind_name(MemKind k) {
+    return k == DEVICE ? "device memory" : k == HOST_PINNED ? "pinned host memory" : "pageable host memory";
+}
+
+static MemKind classify(const void* p, size_t n, const char* api, const char* what) {
+    if (device_range(p, n)) { return DEVICE; }
+    if (pinned_range(p, n)) { return HOST_PINNED; }
+    if (allocation_at(p) != nullptr || (g_arena && (const char*)p >= g_arena && (const char*)p < g_arena + g_arena_bytes)) {
+        check_device_range(p, n, api, what); // names what is wrong and ends the process
+    }
+    if (pinned_range(p, 0)) { fatal("%s: %s [%p, +%zu bytes) runs past its pinned host allocation", api, what, p, n); }
+    return HOST_PAGEABLE;
+}
+
+static bool kind_allows(cudaMemcpyKind kind, MemKind dst, MemKind src) {
+    bool dd = dst == DEVICE, sd = src == DEVICE;
+    switch (kind) {
+    case cudaMemcpyHostToHost: return !dd && !sd;
+    case cudaMemcpyHostToDevice: return dd && !sd;
+    case cudaMemcpyDeviceToHost: return !dd && sd;
+    case cudaMemcpyDeviceToDevice: return dd && sd;
+    case cudaMemcpyDefault: return true;
+    }
+    return false;
+}
+
+static const char* copy_kind_name(cudaMemcpyKind kind) {
+    switch (kind) {
+    case cudaMemcpyHostToHost: return "cudaMemcpyHostToHost";
+    case cudaMemcpyHostToDevice: return "cudaMemcpyHostToDevice";
+    case cudaMemcpyDeviceToHost: return "cudaMemcpyDeviceToHost";
+    case cudaMemcpyDeviceToDevice: return "cudaMemcpyDeviceToDevice";
+    case cudaMemcpyDefault: return "cudaMemcpyDefault";
+    }
+    return "an unknown cudaMemcpyKind";
+}
+
+// One copy, synchronous or not, with the runtime's documented host synchronization:
+// - from pageable host memory: the source is staged at the call (the caller may reuse it at
+//   once); the synchronous cudaMemcpy first waits for its stream's earlier work;
+// - to pageable host memory: the call returns when the copy is done;
+// - pinned host memory and device memory: asynchronous for cudaMemcpyAsync (a pinned
+//   destination holds the new bytes only once the copy has run), synchronous for cudaMemcpy
+//   (except device to device, which does not wait).
+static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool sync, const char* api) {
+    Stream* st = resolve(s);
+    if (st == nullptr) { return ret_warn(cudaErrorInvalidResourceHandle, "%s: invalid stream %p", api, (void*)s); }
+    if (n == 0) { return cudaSuccess; }
+    MemKind d = classify(dst, n, api, "destination"), c = classify(src, n, api, "source");
+    if (!kind_allows(kind, d, c)) {
+        return ret_warn(cudaErrorInvalidValue, "%s: %s, but the destination %p is %s and the source %p is %s", api,
+                        copy_kind_name(kind), dst, kind_name(d), src, kind_name(c));
+    }
+    if (d != DEVICE && c != DEVICE) { // host to host: fully synchronous
+        if (sync) { wait_for(st->last, api); }
+        memcpy(dst, src, n);
+        return cudaSuccess;
+    }
+    std::shared_ptr<std::vector<unsigned char>> staged;
+    if (c == HOST_PAGEABLE) {
+        if (sync) { wait_for(st->last, api); }
+        staged = std::make_shared<std::vector<unsigned char>>((const unsigned char*)src, (const unsigned char*)src + n);
+        src = staged->data();
+    }
+    char what[128];
+    snprintf(what, sizeof(what), "%s of %zu bytes", api, n);
+    auto op = enqueue_op(st, what, [dst, src, n, staged]() {
+        memcpy(dst, src, n);
+        return true;
+    });
+    bool wait = d == HOST_PAGEABLE || (sync && !(d == DEVICE && c == DEVICE) && c != HOST_PAGEABLE);
+    if (wait) { wait_for(op, api); }
+    return cudaSuccess;
+}
+
+static cudaError_t fill(void* p, int value, size_t n, cudaStream_t s, const char* api) {
+    Stream* st = resolve(s);
+    if (st == nullptr) { return ret_warn(cudaErrorInvalidResourceHandle, "%s: invalid stream %p", api, (void*)s); }
+    if (n == 0) { return cudaSuccess; }
+    MemKind k = classify(p, n, api, "destination");
+    if (k == HOST_PAGEABLE) { return ret_warn(cudaErrorInvalidValue, "%s: %p is pageable host memory", api, p); }
+    auto op = enqueue_op(st, std::string(api), [p, value, n]() {
+        memset(p, value, n);
+        return true;
+    });
+    if (k == HOST_PINNED) { wait_for(op, api); } // memset of pinned host memory is synchronous
+    return cudaSuccess;
+}
+
+} // namespace emu
+
+using namespace emu;
+
+// ----------------------------------------------------------------------------
+// the runtime API
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void) {
+    ApiScope scope("cudaGetLastError");
+    cudaError_t e = tl_last_error;
+    tl_last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) {
+    ApiScope scope("cudaPeekAtLastError");
+    return tl_last_error;
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+    switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    default: return "cudaErrorUnknown";
+    }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+    switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInitializationError: return "initialization error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorNotSupported: return "operation not supported";
+    default: return "unknown error (not produced by the emulator)";
+    }
+}
+
+cudaError_t cudaGetDeviceCount(int* count) {
+    ApiScope scope("cudaGetDeviceCount");
+    *count = device_count();
+    return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+    ApiScope scope("cudaSetDevice");
+    if (device < 0 || device >= device_count()) { return ret(cudaErrorInvalidDevice); }
+    g_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+    ApiScope scope("cudaGetDevice");
+    *device = g_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
+    ApiScope scope("cudaGetDeviceProperties");
+    if (device < 0 || device >= device_count()) { return ret(cudaErrorInvalidDevice); }
+    memset(prop, 0, sizeof(*prop));
+    snprintf(prop->name, sizeof(prop->name), "gpt2-zero CUDA emulator (CPU)");
+    prop->totalGlobalMem = device_memory_total();
+    prop->sharedMemPerBlock = 48 * 1024;
+    prop->sharedMemPerBlockOptin = 227 * 1024;
+    prop->sharedMemPerMultiprocessor = 228 * 1024;
+    prop->regsPerBlock = 65536;
+    prop->regsPerMultiprocessor = 65536;
+    prop->warpSize = 32;
+    prop->maxThreadsPerBlock = 1024;
+    prop->maxThreadsDim[0] = 1024;
+    prop->maxThreadsDim[1] = 1024;
+    prop->maxThreadsDim[2] = 64;
+    prop->maxGridSize[0] = 2147483647;
+    prop->maxGridSize[1] = 65535;
+    prop->maxGridSize[2] = 65535;
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = 132;
+    prop->maxThreadsPerMultiProcessor = 2048;
+    prop->maxBlocksPerMultiProcessor = 32;
+    prop->l2CacheSize = 50 * 1024 * 1024;
+    prop->concurrentKernels = 1;
+    prop->asyncEngineCount = 2;
+    prop->unifiedAddressing = 1;
+    prop->canMapHostMemory = 1;
+    prop->streamPrioritiesSupported = 1;
+    prop->memoryBusWidth = 5120;
+    prop->pciBusID = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+    ApiScope scope("cudaDeviceGetAttribute");
+    if (device < 0 || device >= device_count()) { return ret(cudaErrorInvalidDevice); }
+    switch (attr) {
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = 227 * 1024; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
+    default: return ret_warn(cudaErrorNotSupported, "cudaDeviceGetAttribute: attribute %d is not emulated", (int)attr);
+    }
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+    ApiScope scope("cudaDeviceGetStreamPriorityRange");
+    if (least) { *least = 0; }
+    if (greatest) { *greatest = -5; }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    ApiScope scope("cudaDeviceSynchronize");
+    synchronize_device("cudaDeviceSynchronize");
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceReset(void) {
+    ApiScope scope("cudaDeviceReset");
+    synchronize_device("cudaDeviceReset");
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+    ApiScope scope("cudaMemGetInfo");
+    size_t total = device_memory_total();
+    *total_bytes = total;
+    *free_bytes = g_device_bytes_live < total ? total - g_device_bytes_live : 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+    ApiScope scope("cudaMalloc");
+    if (ptr == nullptr) { return ret(cudaErrorInvalidValue); }
+    size_t data = (size == 0 ? 1 : size + 255) / 256 * 256;
+    size_t map = (data + g_page - 1) / g_page * g_page;
+    if (g_device_bytes_live + data > device_memory_total() || g_arena_used + map + g_page > g_arena_bytes) {
+        *ptr = nullptr;
+        return ret(cudaErrorMemoryAllocation);
+    }
+    char* lo = g_arena + g_arena_used;
+    g_arena_used += map + g_page; // the page after the allocation stays inaccessible
+    if (mprotect(lo, map, PROT_READ | PROT_WRITE) != 0) { fatal("cudaMalloc: cannot map %zu bytes", map); }
+    char* base = lo + map - data; // ends at the guard page: reading past the end faults
+    memset(lo, 0xFF, map);        // NaN for fp32 and bf16: reading what was never written shows
+    POISON(lo, map);
+    UNPOISON(base, size);
+    g_allocations[(uintptr_t)base] = Allocation{base, size, lo, map, true};
+    g_device_bytes_live += data;
+    *ptr = base;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+    ApiScope scope("cudaFree");
+    if (ptr == nullptr) { return cudaSuccess; }
+    synchronize_device("cudaFree"); // cudaFree waits for the device
+    auto it = g_allocations.find((uintptr_t)ptr);
+    if (it == g_allocations.end() || !it->second.live) {
+        return ret_warn(cudaErrorInvalidValue, "cudaFree(%p): not a live cudaMalloc allocation%s", ptr,
+                        it != g_allocations.end() ? " (freed already)" : "");
+    }
+    Allocation& al = it->second;
+    al.live = false;
+    g_device_bytes_live -= (al.bytes == 0 ? 1 : al.bytes + 255) / 256 * 256;
+    UNPOISON(al.map_lo, al.map_bytes);
+    madvise(al.map_lo, al.map_bytes, MADV_DONTNEED);
+    mprotect(al.map_lo, al.map_bytes, PROT_NONE); // use after free faults
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+    ApiScope scope("cudaMallocHost");
+    if (ptr == nullptr) { return ret(cudaErrorInvalidValue); }
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, size == 0 ? 1 : size) != 0) { return ret(cudaErrorMemoryAllocation); }
+    memset(p, 0xFF, size);
+    g_pinned[(uintptr_t)p] = size;
+    *ptr = p;
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) { return cudaMallocHost(ptr, size); }
+
+cudaError_t cudaFreeHost(void* ptr) {
+    ApiScope scope("cudaFreeHost");
+    if (ptr == nullptr) { return cudaSuccess; }
+    synchronize_device("cudaFreeHost");
+    auto it = g_pinned.find((uintptr_t)ptr);
+    if (it == g_pinned.end()) { return ret_warn(cudaErrorInvalidValue, "cudaFreeHost(%p): not from cudaMallocHost", ptr); }
+    g_pinned.erase(it);
+    free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+    ApiScope scope("cudaMemcpy");
+    return copy(dst, src, count, kind, nullptr, true, "cudaMemcpy");
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
+    ApiScope scope("cudaMemcpyAsync");
+    return copy(dst, src, count, kind, stream, false, "cudaMemcpyAsync");
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t count) {
+    ApiScope scope("cudaMemset");
+    return fill(ptr, value, count, nullptr, "cudaMemset");
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+    ApiScope scope("cudaMemsetAsync");
+    return fill(ptr, value, count, stream, "cudaMemsetAsync");
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attr, const void* ptr) {
+    ApiScope scope("cudaPointerGetAttributes");
+    memset(attr, 0, sizeof(*attr));
+    const void* base = nullptr;
+    if (device_range(ptr, 0, &base)) {
+        attr->type = cudaMemoryTypeDevice;
+        attr->devicePointer = (void*)ptr;
+    } else if (pinned_range(ptr, 0)) {
+        attr->type = cudaMemoryTypeHost;
+        attr->hostPointer = (void*)ptr;
+        attr->devicePointer = (void*)ptr;
+    } else {
+        attr->type = cudaMemoryTypeUnregistered;
+    }
+    attr->device = g_device;
+    return cudaSuccess;
+}
+
+// --- streams
+
+static cudaError_t create_stream(cudaStream_t* s, unsigned flags, int priority) {
+    if (s == nullptr || (flags & ~(unsigned)cudaStreamNonBlocking) != 0) { return ret(cudaErrorInvalidValue); }
+    Stream* st = new Stream();
+    st->blocking = !(flags & cudaStreamNonBlocking);
+    st->priority = priority < -5 ? -5 : (priority > 0 ? 0 : priority); // clamped, as documented
+    g_streams.insert(st);
+    *s = (cudaStream_t)st;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* s) {
+    ApiScope scope("cudaStreamCreate");
+    return create_stream(s, 0, 0);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+    ApiScope scope("cudaStreamCreateWithFlags");
+    return create_stream(s, flags, 0);
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, int priority) {
+    ApiScope scope("cudaStreamCreateWithPriority");
+    return create_stream(s, flags, priority);
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {
+    ApiScope scope("cudaStreamGetPriority");
+    Stream* st = resolve(s);
+    if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    *priority = st->priority;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    ApiScope scope("cudaStreamDestroy");
+    Stream* st = resolve(s);
+    if (st == nullptr || st == &g_legacy_stream || st == &g_per_thread_stream) { return ret(cudaErrorInvalidResourceHandle); }
+    g_streams.erase(st); // its queued work still runs (the runtime releases the stream after it)
+    st->destroyed = true;
+    g_draining.insert(st);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    ApiScope scope("cudaStreamSynchronize");
+    Stream* st = resolve(s);
+    if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    wait_for(st->last, "cudaStreamSynchronize");
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    ApiScope scope("cudaStreamQuery");
+    Stream* st = resolve(s);
+    if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    if (!pending(st->last)) { return cudaSuccess; }
+    return not_ready_yet(st->last);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+    ApiScope scope("cudaStreamWaitEvent");
+    Stream* st = resolve(s);
+    Event* ev = (Event*)e;
+    if (st == nullptr || !g_events.count(ev)) { return ret(cudaErrorInvalidResourceHandle); }
+    if (flags != 0) { return ret(cudaErrorInvalidValue); }
+    if (pending(ev->record)) { // the wait is on the record made before this call, not later ones
+        enqueue_op(st, "cudaStreamWaitEvent", [] { return true; }, {ev->record});
+    }
+    return cudaSuccess;
+}
+
+// --- events
+
+static cudaError_t create_event(cudaEvent_t* e, unsigned flags) {
+    unsigned known = cudaEventDisableTiming | cudaEventBlockingSync;
+    if (e == nullptr) { return ret(cudaErrorInvalidValue); }
+    if (flags & ~known) {
+        return ret_warn(cudaErrorInvalidValue, "cudaEventCreateWithFlags: flags 0x%x are not emulated", flags & ~known);
+    }
+    Event* ev = new Event{flags, nullptr};
+    g_events.insert(ev);
+    *e = (cudaEvent_t)ev;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+    ApiScope scope("cudaEventCreate");
+    return create_event(e, 0);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
+    ApiScope scope("cudaEventCreateWithFlags");
+    return create_event(e, flags);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    ApiScope scope("cudaEventDestroy");
+    Event* ev = (Event*)e;
+    if (!g_events.count(ev)) { return ret(cudaErrorInvalidResourceHandle); }
+    g_events.erase(ev); // ops waiting on its record keep their own reference
+    delete ev;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    ApiScope scope("cudaEventRecord");
+    Event* ev = (Event*)e;
+    Stream* st = resolve(s);
+    if (!g_events.count(ev) || st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    ev->record = enqueue_op(st, "cudaEventRecord", [] { return true; });
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    ApiScope scope("cudaEventQuery");
+    Event* ev = (Event*)e;
+    if (!g_events.count(ev)) { return ret(cudaErrorInvalidResourceHandle); }
+    if (!pending(ev->record)) { return cudaSuccess; } // done, or never recorded
+    return not_ready_yet(ev->record);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    ApiScope scope("cudaEventSynchronize");
+    Event* ev = (Event*)e;
+    if (!g_events.count(ev)) { return ret(cudaErrorInvalidResourceHandle); }
+    wait_for(ev->record, "cudaEventSynchronize");
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    ApiScope scope("cudaEventElapsedTime");
+    Event *a = (Event*)start, *b = (Event*)end;
+    if (!g_events.count(a) || !g_events.count(b) || ms == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    if ((a->flags | b->flags) & cudaEventDisableTiming) { return ret(cudaErrorInvalidResourceHandle); }
+    if (!a->record || !b->record) { return ret(cudaErrorInvalidResourceHandle); }
+    if (!a->record->done || !b->record->done) { return ret(cudaErrorNotReady); }
+    *ms = (float)((b->record->t_done - a->record->t_done) * 1000.0);
+    return cudaSuccess;
+}
+
+// --- kernels
+
+cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
+    ApiScope scope("cudaFuncSetAttribute");
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) { return ret(set_max_dynamic_shared(func, value)); }
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) { return cudaSuccess; } // a hint
+    return ret_warn(cudaErrorNotSupported, "cudaFuncSetAttribute: attribute %d is not emulated", (int)attr);
+}
+
+} // extern "C"

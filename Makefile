@@ -15,7 +15,7 @@ DATA_DIR = dev/data/tinyshakespeare
 DATA = $(DATA_DIR)/tiny_shakespeare_train.bin $(DATA_DIR)/tiny_shakespeare_val.bin
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all cuda test demo compare data references clean
+.PHONY: all cuda emu test demo compare data references clean
 
 all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print cuda
 
@@ -123,6 +123,46 @@ dev/cuda/test_kernels_fp32: dev/cuda/test_kernels.cu dev/test/cpu_reference.h tr
 dev/test/test_%_host: dev/test/test_%_host.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
 	$(NVCC) -O2 -std=c++17 -I. -DENABLE_$(PRECISION) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp $< -o $@ -lm
 
+# --- the same CUDA sources on the CPU (dev/cuda/emu, README there): nvcc-cpu takes the nvcc
+# command lines above and builds programs that run our kernels, cuBLASLt calls and NCCL
+# collectives on the CPU with CUDA's semantics. `make emu`; the _asan ones add AddressSanitizer.
+# Needs the CUDA toolkit's headers (for the types), not nvcc or a GPU.
+EMU_NVCC = dev/cuda/emu/nvcc-cpu
+EMU_SOURCES = $(EMU_NVCC) $(wildcard dev/cuda/emu/*.cpp dev/cuda/emu/*.h)
+EMU_TARGETS = train_gpt2cu_emu test_gpt2cu_emu train_gpt2fp32cu_emu test_gpt2fp32cu_emu \
+              dev/cuda/test_kernels_emu dev/cuda/test_kernels_fp32_emu test_gpt2fp32cu_emu_asan dev/cuda/test_kernels_fp32_emu_asan
+CUDA_INCLUDE ?= /usr/local/cuda/include
+ifneq ($(wildcard $(CUDA_INCLUDE)/cuda_runtime.h),)
+emu: $(EMU_TARGETS)
+else
+emu:
+	@echo "CUDA headers not found in $(CUDA_INCLUDE): skipping the emulated CUDA targets"
+endif
+
+train_gpt2cu_emu: train_gpt2.cu $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
+
+test_gpt2cu_emu: test_gpt2.cu train_gpt2.cu dev/test/reference.h $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
+
+train_gpt2fp32cu_emu: train_gpt2.cu $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
+
+test_gpt2fp32cu_emu: test_gpt2.cu train_gpt2.cu dev/test/reference.h $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
+
+test_gpt2fp32cu_emu_asan: test_gpt2.cu train_gpt2.cu dev/test/reference.h $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --emu-asan $(NVCC_FLAGS) -DNO_MULTI_GPU -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS)
+
+dev/cuda/test_kernels_emu: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) -lm
+
+dev/cuda/test_kernels_fp32_emu: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
+
+dev/cuda/test_kernels_fp32_emu_asan: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --emu-asan $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
+
 # --- data: GPT-2 BPE through the npm package js-tiktoken (pinned in package-lock.json)
 node_modules/js-tiktoken/package.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -142,7 +182,7 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print cuda data references
+test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
 	bash dev/test/run_tests.sh
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
@@ -157,3 +197,5 @@ compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print
 	rm -f train_gpt2cu test_gpt2cu train_gpt2fp32cu test_gpt2fp32cu dev/cuda/test_kernels dev/cuda/test_kernels_fp32 $(CUDA_HOST_TESTS)
+	rm -f $(EMU_TARGETS)
+	rm -rf dev/cuda/emu/build

@@ -165,6 +165,10 @@ static inline void comm_wait_event(Comm* comm, cudaEvent_t event, const char* wh
         cudaError_t err = cudaEventQuery(event);
         if (err == cudaSuccess) { return; }
         if (err != cudaErrorNotReady) { cudaCheck(err); }
+        // the runtime also keeps cudaErrorNotReady as this thread's last error: clear it, or the
+        // next launch check (cudaGetLastError) would report it as a failed launch
+        err = cudaGetLastError();
+        if (err != cudaErrorNotReady) { cudaCheck(err); }
         if ((polls & 63) == 0) {
 #ifndef NO_MULTI_GPU
             if (comm->nccl != NULL) { comm_nccl_state(comm, what); }

@@ -58,7 +58,8 @@ thread_local int probe_bound = -1;
 
 // ----------------------------------------------------------------------------
 // fibers: a context switch saves the callee-saved registers on the old stack and loads the new
-// stack pointer (x86-64 System V). A new fiber starts in fiber_entry.
+// stack pointer (x86-64 System V). A new fiber starts in fiber_entry. The SSE and x87 control
+// words are not switched: nothing in a kernel changes the rounding mode.
 
 extern "C" void emu_fiber_switch(void** save_sp, void* new_sp);
 asm(R"(
@@ -72,14 +73,8 @@ emu_fiber_switch:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -223,13 +218,13 @@ static void start_fiber(EmuThread* t) {
 #if EMU_ASAN
     __asan_unpoison_memory_region(t->stack_lo, t->stack_bytes);
 #endif
-    uintptr_t top = ((uintptr_t)t->stack_lo + t->stack_bytes) & ~(uintptr_t)15;
-    uint64_t* sp = (uint64_t*)(top - 72); // sp % 16 == 8: after the pops and ret, as after a call
-    uint32_t control[2] = {0x1F80, 0x037F}; // MXCSR and x87 control word defaults
-    memcpy(&sp[0], control, 8);
-    for (int i = 1; i <= 6; i++) { sp[i] = 0; } // r15 r14 r13 r12 rbx rbp
-    sp[7] = (uint64_t)(uintptr_t)&fiber_entry;
-    sp[8] = 0;
+    // Stack tops staggered by 64-byte steps: at equal offsets in their pages they would all fall
+    // into the same cache sets, and every switch would miss.
+    uintptr_t top = ((uintptr_t)t->stack_lo + t->stack_bytes - (size_t)(t->linear % 63) * 64) & ~(uintptr_t)15;
+    uint64_t* sp = (uint64_t*)(top - 64); // sp % 16 == 0: after 6 pops and ret, rsp % 16 == 8, as after a call
+    for (int i = 0; i < 6; i++) { sp[i] = 0; } // r15 r14 r13 r12 rbx rbp
+    sp[6] = (uint64_t)(uintptr_t)&fiber_entry;
+    sp[7] = 0;
     t->sp = sp;
     t->asan_fake_stack = nullptr;
     t->state = RUNNABLE;
@@ -397,25 +392,26 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
     const WarpWait& me = t->warp;
     unsigned mask = me.mask;
     int my_lane = t->linear - warp0;
-    std::string where = describe_block(b) + " " + describe_thread(t) + ": " + warp_kind_name(me.kind) + " at " +
-                        site_text(t->site);
+    auto where_text = [&] {
+        return describe_block(b) + " " + describe_thread(t) + ": " + warp_kind_name(me.kind) + " at " + site_text(t->site);
+    };
     if (!(mask & (1u << my_lane))) {
-        fatal("%s with mask 0x%08x that does not name the calling lane %d", where.c_str(), mask, my_lane);
+        fatal("%s with mask 0x%08x that does not name the calling lane %d", where_text().c_str(), mask, my_lane);
     }
     if (me.kind != WARP_SYNC && me.kind != WARP_BALLOT && me.kind != WARP_ANY && me.kind != WARP_ALL &&
         (me.width < 1 || me.width > 32 || (me.width & (me.width - 1)) != 0)) {
-        fatal("%s: width %d is not a power of two in [1, 32]", where.c_str(), me.width);
+        fatal("%s: width %d is not a power of two in [1, 32]", where_text().c_str(), me.width);
     }
     for (int lane = 0; lane < 32; lane++) {
         if (!(mask & (1u << lane))) { continue; }
         if (lane >= lanes_in_block) {
-            fatal("%s: mask 0x%08x names lane %d, which does not exist (the block has %d threads)", where.c_str(), mask,
+            fatal("%s: mask 0x%08x names lane %d, which does not exist (the block has %d threads)", where_text().c_str(), mask,
                   lane, b->nthreads);
         }
         EmuThread* o = &w->threads[warp0 + lane];
         if (o->state == RUNNABLE) { return false; } // not there yet
         if (o->state != AT_WARP_OP || o->warp.kind != me.kind || !same_site(o->site, t->site) || o->warp.mask != mask) {
-            fatal("%s: lane %d named in mask 0x%08x %s%s", where.c_str(), lane, mask, where_is(o).c_str(),
+            fatal("%s: lane %d named in mask 0x%08x %s%s", where_text().c_str(), lane, mask, where_is(o).c_str(),
                   o->state == AT_WARP_OP && o->warp.mask != mask ? " (with another mask)" : "");
         }
     }
@@ -432,7 +428,7 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
         case WARP_SHFL: case WARP_SHFL_UP: case WARP_SHFL_DOWN: case WARP_SHFL_XOR: {
             int src = source_lane(ow, lane);
             if (src < 0 || src >= 32 || !(mask & (1u << src))) {
-                fatal("%s: lane %d reads lane %d, which is not in mask 0x%08x (undefined on a GPU)", where.c_str(), lane,
+                fatal("%s: lane %d reads lane %d, which is not in mask 0x%08x (undefined on a GPU)", where_text().c_str(), lane,
                       src, mask);
             }
             memcpy(ow.result, w->threads[warp0 + src].warp.value, ow.bytes);

@@ -436,8 +436,12 @@ static bool advance_to(const std::shared_ptr<Op>& op, long* budget) {
             if (!advance_to(d, budget)) { return false; }
         }
         if (*budget == 0) { return false; }
-        if (trace()) { fprintf(stderr, "cuda-emu trace: run op %llu %s\n", (unsigned long long)head->id, head->what.c_str()); }
+        double t0 = trace() ? now_s() : 0.0;
         if (!head->fn()) { return false; } // waits for something outside this process
+        if (trace()) {
+            fprintf(stderr, "cuda-emu trace: op %llu %s (stream %p): %.3f ms\n", (unsigned long long)head->id,
+                    head->what.c_str(), (void*)st, (now_s() - t0) * 1e3);
+        }
         head->done = true;
         head->t_done = now_s();
         head->fn = nullptr; // release what the op held

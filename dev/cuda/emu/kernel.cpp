@@ -5,9 +5,10 @@ __syncthreads, __syncwarp and the warp intrinsics. Between those points the orde
 threads run is chosen by EMU_THREAD_ORDER (forward, reverse, or random with EMU_SEED), so code
 that is only correct for one order (a missing barrier) gives different results under another.
 
-A block runs in rounds: every runnable thread runs until it blocks (at a barrier or a warp
-intrinsic) or exits; then the blocked threads are released where CUDA's rules are met, and
-anything else is an error naming the kernel, the block and the source lines:
+A block runs warp by warp: each thread of a warp runs until it blocks (at a barrier or a warp
+intrinsic) or exits, the warp's intrinsics complete as their lanes arrive, and when every
+thread of the block waits at __syncthreads or has exited, the barrier is checked and released.
+Whatever breaks CUDA's rules is an error naming the kernel, the block and the source lines:
 - a warp intrinsic completes when every lane named in its mask has reached the same intrinsic at
   the same line with the same mask; a named lane that exited, waits elsewhere or does not exist
   is an error (on a GPU the result is undefined);
@@ -490,6 +491,7 @@ static Order order_from_env() {
 }
 
 static void arrange(std::vector<int>& v, Order order, std::mt19937_64& rng) {
+    if (order == ORDER_FORWARD && !v.empty() && v[0] == 0 && v.back() == (int)v.size() - 1) { return; }
     for (size_t i = 0; i < v.size(); i++) { v[i] = (int)i; }
     if (order == ORDER_REVERSE) { std::reverse(v.begin(), v.end()); }
     if (order == ORDER_RANDOM) { std::shuffle(v.begin(), v.end(), rng); }
@@ -511,22 +513,35 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
         t->idx = make_uint3(i % g->block.x, i / g->block.x % g->block.y, i / (g->block.x * g->block.y));
         start_fiber(t);
     }
+    // Warp by warp: a warp runs until each of its threads waits at __syncthreads or has exited
+    // (its warp intrinsics complete as its lanes arrive), then the next warp; then the barrier.
+    // Keeping one warp's 32 fibers busy at a time keeps their stacks in cache.
     Order order = order_from_env();
-    std::vector<int> seq(b.nthreads);
+    int nwarps = (b.nthreads + 31) / 32;
+    std::vector<int> warps(nwarps), lanes(32);
     for (;;) {
-        arrange(seq, order, w->rng);
-        for (int i : seq) {
-            EmuThread* t = &w->threads[i];
-            if (t->state == RUNNABLE) { switch_to_thread(w, t); }
+        arrange(warps, order, w->rng);
+        for (int wi : warps) {
+            int first = wi * 32, n = std::min(32, b.nthreads - first);
+            for (bool again = true; again;) {
+                again = false;
+                arrange(lanes, order, w->rng);
+                for (int l : lanes) {
+                    EmuThread* t = &w->threads[first + l];
+                    if (l < n && t->state == RUNNABLE) { switch_to_thread(w, t); }
+                }
+                for (int l : lanes) {
+                    EmuThread* t = &w->threads[first + l];
+                    if (l < n && t->state == AT_WARP_OP && resolve_warp_op(w, &b, t)) { again = true; }
+                }
+            }
         }
-        bool all_exited = true, released = false;
-        for (int i : seq) {
-            EmuThread* t = &w->threads[i];
-            if (t->state != EXITED) { all_exited = false; }
-            if (t->state == AT_WARP_OP && resolve_warp_op(w, &b, t)) { released = true; }
+        bool all_exited = true;
+        for (int i = 0; i < b.nthreads; i++) {
+            if (w->threads[i].state != EXITED) { all_exited = false; }
         }
         if (all_exited) { break; }
-        if (!released) { resolve_barrier(w, &b); }
+        resolve_barrier(w, &b);
     }
     w->block = nullptr;
 }

@@ -33,17 +33,25 @@ static inline void cublas_check(cublasStatus_t status, const char* call, const c
 #define CUBLAS_FLOATX CUDA_R_16BF
 #endif
 
-// One handle and one workspace for the process (cuBLASLt's split-k and stream-k algorithms use it).
+// One handle and one workspace for the process (cuBLASLt's split-k and stream-k algorithms use
+// it), shared by every model alive in it (a test holds two): the first matmul_init makes them,
+// the last matmul_free releases them. Each caller counts the workspace in its own memory table.
 static cublasLtHandle_t g_cublaslt = NULL;
 static void* g_cublaslt_workspace = NULL;
+static int g_cublaslt_users = 0;
 static const size_t CUBLASLT_WORKSPACE_BYTES = 32 << 20;
 
 static void matmul_init(size_t* mem_counter) {
-    cublasCheck(cublasLtCreate(&g_cublaslt));
-    g_cublaslt_workspace = cuda_malloc_counted(mem_counter, CUBLASLT_WORKSPACE_BYTES, "the cuBLASLt workspace");
+    if (g_cublaslt_users++ == 0) {
+        cublasCheck(cublasLtCreate(&g_cublaslt));
+        g_cublaslt_workspace = cuda_malloc_counted(NULL, CUBLASLT_WORKSPACE_BYTES, "the cuBLASLt workspace");
+    }
+    if (mem_counter != NULL) { *mem_counter += CUBLASLT_WORKSPACE_BYTES; }
 }
 
 static void matmul_free(void) {
+    if (g_cublaslt_users <= 0) { fail("internal: matmul_free without matmul_init"); }
+    if (--g_cublaslt_users > 0) { return; }
     cudaCheck(cudaFree(g_cublaslt_workspace));
     cublasCheck(cublasLtDestroy(g_cublaslt));
     g_cublaslt = NULL;

@@ -44,5 +44,25 @@ if [ -x ./train_gpt2cu ]; then
 else
     echo "=== CUDA tests skipped: no train_gpt2cu (nvcc not found when building)"
 fi
+# The CUDA code on the CPU emulator (dev/cuda/emu, built by `make emu`): the emulator's own
+# checks, then our unchanged kernels, trainer and ZeRO stages under its schedules.
+if [ -x ./train_gpt2cu_emu ]; then
+    run_test "emulator: broken programs caught" bash dev/cuda/emu/tests/test_catalogue.sh
+    run_test "emulator: cuBLASLt subset" bash dev/cuda/emu/tests/cublaslt_test.sh
+    run_test "emulator: NCCL across processes" bash dev/cuda/emu/tests/nccl_test.sh
+    run_test "emulated CUDA kernels (fp32, threads forward)" env EMU_THREADS=2 ./dev/cuda/test_kernels_fp32_emu
+    run_test "emulated CUDA kernels (fp32, threads reverse)" env EMU_THREADS=2 EMU_THREAD_ORDER=reverse ./dev/cuda/test_kernels_fp32_emu
+    run_test "emulated CUDA kernels (bf16, threads forward)" env EMU_THREADS=2 ./dev/cuda/test_kernels_emu
+    run_test "emulated CUDA kernels (bf16, threads random)" env EMU_THREADS=2 EMU_THREAD_ORDER=random EMU_SEED=3 ./dev/cuda/test_kernels_emu
+    run_test "emulated CUDA kernels (fp32, ASan, random schedule)" env EMU_THREADS=2 EMU_SCHEDULE=random ./dev/cuda/test_kernels_fp32_emu_asan
+    run_test "emulated test_gpt2cu (tiny vs PyTorch, fp32)" env EMU_THREADS=2 ./test_gpt2fp32cu_emu gpt2_tiny
+    run_test "emulated test_gpt2cu (tiny vs PyTorch, bf16, random schedule)" env EMU_THREADS=2 EMU_SCHEDULE=random ./test_gpt2cu_emu gpt2_tiny
+    run_test "emulated test_gpt2cu (fp32, ASan, device memory protected)" env EMU_THREADS=2 EMU_PROTECT=1 ./test_gpt2fp32cu_emu_asan gpt2_tiny
+    run_test "emulated CUDA trainer = CPU trainer (eager schedule)" env EMU_SCHEDULE=eager bash dev/test/test_emu_trainer.sh
+    run_test "emulated ZeRO stages over NCCL (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_zero_emu.sh
+    run_test "emulated train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu_emu bash dev/test/test_bad_input.sh
+else
+    echo "=== emulated CUDA tests skipped: no train_gpt2cu_emu (CUDA headers not found when building)"
+fi
 echo "$total_passed passed, $total_failed failed"
 [ $total_failed -eq 0 ]

@@ -10,8 +10,9 @@ VAL=dev/data/tinyshakespeare/tiny_shakespeare_val.bin
 TRAIN_GPT2=${TRAIN_GPT2:-./train_gpt2} # the sanitizer test runs these cases on its build too, CUDA too
 # The CUDA trainer checks every file before it touches the GPU, so these cases run on any machine;
 # it reads bf16 model files, and without a GPU it never reaches the first batch.
-cuda=0; case "$TRAIN_GPT2" in *cu) cuda=1 ;; esac
-have_gpu=0; nvidia-smi -L >/dev/null 2>&1 && have_gpu=1
+cuda=0; case "$TRAIN_GPT2" in *cu|*cu_emu) cuda=1 ;; esac
+# the CPU emulator's build (dev/cuda/emu) runs the CUDA trainer's batches, as a GPU would
+have_gpu=0; { nvidia-smi -L >/dev/null 2>&1 || [[ "$TRAIN_GPT2" == *_emu ]]; } && have_gpu=1
 for f in "$TRAIN_GPT2" "$MODEL" "$TRAIN" "$VAL"; do
     [ -e "$f" ] || { echo "missing $f (run make test)"; exit 1; }
 done

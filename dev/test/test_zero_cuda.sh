@@ -17,6 +17,8 @@
 #  G. no hangs: a rank that never starts, and a rank killed mid-run, end the others with a
 #     message within the -wt deadline; bad process flags are one-line errors.
 # usage: dev/test/test_zero_cuda.sh   (train_gpt2cu, train_gpt2fp32cu, gpt2_tiny.bin, the data)
+# On the CPU emulator (dev/cuda/emu): ZERO_CUDA_BF16=./train_gpt2cu_emu ZERO_CUDA_FP32=./train_gpt2fp32cu_emu
+# (dev/test/test_zero_emu.sh does that, under a chosen stream schedule).
 set -u
 cd "$(dirname "$0")/../.."
 source dev/test/lib.sh
@@ -24,7 +26,10 @@ source dev/test/lib.sh
 # reduction order a function of the size alone, so equal-size reductions in two runs (two
 # stages) add in the same order and the bitwise checks test our schedule, not NCCL's tuner.
 export NCCL_ALGO=Ring NCCL_PROTO=Simple
-BF16=./train_gpt2cu FP32=./train_gpt2fp32cu
+BF16=${ZERO_CUDA_BF16:-./train_gpt2cu} FP32=${ZERO_CUDA_FP32:-./train_gpt2fp32cu}
+# ZERO_CUDA_SECTIONS picks sections (default all), ZERO_CUDA_STEPS the steps of A and B (default 4)
+SECTIONS=" ${ZERO_CUDA_SECTIONS:-A B C D E F G} " X=${ZERO_CUDA_STEPS:-4}
+want() { [[ "$SECTIONS" == *" $1 "* ]]; }
 for b in $BF16 $FP32; do [ -x $b ] || { echo "$b missing (make cuda)"; echo "zero_cuda: 0 passed, 1 failed"; exit 1; }; done
 
 # crun NAME BIN N ARGS...: the tiny model on N ranks (N processes on this machine's GPUs) into
@@ -52,11 +57,12 @@ same_run() { # same final model, losses and norms
         [ "$(losses "$1")" = "$(losses "$2")" ] && [ "$(norms "$1")" = "$(norms "$2")" ]
 }
 
+if want A; then
 echo "--- A. every stage at N = 2, 3 (bf16)"
 for N in 2 3; do
     for z in 0 1 2 3; do
         name=n${N}z${z}
-        crun $name $BF16 $N -z $z -x 4 || { bad "$name ran"; continue; }
+        crun $name $BF16 $N -z $z -x $X || { bad "$name ran"; continue; }
         if [ $z -gt 0 ]; then
             same_run $name n${N}z0 && ok "N=$N stage $z: losses, norms and model byte-identical to stage 0" \
                 || { bad "N=$N stage $z differs from stage 0"; paste <(losses $name) <(losses n${N}z0) <(norms $name) <(norms n${N}z0); }
@@ -76,11 +82,13 @@ for N in 2 3; do
     done
 done
 
+fi
+if want B; then
 echo "--- B. stage 3 policies and prefetch (N=3)"
 for cfg in "always 0" "always 2" "never 0" "never 2" "default 0" "default 3"; do
     set -- $cfg
     name=p_$1_$2
-    crun $name $BF16 3 -z 3 -zr $1 -zp $2 -x 4 || { bad "$name ran"; continue; }
+    crun $name $BF16 3 -z 3 -zr $1 -zp $2 -x $X || { bad "$name ran"; continue; }
     same_run $name n3z0 && ok "reshard $1, prefetch $2: byte-identical to stage 0" || bad "reshard $1, prefetch $2: differs"
     [ "$(step_bytes $name)" = "$(plan_bytes $name)" ] && ok "reshard $1, prefetch $2: bytes = plan" || bad "reshard $1 prefetch $2 bytes"
 done
@@ -89,6 +97,8 @@ read -r rs0 ag0 _ <<< "$(plan_bytes n3z0)"; read -r rs3 ag3 _ <<< "$(step_bytes 
 read -r rsn agn _ <<< "$(step_bytes p_never_0)"
 [ -n "$rsn" ] && [ $((rsn + agn)) -eq $((rs0 + ag0)) ] && ok "reshard never moves what stage 0 moves" || bad "never: not stage 0's bytes"
 
+fi
+if want C; then
 echo "--- C. gradient accumulation x3 (N=2)"
 for z in 0 1 2 3; do crun acc_z$z $BF16 2 -z $z -d 384 -x 3 || bad "acc_z$z ran"; done
 grep -q "3 micro-steps per step" "$tmp/acc_z0.txt" && ok "accumulation: 3 micro-steps" || bad "accumulation not 3 micro-steps"
@@ -99,6 +109,8 @@ for z in 0 1 2 3; do
         && ok "accumulation stage $z: one reduce-scatter per step ($rs bytes), = plan" || bad "accumulation stage $z bytes: '$rs' vs '$rs1'"
 done
 
+fi
+if want D; then
 echo "--- D. N ranks vs 1 rank, same global batch"
 # close A B LOSS_RTOL NORM_RTOL: 10 steps' losses and norms within relative tolerances
 close() {
@@ -122,6 +134,8 @@ crun one_acc_fp32 $FP32 1 -b 1 -d 96 -x 10 && crun three_fp32 $FP32 3 -b 1 -z 3 
 crun one_bf16 $BF16 1 -b 4 -x 10 && crun two_bf16 $BF16 2 -b 2 -z 1 -x 10 && close one_bf16 two_bf16 5e-3 5e-2 \
     && ok "bf16: 2 ranks x B=2 (stage 1) = 1 rank x B=4 over 10 steps (5e-3)" || { bad "bf16: 2 ranks vs 1 rank"; paste <(losses one_bf16) <(losses two_bf16) <(norms one_bf16) <(norms two_bf16); }
 
+fi
+if want E; then
 echo "--- E. evaluation and sampling under stage 3"
 crun ev0 $BF16 2 -z 0 -x 2 -v 1 -m 3 -s 2 -g 4 && crun ev3 $BF16 2 -z 3 -x 2 -v 1 -m 3 -s 2 -g 4
 if [ -n "$(grep 'val loss' "$tmp/ev0.txt")" ] && [ "$(grep 'val loss' "$tmp/ev0.txt")" = "$(grep 'val loss' "$tmp/ev3.txt")" ] &&
@@ -129,6 +143,8 @@ if [ -n "$(grep 'val loss' "$tmp/ev0.txt")" ] && [ "$(grep 'val loss' "$tmp/ev0.
     ok "stage 3 gives stage 0's val losses and samples"
 else bad "stage 3 eval/sampling differ"; grep -E 'val loss|generating' -A1 "$tmp/ev0.txt" "$tmp/ev3.txt" | head; fi
 
+fi
+if want F; then
 echo "--- F. checkpoints across stages and ranks; mpirun"
 crun ck_full $BF16 2 -z 3 -x 4 -n 2 && cp -r "$tmp/ck_full" "$tmp/ck_resume" && rm -f "$tmp/ck_resume"/model_00000004.bin \
     "$tmp/ck_resume"/*00000004* && crun ck_resume $BF16 2 -z 1 -x 4 -y 1
@@ -139,7 +155,7 @@ crun ck3 $BF16 3 -z 2 -b 2 -x 4 -n 2 && cp -r "$tmp/ck3" "$tmp/ck3_to1" && rm -f
     && crun ck3_to1 $BF16 1 -b 6 -x 4 -y 1 && grep -q "resumed from checkpoint 2" "$tmp/ck3_to1.txt" \
     && paste <(losses ck3 | tail -2) <(losses ck3_to1) | awk 'NF != 2 { exit 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 5e-3 * $1) exit 1 }' \
     && ok "3 ranks stage 2 -> checkpoint -> 1 rank (B=6): steps 3-4 within 5e-3" || { bad "resume 3 ranks -> 1 rank"; paste <(losses ck3) <(losses ck3_to1); }
-if command -v mpirun >/dev/null && grep -q -- "-DUSE_MPI" <(make -n train_gpt2cu 2>/dev/null); then
+if command -v mpirun >/dev/null && grep -q -- "-DUSE_MPI" <(make -n "$(basename "$BF16")" 2>/dev/null); then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     # several ranks on one GPU need a NCCL_HOSTID each; under mpirun a shell sets it from the rank
     timeout 300 mpirun -np 2 bash -c 'NCCL_HOSTID=mpi-$OMPI_COMM_WORLD_RANK exec "$@"' _ $BF16 -e "$MODEL" "${DATA[@]}" \
@@ -150,6 +166,8 @@ else
     echo "     (no mpirun, or train_gpt2cu built without MPI: the mpirun start is not tested here)"
 fi
 
+fi
+if want G; then
 echo "--- G. no hangs, clear errors"
 # fails NAME EXPECTED SECONDS COMMAND...: non-zero (not the timeout's 124), the message, in time
 fails() {
@@ -178,5 +196,8 @@ wait $survivor; rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error:" "$tmp/kill.txt"; then
     ok "rank 1 killed at step 3: rank 0 exits $rc after $((SECONDS - t0)) s: $(grep 'error:' "$tmp/kill.txt" | head -1 | cut -c1-160)"
 else bad "rank 1 killed: rank 0 exit $rc (124 = hung until the outer timeout)"; tail -3 "$tmp/kill.txt"; fi
+
+
+fi
 
 summary "zero_cuda"

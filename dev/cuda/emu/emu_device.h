@@ -114,6 +114,12 @@ extern thread_local dim3 emu_blockDim, emu_gridDim;
 #define gridDim emu_gridDim
 static const int warpSize = 32;
 
+// cuda_runtime.h declares this C++ overload (the kernel itself as argument) only under __CUDACC__,
+// which g++ does not define: `cudaFuncSetAttribute(kernel, attr, value)` compiles as with nvcc.
+template <class T> inline cudaError_t cudaFuncSetAttribute(T* func, enum cudaFuncAttribute attr, int value) {
+    return ::cudaFuncSetAttribute((const void*)func, attr, value);
+}
+
 #define EMU_SITE emu::Site{__builtin_FILE(), __builtin_LINE()}
 
 inline void __syncthreads(const char* f = __builtin_FILE(), int l = __builtin_LINE()) { emu::syncthreads(emu::Site{f, l}); }

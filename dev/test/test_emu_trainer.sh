@@ -7,6 +7,10 @@
 #  B. checkpoints cross the trainers: CUDA (2 ranks, stage 3) -> CPU (1 rank, B doubled) and
 #     CPU (2 ranks, stage 1) -> CUDA (3 ranks, stage 2, same tokens per step): the resumed steps
 #     match the uninterrupted run of the other trainer (1e-5 / 1e-4);
+#  C. the emulator can see a missing stream ordering in the trainer: a copy of train_gpt2.cu
+#     without the event wait before each reduce-scatter (unit_grads_done) must, under the random
+#     schedule, end or train differently from the real one (the collective may read gradients
+#     the backward has not written yet). A check that cannot fail proves nothing.
 # The stream schedule is the caller's EMU_SCHEDULE (run_tests.sh runs it eager and random).
 # usage: dev/test/test_emu_trainer.sh
 set -u
@@ -67,4 +71,17 @@ cpu c_ck 2 -b 3 -z 1 -x 4 -n 2 && mkdir -p "$tmp/g_from_c" && cp "$tmp/c_ck"/*_0
     && cuda g_from_c 3 -b 2 -z 2 -x 4 -y 1 && grep -q "resumed from checkpoint 2" "$tmp/g_from_c.txt" && agree c_ck g_from_c 2 \
     && ok "CPU 2 ranks stage 1 -> checkpoint at step 2 -> CUDA 3 ranks stage 2: steps 3-4 agree" || { bad "CPU -> CUDA resume"; show c_ck g_from_c; }
 
+echo "--- C. a missing event wait in the trainer is seen"
+awk '/^static void unit_grads_done/ { f = 1 } f && /stream_wait_for\(comm->stream, model->stream, model->handoff\);/ { f = 0; print "    // (removed: the compute-to-comm event wait)"; next } { print }' \
+    train_gpt2.cu > "$tmp/train_nowait.cu"
+if cmp -s train_gpt2.cu "$tmp/train_nowait.cu"; then bad "mutation: the event wait in unit_grads_done was not found"
+elif dev/cuda/emu/nvcc-cpu -O2 -I. -DENABLE_FP32 "$tmp/train_nowait.cu" -o "$tmp/train_nowait" > "$tmp/build_nowait.txt" 2>&1; then
+    CU_REAL=$CU; CU=$tmp/train_nowait
+    EMU_SCHEDULE=random EMU_SEED=2 cuda nowait 2 -b 2 -z 2 -x 2 > /dev/null 2>&1
+    CU=$CU_REAL
+    EMU_SCHEDULE=random EMU_SEED=2 cuda withwait 2 -b 2 -z 2 -x 2 || bad "the real trainer under the random schedule"
+    if [ "$(steps nowait)" != "$(steps withwait)" ]; then
+        ok "without the wait, 2 ranks stage 2 under the random schedule: $(steps nowait | tr '\n' ' ' | cut -c1-60)vs $(steps withwait | tr '\n' ' ' | cut -c1-60)"
+    else bad "the trainer without its event wait trained the same: the schedule did not expose it"; fi
+else bad "building the mutated trainer"; tail -n 3 "$tmp/build_nowait.txt"; fi
 summary "emu_trainer"

@@ -13,7 +13,8 @@ forces it or the schedule picks it (EMU_SCHEDULE):
 - lazy (default): as late as allowed, at a synchronization or a blocking copy; a query that
   finds work pending answers cudaErrorNotReady and then runs one op, so polling loops progress;
 - eager: everything runs as soon as it is queued and its dependencies are met;
-- random: at every runtime call, a seeded random number of ready ops from random streams run.
+- random: at every runtime call, a seeded random number of ready ops from random streams run,
+  while now and then one stream is starved for a few hundred calls (it runs only when waited for).
 Stream order, cudaStreamWaitEvent and the legacy default stream's implicit synchronization
 (with every blocking stream, both ways) are the only orderings the schedules respect, so a
 missing event wait shows up as stale data under lazy or random.
@@ -488,10 +489,27 @@ static void progress() {
             }
         }
     } else if (schedule() == SCHEDULE_RANDOM) {
+        // Now and then one stream with work is starved for a while (it runs only when something
+        // waits for it), so the others get far ahead of it: that is when a missing event wait
+        // between two streams reads data that is not written yet.
+        static Stream* starved = nullptr;
+        static int starve_calls = 0;
+        if (starve_calls > 0) { starve_calls--; }
+        if (starve_calls == 0) {
+            starved = nullptr;
+            std::vector<Stream*> busy;
+            for (Stream* st : all_streams()) {
+                if (!st->queue.empty()) { busy.push_back(st); }
+            }
+            if (!busy.empty() && chance(0.05)) {
+                starved = busy[rng()() % busy.size()];
+                starve_calls = 20 + (int)(rng()() % 400);
+            }
+        }
         while (chance(0.6)) {
             std::vector<Stream*> ready;
             for (Stream* st : all_streams()) {
-                if (head_ready(st)) { ready.push_back(st); }
+                if (st != starved && head_ready(st)) { ready.push_back(st); }
             }
             if (ready.empty()) { break; }
             Stream* st = ready[rng()() % ready.size()];

@@ -34,6 +34,8 @@ per block in flight), refilled with 0xFF bytes (NaN for floats) before each bloc
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -566,6 +568,53 @@ static Worker* this_worker() {
     return tl_worker;
 }
 
+// The OS threads that help the host thread run blocks: started once and kept, so that each
+// keeps its Worker (fiber stacks) from kernel to kernel.
+static struct {
+    std::mutex m;
+    std::condition_variable wake, done;
+    std::vector<std::thread> threads;
+    std::function<void()> job;
+    uint64_t generation = 0;
+    int wanted = 0, running = 0;
+} g_pool;
+
+static void pool_thread(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+        std::function<void()> job;
+        {
+            std::unique_lock<std::mutex> lock(g_pool.m);
+            g_pool.wake.wait(lock, [&] { return g_pool.generation != seen; });
+            seen = g_pool.generation;
+            if (index >= g_pool.wanted) { continue; }
+            job = g_pool.job;
+        }
+        job();
+        std::lock_guard<std::mutex> lock(g_pool.m);
+        if (--g_pool.running == 0) { g_pool.done.notify_all(); }
+    }
+}
+
+// Runs job on `helpers` pool threads and on this thread, and returns when all are done.
+static void pool_run(int helpers, const std::function<void()>& job) {
+    {
+        std::lock_guard<std::mutex> lock(g_pool.m);
+        while ((int)g_pool.threads.size() < helpers) {
+            g_pool.threads.emplace_back(pool_thread, (int)g_pool.threads.size());
+            g_pool.threads.back().detach();
+        }
+        g_pool.job = job;
+        g_pool.wanted = helpers;
+        g_pool.running = helpers;
+        g_pool.generation++;
+    }
+    g_pool.wake.notify_all();
+    job();
+    std::unique_lock<std::mutex> lock(g_pool.m);
+    g_pool.done.wait(lock, [] { return g_pool.running == 0; });
+}
+
 static void run_grid(const Grid& g) {
     size_t blocks = (size_t)g.grid.x * g.grid.y * g.grid.z;
     std::vector<uint3> order(blocks);
@@ -589,10 +638,7 @@ static void run_grid(const Grid& g) {
         work();
         return;
     }
-    std::vector<std::thread> pool;
-    for (int i = 1; i < nworkers; i++) { pool.emplace_back(work); }
-    work();
-    for (auto& t : pool) { t.join(); }
+    pool_run(nworkers - 1, work);
 }
 
 // ----------------------------------------------------------------------------

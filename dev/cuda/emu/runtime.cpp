@@ -125,8 +125,12 @@ static std::mt19937_64& rng() {
 
 static std::recursive_mutex g_lock; // one runtime: every API call holds it
 
+// Its own lock, not g_lock: the OS threads that run blocks (EMU_THREADS) seed themselves from it
+// while the host thread holds g_lock for the whole kernel.
+static std::mutex g_rng_lock;
+
 uint64_t random_u64() {
-    std::lock_guard<std::recursive_mutex> lock(g_lock);
+    std::lock_guard<std::mutex> lock(g_rng_lock);
     return rng()();
 }
 
@@ -502,8 +506,8 @@ static void progress() {
                 if (!st->queue.empty()) { busy.push_back(st); }
             }
             if (!busy.empty() && chance(0.05)) {
-                starved = busy[rng()() % busy.size()];
-                starve_calls = 20 + (int)(rng()() % 400);
+                starved = busy[random_u64() % busy.size()];
+                starve_calls = 20 + (int)(random_u64() % 400);
             }
         }
         while (chance(0.6)) {
@@ -512,7 +516,7 @@ static void progress() {
                 if (st != starved && head_ready(st)) { ready.push_back(st); }
             }
             if (ready.empty()) { break; }
-            Stream* st = ready[rng()() % ready.size()];
+            Stream* st = ready[random_u64() % ready.size()];
             long one = 1;
             advance_to(st->queue.front(), &one);
         }

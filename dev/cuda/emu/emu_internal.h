@@ -45,10 +45,6 @@ struct ApiScope {
 typedef std::function<bool()> OpFn;
 cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn);
 
-// Runs queued work until every op queued on s so far is done (blocking; used by blocking
-// library calls). Returns cudaSuccess.
-cudaError_t stream_wait_all(cudaStream_t s);
-
 // Device memory: allocations made by cudaMalloc, in their own address range.
 // The allocation holding [p, p + n), or false. n = 0 asks only for p (its end counts as inside).
 bool device_range(const void* p, size_t n, const void** alloc_base = nullptr, size_t* alloc_bytes = nullptr);

@@ -569,15 +569,17 @@ static Worker* this_worker() {
 }
 
 // The OS threads that help the host thread run blocks: started once and kept, so that each
-// keeps its Worker (fiber stacks) from kernel to kernel.
-static struct {
+// keeps its Worker (fiber stacks) from kernel to kernel. Never destroyed: at exit its threads
+// still wait on the condition variable, whose destructor would wait for them.
+struct Pool {
     std::mutex m;
     std::condition_variable wake, done;
     std::vector<std::thread> threads;
     std::function<void()> job;
     uint64_t generation = 0;
     int wanted = 0, running = 0;
-} g_pool;
+};
+static Pool& g_pool = *new Pool();
 
 static void pool_thread(int index) {
     uint64_t seen = 0;

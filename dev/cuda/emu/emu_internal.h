@@ -50,8 +50,13 @@ cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn);
 bool device_range(const void* p, size_t n, const void** alloc_base = nullptr, size_t* alloc_bytes = nullptr);
 // Fatal unless [p, p + n) lies inside one live device allocation: "<who>: <what> ...".
 void check_device_range(const void* p, size_t n, const char* who, const char* what);
+// Inside a device allocation that cudaFree released.
+bool freed_device_memory(const void* p);
 // Pinned host memory from cudaMallocHost / cudaHostAlloc.
 bool pinned_range(const void* p, size_t n);
+
+// Gives this OS thread a stack for the fault handler (threads that run kernels call it).
+void install_signal_stack();
 
 // Seeded randomness (EMU_SEED, default 1): the random schedule, ncclInProgress answers.
 uint64_t random_u64();

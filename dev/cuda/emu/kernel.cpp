@@ -582,6 +582,7 @@ struct Pool {
 static Pool& g_pool = *new Pool();
 
 static void pool_thread(int index) {
+    install_signal_stack();
     uint64_t seen = 0;
     for (;;) {
         std::function<void()> job;
@@ -702,6 +703,10 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
 
 void check_kernel_pointer(const char* name, Site site, int index, const void* p) {
     if (p == nullptr || device_range(p, 0) || pinned_range(p, 0)) { return; }
+    if (freed_device_memory(p)) {
+        fatal("kernel %s launched at %s: argument %d is %p, in device memory that was freed (cudaFree)", name,
+              site_text(site).c_str(), index, p);
+    }
     fatal("kernel %s launched at %s: argument %d is %p, which is neither device memory (cudaMalloc) nor pinned host "
           "memory (cudaMallocHost): a GPU cannot read it",
           name, site_text(site).c_str(), index, p);

@@ -232,6 +232,12 @@ void check_device_range(const void* p, size_t n, const char* who, const char* wh
     fatal("%s: %s %p is not device memory (not from cudaMalloc)", who, what, p);
 }
 
+bool freed_device_memory(const void* p) {
+    std::lock_guard<std::recursive_mutex> lock(g_lock);
+    const Allocation* al = allocation_at(p);
+    return al != nullptr && !al->live;
+}
+
 bool pinned_range(const void* p, size_t n) {
     std::lock_guard<std::recursive_mutex> lock(g_lock);
     uintptr_t a = (uintptr_t)p;
@@ -252,6 +258,19 @@ static int g_api_depth = 0; // nesting of ApiScope on the thread that holds g_lo
 
 static void segv_handler(int sig, siginfo_t* info, void* ctx);
 
+// The fault handler runs on a stack of its own, so that it can report a kernel thread that
+// overflowed its stack. Every OS thread that runs kernels calls this once.
+void install_signal_stack() {
+    static thread_local bool done = false;
+    if (done) { return; }
+    done = true;
+    stack_t ss;
+    ss.ss_size = 64 * 1024;
+    ss.ss_sp = malloc(ss.ss_size);
+    ss.ss_flags = 0;
+    sigaltstack(&ss, nullptr);
+}
+
 static void init_once() {
     static bool done = false;
     if (done) { return; }
@@ -267,12 +286,7 @@ static void init_once() {
         }
     }
     if (g_arena == nullptr) { fatal("cannot reserve an address range for device memory"); }
-    static char altstack[64 * 1024];
-    stack_t ss;
-    ss.ss_sp = altstack;
-    ss.ss_size = sizeof(altstack);
-    ss.ss_flags = 0;
-    sigaltstack(&ss, nullptr);
+    install_signal_stack();
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_sigaction = segv_handler;

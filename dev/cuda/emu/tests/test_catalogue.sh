@@ -1,0 +1,487 @@
+#!/usr/bin/env bash
+# The CUDA emulator's catalogue test: dev/cuda/emu/tests/catalogue/*.cu are small CUDA programs,
+# most of them deliberately broken (the first comment line of each says what is wrong and what the
+# emulator must say), a few correct. This script builds each with
+#     dev/cuda/emu/nvcc-cpu -O1 -g FILE.cu -o BUILD/NAME
+# (two at a time, into a mktemp folder), runs it (timeout 60 s each) under the EMU_* settings its
+# checks name, and checks the exit status (86 for the emulator's fatal errors) and the output:
+# a fatal message must be one "cuda-emu: ..." line of stderr holding every expected fragment,
+# including FILE.cu:LINE of the faulty statement where the emulator names it (the line comes from
+# a marker comment in the source, `// BUG...`, found with grep -n, never written here).
+# Every EMU_* variable of the caller's environment is removed for the runs.
+#
+#   dev/cuda/emu/tests/test_catalogue.sh [NAME...]    (NAME: a program, e.g. warp_ok; default all)
+#
+# One line per check, "ok   <what>" or "FAIL <what>: <why>", then "N passed, M failed"; the exit
+# status is 0 when nothing failed. KEEP=1 keeps the build folder (it is kept anyway on failure);
+# NVCC_CPU=PATH builds with another copy of nvcc-cpu (and so of the emulator's library).
+set -u
+cd "$(dirname "$0")/../../../.." || exit 2
+cat_dir=dev/cuda/emu/tests/catalogue
+nvcc=${NVCC_CPU:-dev/cuda/emu/nvcc-cpu} # NVCC_CPU: another copy of the emulator, to try a change
+work=$(mktemp -d /tmp/emu_catalogue.XXXXXX)
+build=$work/build
+mkdir -p "$build"
+start_s=$(date +%s)
+passed=0
+failed=0
+
+if [ $# -gt 0 ]; then
+    names=("$@")
+else
+    names=()
+    for f in "$cat_dir"/*.cu; do
+        n=${f##*/}
+        names+=("${n%.cu}")
+    done
+fi
+for n in "${names[@]}"; do
+    [ -f "$cat_dir/$n.cu" ] || { echo "no program $cat_dir/$n.cu"; exit 2; }
+done
+
+ok() {
+    passed=$((passed + 1))
+    echo "ok   $1"
+}
+
+fail() {
+    failed=$((failed + 1))
+    echo "FAIL $1: $2"
+}
+
+# ---------------------------------------------------------------------------------------------
+# building, two at a time (the emulator's library is built once, under nvcc-cpu's own lock)
+
+# shellcheck disable=SC2016 # expanded by the inner shell
+printf '%s\n' "${names[@]}" | xargs -P 2 -I{} sh -c \
+    '"$0" -O1 -g "$1/{}.cu" -o "$2/{}" >"$2/{}.build.log" 2>&1 || echo "exit status $?" >>"$2/{}.build.log"' \
+    "$nvcc" "$cat_dir" "$build"
+built=0
+for n in "${names[@]}"; do
+    if [ -x "$build/$n" ]; then
+        built=$((built + 1))
+    else
+        fail "build $n" "$(grep -m1 -E 'error|nvcc-cpu:|exit status' "$build/$n.build.log" || echo 'no binary')"
+        sed 's/^/    /' "$build/$n.build.log" | head -n 8
+    fi
+done
+[ "$built" -gt 0 ] && ok "built $built programs ($(($(date +%s) - start_s)) s)"
+
+# ---------------------------------------------------------------------------------------------
+# running one program and looking at what it did
+
+# run NAME [VAR=VALUE...] [-- ARGS...]: runs the program with only these EMU_* settings. Sets
+# rc (the exit status), out and err (files with its stdout and stderr) and why (for a failure).
+run_count=0
+rc=0
+out=
+err=
+why=
+run() {
+    local name=$1 vars=() args=() unset=() v
+    shift
+    while [ $# -gt 0 ]; do
+        if [ "$1" = -- ]; then
+            shift
+            args=("$@")
+            break
+        fi
+        vars+=("$1")
+        shift
+    done
+    for v in ${!EMU_@}; do unset+=(-u "$v"); done
+    run_count=$((run_count + 1))
+    out=$work/run$run_count.out
+    err=$work/run$run_count.err
+    printf '%s\n' "$name ${vars[*]} ${args[*]}" >"$work/run$run_count.cmd"
+    if [ ! -x "$build/$name" ]; then
+        rc=127
+        why="not built"
+        : >"$out"
+        : >"$err"
+        return 1
+    fi
+    # (the braces take bash's own "Segmentation fault" notice off the terminal: rc tells it)
+    { env "${unset[@]}" "${vars[@]}" timeout 60 "$build/$name" "${args[@]}" >"$out" 2>"$err"; } 2>/dev/null
+    rc=$?
+    why=
+    if [ "$rc" = 124 ]; then why="timed out after 60 s"; fi
+    if [ "$rc" -gt 128 ] && [ "$rc" != 255 ]; then why="killed by signal $((rc - 128)) ($(kill -l $((rc - 128)) 2>/dev/null))"; fi
+    return 0
+}
+
+last_words() { # the end of the last run's stderr, else stdout, on one line
+    local f=$err
+    [ -s "$f" ] || f=$out
+    tail -n 2 "$f" | tr '\n' ' ' | cut -c1-400
+}
+
+# want_status N: the last run's exit status is N
+want_status() {
+    if [ "$rc" != "$1" ]; then
+        why=${why:-"exit status $rc, expected $1 ($(last_words))"}
+        return 1
+    fi
+}
+
+# line_has LINE FRAG: LINE contains FRAG, where FRAG may list alternatives as A|B, and a FRAG
+# that ends in a digit (FILE.cu:LINE) must not be followed by another digit
+line_has() {
+    local line=$1 alt
+    local IFS='|'
+    for alt in $2; do
+        if [[ $alt == *[0-9] ]]; then
+            [[ $line == *"$alt" || $line == *"$alt"[!0-9]* ]] && return 0
+        else
+            [[ $line == *"$alt"* ]] && return 0
+        fi
+    done
+    return 1
+}
+
+# want_msg FRAG...: one "cuda-emu: " line of the last run's stderr holds every FRAG
+want_msg() {
+    local line frag all
+    while IFS= read -r line; do
+        [[ $line == cuda-emu:* ]] || continue
+        all=1
+        for frag in "$@"; do
+            line_has "$line" "$frag" || { all=0; break; }
+        done
+        [ "$all" = 1 ] && return 0
+    done <"$err"
+    local got
+    got=$(grep -m1 '^cuda-emu: ' "$err" | cut -c1-400)
+    why=${why:-"no cuda-emu: line with all of [$(printf '%s; ' "$@")] (got: ${got:-nothing})"}
+    return 1
+}
+
+# want_out FRAG...: the last run's stdout holds every FRAG (anywhere)
+want_out() {
+    local frag
+    for frag in "$@"; do
+        if ! grep -qF -- "$frag" "$out"; then
+            why=${why:-"stdout lacks \"$frag\" ($(tail -n 2 "$out" | tr '\n' ' ' | cut -c1-300))"}
+            return 1
+        fi
+    done
+}
+
+# want_quiet: no "cuda-emu: " line on the last run's stderr
+want_quiet() {
+    if grep -q '^cuda-emu: ' "$err"; then
+        why=${why:-"unexpected: $(grep -m1 '^cuda-emu: ' "$err" | cut -c1-300)"}
+        return 1
+    fi
+}
+
+# marker NAME TEXT: the line number of the one line of NAME.cu holding TEXT (exits on 0 or 2+ matches)
+marker() {
+    local lines
+    lines=$(grep -nF -- "$2" "$cat_dir/$1.cu" | cut -d: -f1)
+    if [ -z "$lines" ] || [ "$(echo "$lines" | wc -l)" != 1 ]; then
+        echo "test_catalogue.sh: '$2' must mark exactly one line of $cat_dir/$1.cu (found: ${lines:-none})" >&2
+        echo 0
+        return 1
+    fi
+    echo "$lines"
+}
+
+# check WHAT COMMAND...: one check; COMMAND's status decides, and it sets why on failure
+check() {
+    local what=$1
+    shift
+    why=
+    if "$@"; then
+        ok "$what"
+    else
+        fail "$what" "${why:-failed}"
+        [ -s "$err" ] && grep -v "^cuda-emu: launch error" "$err" | tail -n 3 | sed 's/^/    stderr: /' | cut -c1-300
+        return 1
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# the checks of each program: checks_NAME runs it and calls check once per claim
+
+# fatal NAME "LABEL" [VAR=VALUE...] [-- ARGS...] ::: FRAG...: the run ends with status 86 and a
+# cuda-emu line holding every FRAG
+fatal_case() {
+    local name=$1 pre=() frags=()
+    shift
+    while [ $# -gt 0 ] && [ "$1" != ::: ]; do pre+=("$1"); shift; done
+    shift
+    frags=("$@")
+    run "$name" "${pre[@]}" && want_status 86 && want_msg "${frags[@]}"
+}
+
+barrier_wrong_somewhere() {
+    local how
+    for how in EMU_THREAD_ORDER=reverse "EMU_THREAD_ORDER=random EMU_SEED=1" "EMU_THREAD_ORDER=random EMU_SEED=2"; do
+        # shellcheck disable=SC2086 # two settings in one word
+        run missing_barrier $how || return 1
+        if [ "$rc" = 1 ] && grep -q "result: WRONG" "$out"; then return 0; fi
+        [ "$rc" = 0 ] || { why="exit status $rc under $how ($(last_words))"; return 1; }
+    done
+    why="right under reverse and random (seeds 1, 2): the missing __syncthreads went unnoticed"
+    return 1
+}
+
+checks_missing_barrier() {
+    check "missing_barrier: wrong result under reverse or random thread order" barrier_wrong_somewhere
+}
+
+checks_missing_barrier_fixed() {
+    local o
+    for o in forward reverse "random EMU_SEED=1" "random EMU_SEED=2"; do
+        # shellcheck disable=SC2086
+        check "missing_barrier_fixed: right under EMU_THREAD_ORDER=$o" \
+            eval 'run missing_barrier_fixed EMU_THREAD_ORDER='$o' && want_status 0 && want_out "result: right" && want_quiet'
+    done
+}
+
+checks_divergent_barrier() {
+    local l
+    l=$(marker divergent_barrier "// BUG")
+    check "divergent_barrier: __syncthreads in a branch reported at its line" \
+        fatal_case divergent_barrier ::: "__syncthreads" "divergent_barrier.cu:$l" "exited|every thread of the block" \
+        "kernel half_barrier"
+}
+
+checks_barrier_two_sites() {
+    local a b
+    a=$(marker barrier_two_sites "// BUG-A")
+    b=$(marker barrier_two_sites "// BUG-B")
+    check "barrier_two_sites: both barrier lines named" \
+        fatal_case barrier_two_sites ::: "__syncthreads" "barrier_two_sites.cu:$a" "barrier_two_sites.cu:$b" \
+        "every thread of the block must reach the same __syncthreads"
+    check "barrier_two_sites: both lines named under reverse thread order" \
+        fatal_case barrier_two_sites EMU_THREAD_ORDER=reverse ::: "barrier_two_sites.cu:$a" "barrier_two_sites.cu:$b"
+}
+
+checks_shfl_exited_lane() {
+    local l
+    l=$(marker shfl_exited_lane "// BUG")
+    check "shfl_exited_lane: __shfl_xor_sync naming an exited lane" \
+        fatal_case shfl_exited_lane ::: "__shfl_xor_sync" "shfl_exited_lane.cu:$l" "exited" "kernel half_warp_sum"
+}
+
+checks_shfl_mask_missing_caller() {
+    local l
+    l=$(marker shfl_mask_missing_caller "// BUG")
+    check "shfl_mask_missing_caller: a lane outside its own mask calls" \
+        fatal_case shfl_mask_missing_caller ::: "__shfl_down_sync" "shfl_mask_missing_caller.cu:$l" \
+        "does not name the calling lane"
+}
+
+checks_shfl_reads_lane_outside_mask() {
+    local l
+    l=$(marker shfl_reads_lane_outside_mask "// BUG")
+    check "shfl_reads_lane_outside_mask: a shuffle reading a lane outside the mask" \
+        fatal_case shfl_reads_lane_outside_mask ::: "__shfl_down_sync" "shfl_reads_lane_outside_mask.cu:$l" \
+        "reads lane 16" "which is not in mask"
+}
+
+checks_shfl_mask_mismatch() {
+    local l
+    l=$(marker shfl_mask_mismatch "// BUG")
+    check "shfl_mask_mismatch: lanes of one shuffle with different masks" \
+        fatal_case shfl_mask_mismatch ::: "__shfl_sync" "shfl_mask_mismatch.cu:$l" "with another mask"
+}
+
+checks_shfl_bad_width() {
+    local l
+    l=$(marker shfl_bad_width "// BUG")
+    check "shfl_bad_width: width 12 refused" \
+        fatal_case shfl_bad_width ::: "__shfl_down_sync" "shfl_bad_width.cu:$l" "width 12 is not a power of two"
+}
+
+checks_oversize_launch() {
+    local m l
+    check "oversize_launch: every bad configuration gives cudaErrorInvalidConfiguration, 64 KiB works after cudaFuncSetAttribute" \
+        eval 'run oversize_launch && want_status 0 && want_out "oversize_launch passed"'
+    for m in threads:mark gridy:mark smem:mark_shared bounds:bounded zero:mark; do
+        l=$(marker oversize_launch "// BUG-${m%:*}")
+        check "oversize_launch: the launch error names kernel ${m#*:} and line $l (${m%:*})" \
+            want_msg "launch error" "kernel ${m#*:} at" "oversize_launch.cu:$l"
+    done
+}
+
+checks_host_pointer_arg() {
+    local m l
+    for m in stack heap; do
+        l=$(marker host_pointer_arg "// BUG-$m")
+        check "host_pointer_arg: a pageable host $m pointer as a kernel argument" \
+            fatal_case host_pointer_arg -- $m ::: "neither device memory" "nor pinned" "kernel fill" "host_pointer_arg.cu:$l"
+    done
+    check "host_pointer_arg: pinned memory as a kernel argument works" \
+        eval 'run host_pointer_arg -- pinned && want_status 0 && want_out "pinned ok" && want_quiet'
+    check "host_pointer_arg: pinned memory as a kernel argument works with EMU_PROTECT=1" \
+        eval 'run host_pointer_arg EMU_PROTECT=1 -- pinned && want_status 0 && want_out "pinned ok"'
+}
+
+checks_host_reads_device() {
+    check "host_reads_device: EMU_PROTECT=1 stops a host read of device memory" \
+        fatal_case host_reads_device EMU_PROTECT=1 ::: "host code read or wrote device memory"
+}
+
+checks_out_of_bounds() {
+    local l
+    l=$(marker out_of_bounds "// BUG-kernel")
+    check "out_of_bounds: a kernel writing one element past a buffer's end" \
+        fatal_case out_of_bounds -- kernel ::: "past the end" "kernel write_one_past" "out_of_bounds.cu:$l"
+    check "out_of_bounds: cudaMemcpy reading past a device allocation" \
+        fatal_case out_of_bounds -- memcpy ::: "cudaMemcpy" "runs past its device allocation"
+    check "out_of_bounds: cudaMemcpy writing past a pinned allocation" \
+        fatal_case out_of_bounds -- pinned ::: "cudaMemcpy" "runs past its pinned host allocation"
+}
+
+checks_use_after_free() {
+    local l
+    l=$(marker use_after_free "// BUG-arg")
+    check "use_after_free: a freed pointer as a kernel argument" \
+        fatal_case use_after_free -- arg ::: "freed" "kernel sum" "use_after_free.cu:$l"
+    l=$(marker use_after_free "// BUG-indirect:")
+    check "use_after_free: a kernel reading freed memory through a struct" \
+        fatal_case use_after_free -- indirect ::: "freed" "kernel sum_view" "use_after_free.cu:$l"
+    check "use_after_free: cudaMemcpy from freed memory" \
+        fatal_case use_after_free -- memcpy ::: "cudaMemcpy" "freed"
+}
+
+event_wait_wrong_for_a_seed() {
+    local seed
+    for seed in 1 2 3 4 5 6 7 8; do
+        run missing_event_wait EMU_SCHEDULE=random EMU_SEED="$seed" || return 1
+        if [ "$rc" = 1 ] && grep -q "result: WRONG" "$out"; then return 0; fi
+        [ "$rc" = 0 ] || { why="exit status $rc with seed $seed ($(last_words))"; return 1; }
+    done
+    why="right under random with seeds 1-8: the missing event wait went unnoticed"
+    return 1
+}
+
+checks_missing_event_wait() {
+    check "missing_event_wait: wrong under EMU_SCHEDULE=lazy" \
+        eval 'run missing_event_wait EMU_SCHEDULE=lazy && want_status 1 && want_out "result: WRONG"'
+    check "missing_event_wait: wrong under EMU_SCHEDULE=random for some seed in 1-8" event_wait_wrong_for_a_seed
+}
+
+event_wait_fixed_right_for_all_seeds() {
+    local seed
+    for seed in 1 2 3 4 5 6 7 8; do
+        run missing_event_wait_fixed EMU_SCHEDULE=random EMU_SEED="$seed" || return 1
+        if ! { want_status 0 && want_out "result: right" && want_quiet; }; then
+            why="seed $seed: $why"
+            return 1
+        fi
+    done
+}
+
+checks_missing_event_wait_fixed() {
+    local s
+    for s in lazy eager; do
+        check "missing_event_wait_fixed: right under EMU_SCHEDULE=$s" \
+            eval 'run missing_event_wait_fixed EMU_SCHEDULE='$s' && want_status 0 && want_out "result: right" && want_quiet'
+    done
+    check "missing_event_wait_fixed: right under EMU_SCHEDULE=random with seeds 1-8" event_wait_fixed_right_for_all_seeds
+}
+
+checks_pinned_before_sync() {
+    check "pinned_before_sync: under lazy the early read sees the old bytes, the reused source the new ones" \
+        eval 'run pinned_before_sync EMU_SCHEDULE=lazy && want_status 1 &&
+              want_out "before the sync: old bytes" "after the sync: new bytes" "source overwritten"'
+    check "pinned_before_sync: under eager neither shows" \
+        eval 'run pinned_before_sync EMU_SCHEDULE=eager && want_status 0 && want_out "after the sync: new bytes"'
+}
+
+checks_notready_unchecked() {
+    check "notready_unchecked: cudaErrorNotReady from polling stays the last error until cleared" \
+        eval 'run notready_unchecked EMU_SCHEDULE=lazy && want_status 0 &&
+              want_out "launch check after polling: cudaErrorNotReady" "launch check after clearing: cudaSuccess" \
+                       "notready_unchecked passed" && want_quiet'
+}
+
+checks_uninitialized_shared() {
+    check "uninitialized_shared: never-written static and extern __shared__ memory reads as NaN" \
+        eval 'run uninitialized_shared && want_status 1 && want_out "static __shared__: NaN" "extern __shared__: NaN"'
+}
+
+checks_uninitialized_global() {
+    check "uninitialized_global: a never-written cudaMalloc buffer reads as NaN" \
+        eval 'run uninitialized_global && want_status 1 && want_out "NaN"'
+}
+
+checks_warp_ok() {
+    local how
+    for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse "EMU_THREAD_ORDER=random EMU_SEED=3" \
+        "EMU_THREADS=2 EMU_THREAD_ORDER=random"; do
+        # shellcheck disable=SC2086
+        check "warp_ok: passes with $how" eval 'run warp_ok '"$how"' && want_status 0 && want_out "warp_ok passed"'
+    done
+}
+
+checks_stream_semantics_ok() {
+    local how
+    for how in EMU_SCHEDULE=lazy EMU_SCHEDULE=eager "EMU_SCHEDULE=random EMU_SEED=1" "EMU_SCHEDULE=random EMU_SEED=2" \
+        "EMU_SCHEDULE=random EMU_SEED=3"; do
+        check "stream_semantics_ok: passes with $how" \
+            eval 'run stream_semantics_ok '"$how"' && want_status 0 && want_out "stream_semantics_ok passed" && want_quiet'
+    done
+}
+
+checks_trap() {
+    local l
+    l=$(marker trap "// BUG")
+    check "trap: __trap() reported with its line, block and thread" \
+        fatal_case trap ::: "__trap()" "trap.cu:$l" "kernel check_positive" "block (1,0,0)" "thread (5,0,0)"
+}
+
+# which OS thread overflows first is a race (with a pool thread lacking an alternate signal
+# stack, about 9 runs in 10 die of a bare SIGSEGV): ten runs, each must give the message
+overflow_reported_on_pool_threads() {
+    local i
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        if ! fatal_case stack_overflow EMU_THREADS=2 ::: "stack overflow in kernel deep" "EMU_STACK_KB"; then
+            why="run $i of 10: $why"
+            return 1
+        fi
+    done
+}
+
+checks_stack_overflow() {
+    check "stack_overflow: unbounded recursion in a kernel named as a stack overflow" \
+        fatal_case stack_overflow ::: "stack overflow in kernel deep" "EMU_STACK_KB"
+    check "stack_overflow: named as a stack overflow with EMU_THREADS=2 (10 runs)" overflow_reported_on_pool_threads
+}
+
+checks_extern_shared_zero() {
+    local l
+    l=$(marker extern_shared_zero "// BUG")
+    check "extern_shared_zero: extern __shared__ used with 0 bytes at the launch" \
+        fatal_case extern_shared_zero ::: "uses extern __shared__ memory but was launched with 0 bytes" \
+        "kernel reverse_block" "extern_shared_zero.cu:$l"
+}
+
+checks_api_errors() {
+    check "api_errors: misused runtime calls return their error codes" \
+        eval 'run api_errors && want_status 0 && want_out "api_errors passed"'
+    check "api_errors: the wrong cudaMemcpyKind is named in a warning" \
+        want_msg "cudaMemcpy: cudaMemcpyHostToDevice" "pageable host memory"
+    check "api_errors: the double cudaFree is named in a warning" want_msg "cudaFree" "freed already"
+}
+
+for n in "${names[@]}"; do
+    if declare -F "checks_$n" >/dev/null; then
+        "checks_$n"
+    else
+        fail "$n" "no checks for this program in test_catalogue.sh"
+    fi
+done
+
+echo "($run_count runs, $(($(date +%s) - start_s)) s)"
+if [ "$failed" -gt 0 ] || [ "${KEEP:-0}" = 1 ]; then
+    echo "(builds and runs kept in $work: build/, runN.cmd, runN.out, runN.err)"
+else
+    rm -rf "$work"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -155,7 +155,7 @@ crun ck3 $BF16 3 -z 2 -b 2 -x 4 -n 2 && cp -r "$tmp/ck3" "$tmp/ck3_to1" && rm -f
     && crun ck3_to1 $BF16 1 -b 6 -x 4 -y 1 && grep -q "resumed from checkpoint 2" "$tmp/ck3_to1.txt" \
     && paste <(losses ck3 | tail -2) <(losses ck3_to1) | awk 'NF != 2 { exit 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 5e-3 * $1) exit 1 }' \
     && ok "3 ranks stage 2 -> checkpoint -> 1 rank (B=6): steps 3-4 within 5e-3" || { bad "resume 3 ranks -> 1 rank"; paste <(losses ck3) <(losses ck3_to1); }
-if command -v mpirun >/dev/null && grep -q -- "-DUSE_MPI" <(make -n "$(basename "$BF16")" 2>/dev/null); then
+if command -v mpirun >/dev/null && grep -q -- "-DUSE_MPI" <(make -n -B "$(basename "$BF16")" 2>/dev/null); then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     # several ranks on one GPU need a NCCL_HOSTID each; under mpirun a shell sets it from the rank
     timeout 300 mpirun -np 2 bash -c 'NCCL_HOSTID=mpi-$OMPI_COMM_WORLD_RANK exec "$@"' _ $BF16 -e "$MODEL" "${DATA[@]}" \

@@ -69,8 +69,11 @@ typedef void (*ThreadBody)(void* closure);
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound,
                  ThreadBody body, void* closure, std::shared_ptr<void> hold);
 void check_kernel_pointer(const char* name, Site site, int index, const void* p);
-extern thread_local bool probing;              // the launch asks the kernel for its __launch_bounds__
-extern thread_local int probe_bound;
+// The launch asks the kernel for its __launch_bounds__: while probing() is set, the kernel's
+// prologue stores its bound in probe_bound() and returns at once. (Functions, not extern
+// thread_local variables: UBSan mistakes those for null pointers.)
+bool& probing();
+int& probe_bound();
 
 template <typename T> inline void check_arg(const char* name, Site site, int index, const T& value) {
     if constexpr (std::is_pointer<T>::value) { check_kernel_pointer(name, site, index, (const void*)value); }
@@ -92,22 +95,24 @@ inline void launch(void (*kernel)(P...), const char* name, Site site, const Laun
     struct Closure { void (*kernel)(P...); Args args; };
     auto closure = std::make_shared<Closure>(Closure{kernel, Args(std::forward<A>(args)...)});
     check_args(name, site, closure->args, std::index_sequence_for<P...>{});
-    probing = true; // the kernel's prologue returns at once, telling its __launch_bounds__
-    probe_bound = -1;
+    probing() = true; // the kernel's prologue returns at once, telling its __launch_bounds__
+    probe_bound() = -1;
     std::apply(kernel, closure->args);
-    probing = false;
-    if (probe_bound < 0) { device_trap(site); }
+    probing() = false;
+    if (probe_bound() < 0) { device_trap(site); }
     ThreadBody body = [](void* c) {
         Closure* cl = (Closure*)c;
         std::apply(cl->kernel, cl->args);
     };
-    launch_grid((const void*)kernel, name, site, cfg, probe_bound, body, closure.get(), closure);
+    launch_grid((const void*)kernel, name, site, cfg, probe_bound(), body, closure.get(), closure);
 }
 
 } // namespace emu
 
-extern thread_local uint3 emu_threadIdx, emu_blockIdx;
-extern thread_local dim3 emu_blockDim, emu_gridDim;
+// inline (defined in every file), not extern: GCC's UBSan mistakes an extern thread_local for a
+// null pointer
+inline thread_local uint3 emu_threadIdx, emu_blockIdx;
+inline thread_local dim3 emu_blockDim, emu_gridDim;
 #define threadIdx emu_threadIdx
 #define blockIdx emu_blockIdx
 #define blockDim emu_blockDim

@@ -51,13 +51,18 @@ per block in flight), refilled with 0xFF bytes (NaN for floats) before each bloc
 #define EMU_ASAN 0
 #endif
 
-thread_local uint3 emu_threadIdx, emu_blockIdx;
-thread_local dim3 emu_blockDim, emu_gridDim;
 
 namespace emu {
 
-thread_local bool probing = false;
-thread_local int probe_bound = -1;
+bool& probing() {
+    static thread_local bool p = false;
+    return p;
+}
+
+int& probe_bound() {
+    static thread_local int b = -1;
+    return b;
+}
 
 // ----------------------------------------------------------------------------
 // fibers: a context switch saves the callee-saved registers on the old stack and loads the new
@@ -297,8 +302,8 @@ static EmuThread* current_thread(const char* what) {
 }
 
 bool kernel_entry(int bound) {
-    if (probing) {
-        probe_bound = bound;
+    if (probing()) {
+        probe_bound() = bound;
         return true;
     }
     return false;
@@ -506,8 +511,14 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
     emu_blockDim = g->block;
     emu_gridDim = g->grid;
     for (auto& v : w->shared_vars) { memset(v.first, 0xFF, v.second); }
+#if EMU_ASAN // reading past this launch's dynamic shared memory is an error, even inside the buffer
+    __asan_unpoison_memory_region(w->dynamic_shared.data(), w->dynamic_shared.size());
+#endif
     if (w->dynamic_shared.size() < g->shared_bytes) { w->dynamic_shared.resize(g->shared_bytes); }
-    memset(w->dynamic_shared.data(), 0xFF, g->shared_bytes);
+#if EMU_ASAN
+    __asan_poison_memory_region(w->dynamic_shared.data() + g->shared_bytes, w->dynamic_shared.size() - g->shared_bytes);
+#endif
+    if (g->shared_bytes > 0) { memset(w->dynamic_shared.data(), 0xFF, g->shared_bytes); }
     if ((int)w->threads.size() < b.nthreads) { w->threads.resize(b.nthreads); }
     for (int i = 0; i < b.nthreads; i++) {
         EmuThread* t = &w->threads[i];

@@ -262,11 +262,12 @@ static void segv_handler(int sig, siginfo_t* info, void* ctx);
 // overflowed its stack. Every OS thread that runs kernels calls this once.
 void install_signal_stack() {
     static thread_local bool done = false;
+    static thread_local char handler_stack[64 * 1024];
     if (done) { return; }
     done = true;
     stack_t ss;
-    ss.ss_size = 64 * 1024;
-    ss.ss_sp = malloc(ss.ss_size);
+    ss.ss_size = sizeof(handler_stack);
+    ss.ss_sp = handler_stack;
     ss.ss_flags = 0;
     sigaltstack(&ss, nullptr);
 }
@@ -446,7 +447,8 @@ static bool trace() {
 
 // Runs ops until `op` is done or `budget` ops have run (budget < 0: no limit). Returns op->done.
 // Everything op depends on runs first: the ops before it on its stream, and their dependencies.
-static bool advance_to(const std::shared_ptr<Op>& op, long* budget) {
+// (op by value: callers pass queue fronts, which the pops below destroy)
+static bool advance_to(std::shared_ptr<Op> op, long* budget) {
     while (!op->done) {
         if (*budget == 0) { return false; }
         Stream* st = op->stream;

@@ -191,7 +191,7 @@ NCCL_HOSTID=k0 timeout 120 "${T[@]}" -x 100000 -pn 2 -pr 0 -pi fs -pf "$tmp/rdv_
 survivor=$!
 for i in $(seq 1 600); do grep -q "^step *3/" "$tmp/kill.txt" 2>/dev/null && break; sleep 0.1; done
 t0=$SECONDS
-kill -9 $victim 2>/dev/null
+kill -9 $(pgrep -P $victim) $victim 2>/dev/null # the trainer itself: $victim is the `timeout` around it
 wait $survivor; rc=$?
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "error:" "$tmp/kill.txt"; then
     ok "rank 1 killed at step 3: rank 0 exits $rc after $((SECONDS - t0)) s: $(grep 'error:' "$tmp/kill.txt" | head -1 | cut -c1-160)"

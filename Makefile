@@ -68,21 +68,50 @@ NVCC_ARCH = $(foreach cc,$(GPU_COMPUTE_CAPABILITY),-gencode arch=compute_$(cc),c
 # warnings are errors: CI cannot run CUDA code, so it must at least compile cleanly
 NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno --Werror all-warnings
 NVCC_LDLIBS = -lcublasLt -lcudart
-# Several GPUs: NCCL (the CUDA toolkit's, or NCCL_HOME), and MPI for mpirun starts when mpicc
-# exists. NO_MULTI_GPU=1 builds one-process trainers without NCCL; NO_USE_MPI=1 leaves MPI out
-# (ranks then start with -pn/-pr/-pi); MPI's C++ bindings stay out (they do not compile warning-free). Only train_gpt2cu/test_gpt2cu and their fp32 twins link them.
+# Several GPUs: NCCL, and MPI for mpirun starts when mpicc exists. NO_MULTI_GPU=1 builds
+# one-process trainers without NCCL; NO_USE_MPI=1 leaves MPI out (ranks then start with
+# -pn/-pr/-pi); MPI's C++ bindings stay out (they do not compile warning-free). Only
+# train_gpt2cu/test_gpt2cu and their fp32 twins (and _emu builds) link them.
+# NCCL is looked for in $(NCCL_HOME) (the CUDA toolkit by default), then in the
+# nvidia-nccl-cu13/cu12 wheel of the first of $(NCCL_PYTHONS) that has one
+# (site-packages/nvidia/nccl: include/nccl.h and lib/libnccl.so.2 only, hence -l:libnccl.so.2),
+# then in $(NCCL_SYSTEM) (Debian's libnccl-dev: /usr/include, /usr/lib/<arch>-linux-gnu). A lib
+# dir found outside the toolkit goes into the binary's rpath: it runs without LD_LIBRARY_PATH
+# (the toolkit's lib dir is on the loader's path already: libcudart comes from there too).
 NCCL_HOME ?= /usr/local/cuda
+NCCL_PYTHONS ?= python3 /usr/bin/python3
+NCCL_SYSTEM ?= /usr
+comma := ,
 ifeq ($(NO_MULTI_GPU),1)
 TRAIN_CU_FLAGS = -DNO_MULTI_GPU
 TRAIN_CU_LIBS =
 $(info NO_MULTI_GPU=1: the CUDA trainers run one process (no NCCL))
-else ifeq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
-TRAIN_CU_FLAGS = -DNO_MULTI_GPU
-TRAIN_CU_LIBS =
-$(info nccl.h not found in $(NCCL_HOME)/include: the CUDA trainers run one process (set NCCL_HOME))
-else
+else ifneq ($(wildcard $(NCCL_HOME)/include/nccl.h),)
 TRAIN_CU_FLAGS = -I$(NCCL_HOME)/include
 TRAIN_CU_LIBS = -L$(NCCL_HOME)/lib64 -L$(NCCL_HOME)/lib -lnccl
+ifneq ($(NCCL_HOME),/usr/local/cuda)
+TRAIN_CU_LIBS += $(foreach d,$(NCCL_HOME)/lib64 $(NCCL_HOME)/lib,$(if $(wildcard $(d)/libnccl.so*),-Xlinker -rpath$(comma)$(d)))
+endif
+else
+# a missing python or module is just "not found" (the probe prints nothing)
+NCCL_WHEEL := $(shell for p in $(NCCL_PYTHONS); do $$p -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null && break; done)
+ifneq ($(and $(NCCL_WHEEL),$(wildcard $(NCCL_WHEEL)/include/nccl.h),$(wildcard $(NCCL_WHEEL)/lib/libnccl.so*)),)
+NCCL_INC := $(NCCL_WHEEL)/include
+NCCL_LIB := $(NCCL_WHEEL)/lib
+else ifneq ($(wildcard $(NCCL_SYSTEM)/include/nccl.h),)
+NCCL_INC := $(NCCL_SYSTEM)/include
+NCCL_LIB := $(patsubst %/,%,$(dir $(firstword $(wildcard $(NCCL_SYSTEM)/lib/*-linux-gnu/libnccl.so* $(NCCL_SYSTEM)/lib64/libnccl.so* $(NCCL_SYSTEM)/lib/libnccl.so*))))
+endif
+ifneq ($(NCCL_LIB),)
+TRAIN_CU_FLAGS = -I$(NCCL_INC)
+# libnccl.so (a -dev package) or only the runtime's libnccl.so.2 (a wheel)
+TRAIN_CU_LIBS = -L$(NCCL_LIB) $(if $(wildcard $(NCCL_LIB)/libnccl.so),-lnccl,-l:libnccl.so.2) -Xlinker -rpath$(comma)$(NCCL_LIB)
+else
+# stops only a build that links NCCL (the recipe expands it), not make data or train_gpt2
+NCCL_MISSING = NCCL not found (looked for $(NCCL_HOME)/include/nccl.h; the nvidia-nccl wheel of $(NCCL_PYTHONS): site-packages/nvidia/nccl/include/nccl.h + lib/libnccl.so.2; $(NCCL_SYSTEM)/include/nccl.h + $(NCCL_SYSTEM)/lib/*-linux-gnu/libnccl.so*): pip install nvidia-nccl-cu13 (or -cu12), apt-get install libnccl-dev, or set NCCL_HOME; NO_MULTI_GPU=1 builds one-process trainers
+TRAIN_CU_FLAGS = $(error $(NCCL_MISSING))
+TRAIN_CU_LIBS =
+endif
 endif
 ifneq ($(NO_USE_MPI),1)
 ifneq ($(MPICC),)

@@ -209,6 +209,16 @@ static inline void stream_wait_for(cudaStream_t waiter, cudaStream_t s, cudaEven
 
 #ifdef USE_MPI
 static void comm_mpi_abort_hook(void) { MPI_Abort(MPI_COMM_WORLD, 1); }
+
+// Does the command line start this process by flags (-pn/-pr/-pi/-pf/-ps)? Read before
+// parse_args, in its flag-value pairs, so a value that looks like a flag is not one.
+static inline int comm_process_flags_given(int argc, char** argv) {
+    static const char* const flags[] = {"-pn", "-pr", "-pi", "-pf", "-ps"};
+    for (int i = 1; i < argc; i += 2) {
+        for (int k = 0; k < 5; k++) { if (strcmp(argv[i], flags[k]) == 0) { return 1; } }
+    }
+    return 0;
+}
 #endif
 
 // Before the flags are parsed: under mpirun (built with MPI), rank and size from MPI.
@@ -218,7 +228,10 @@ static inline void comm_bootstrap(Comm* comm, int* argc, char*** argv) {
     comm->timeout_s = 300.0;
 #ifdef USE_MPI
     // started by mpirun (OpenMPI, MPICH/PMI, PMIx)? A plain start must not need MPI at all.
-    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK")) {
+    // Flags -pn/-pr/-pi win over the launcher's variables: srun sets PMIX_RANK/PMI_SIZE for
+    // every task, MPI job or not, and the user asked for a start by flags.
+    int by_launcher = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+    if (by_launcher && !comm_process_flags_given(*argc, *argv)) {
         MPI_Init(argc, argv);
         MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank);
         MPI_Comm_size(MPI_COMM_WORLD, &comm->world_size);
@@ -260,7 +273,12 @@ static inline void comm_set_processes(Comm* comm, const ProcessFlags* pf) {
 // On this rank's GPU (cudaSetDevice done): the communication stream, the scalar buffers, and
 // for several ranks the NCCL communicator.
 static inline void comm_init(Comm* comm, const ProcessFlags* pf) {
-    cudaCheck(cudaStreamCreate(&comm->stream)); // blocking: a plain cudaMemcpy waits for it too
+    // the highest priority: a collective's kernels get the GPU's next free SMs ahead of the
+    // GEMMs queued on the compute stream, instead of waiting for them (overlap). Blocking
+    // (cudaStreamDefault): a plain cudaMemcpy waits for it too.
+    int least, greatest;
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaCheck(cudaStreamCreateWithPriority(&comm->stream, cudaStreamDefault, greatest));
     for (int i = 0; i < COMM_RING; i++) {
         cudaCheck(cudaEventCreate(&comm->ring[i].start));
         cudaCheck(cudaEventCreate(&comm->ring[i].done));

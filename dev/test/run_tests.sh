@@ -29,6 +29,7 @@ run_test "bad input" bash dev/test/test_bad_input.sh
 run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
 run_test "rendezvous without mpirun (fs, tcp)" bash dev/test/test_rendezvous.sh
+run_test "NCCL found where GPU images keep it (Makefile)" bash dev/test/test_build_detect.sh
 run_test "stage comparison and plots" bash dev/test/test_compare.sh
 run_test "checkpoints and resume" bash dev/test/test_checkpoint.sh
 run_test "faults: hangs, deaths, full disk, corrupt checkpoints" bash dev/test/test_faults.sh
@@ -61,6 +62,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated CUDA trainer = CPU trainer (eager schedule)" env EMU_SCHEDULE=eager bash dev/test/test_emu_trainer.sh
     run_test "emulated ZeRO stages over NCCL (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_zero_emu.sh
     run_test "emulated train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu_emu bash dev/test/test_bad_input.sh
+    run_test "emulated start-up: srun/PMI variables with -pn flags, comm stream priority" bash dev/test/test_comm_start.sh
 else
     echo "=== emulated CUDA tests skipped: no train_gpt2cu_emu (CUDA headers not found when building)"
 fi

@@ -4,6 +4,7 @@
 #     1, 2 and 3 ranks, every stage, and stage 3's reshard policies and prefetch depths 0, 1, 2:
 #     every step's loss within 1e-5 relative and norm within 1e-4 (the two trainers sum in
 #     different orders: blocked GEMM against cuBLASLt's, per-thread against per-warp sums);
+#     and 2 ranks x B=2 against 1 rank x B=4 (the same global batch);
 #  B. checkpoints cross the trainers: CUDA (2 ranks, stage 3) -> CPU (1 rank, B doubled) and
 #     CPU (2 ranks, stage 1) -> CUDA (3 ranks, stage 2, same tokens per step): the resumed steps
 #     match the uninterrupted run of the other trainer (1e-5 / 1e-4);
@@ -56,6 +57,8 @@ for cfg in "1 0" "2 0" "2 1" "2 2" "2 3" "3 0" "3 1" "3 2" "3 3"; do
     cpu c_n${n}z$z $n -b 2 -z $z -x 3 && cuda g_n${n}z$z $n -b 2 -z $z -x 3 && agree c_n${n}z$z g_n${n}z$z 3 \
         && ok "N=$n stage $z: 3 steps, CUDA = CPU (loss 1e-5, norm 1e-4)" || { bad "N=$n stage $z: CUDA vs CPU"; show c_n${n}z$z g_n${n}z$z; }
 done
+cuda g_n1b4 1 -b 4 -z 0 -x 3 && agree g_n1b4 g_n2z2 3 \
+    && ok "CUDA: 2 ranks x B=2 (stage 2) = 1 rank x B=4 (loss 1e-5, norm 1e-4)" || { bad "CUDA: 2 ranks vs 1 rank"; show g_n1b4 g_n2z2; }
 for cfg in "always 0" "always 2" "never 1" "default 2"; do
     set -- $cfg
     name=n3_$1_$2

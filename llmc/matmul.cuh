@@ -49,21 +49,98 @@ static void matmul_init(size_t* mem_counter) {
     if (mem_counter != NULL) { *mem_counter += CUBLASLT_WORKSPACE_BYTES; }
 }
 
+static void matmul_plans_free(void); // below
+
 static void matmul_free(void) {
     if (g_cublaslt_users <= 0) { fail("internal: matmul_free without matmul_init"); }
     if (--g_cublaslt_users > 0) { return; }
+    matmul_plans_free();
     cudaCheck(cudaFree(g_cublaslt_workspace));
     cublasCheck(cublasLtDestroy(g_cublaslt));
     g_cublaslt = NULL;
     g_cublaslt_workspace = NULL;
 }
 
-// The largest power of two up to 256 that divides the address: algorithms are chosen for it.
-static inline uint32_t pointer_alignment(const void* p) {
-    uintptr_t a = (uintptr_t)p;
-    uint32_t align = 256;
-    while (align > 1 && a % align != 0) { align >>= 1; }
-    return align;
+// Every product promises cuBLASLt the same alignment, 16 bytes (the widest load its kernels make
+// at once), so the heuristic picks the algorithm, and with it the summation order, from the shape
+// alone: the same bits wherever a tensor sits (stage 0's slab or a stage-3 gather slot, -r 0 or
+// -r 2 activations). Promising each pointer's own alignment would let them differ. Units are
+// padded to 16 elements and tensors start at multiples of C, so every pointer meets it.
+static const uint32_t MATMUL_ALIGN = 16;
+
+static inline void matmul_check_alignment(const void* p, const char* what, int m, int n, int k) {
+    if ((uintptr_t)p % MATMUL_ALIGN != 0) {
+        fail("internal: matmul m %d n %d k %d: %s at %p is not %u-byte aligned", m, n, k, what, p, MATMUL_ALIGN);
+    }
+}
+
+// A product's descriptors and the heuristic's algorithm depend only on its shape, transposes and
+// epilogue (the alignment promise is fixed): made once per distinct product and kept, instead of
+// ~150 descriptor sets and heuristic queries per micro-step. A GPT-2 step has under 20 shapes.
+typedef struct {
+    int m, n, k, trans_a, trans_b, bias;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+} MatmulPlan;
+#define MATMUL_PLANS 64
+static MatmulPlan g_matmul_plans[MATMUL_PLANS];
+static int g_matmul_plan_count = 0;
+
+static const MatmulPlan* matmul_plan(int m, int n, int k, int trans_a, int trans_b, int bias) {
+    for (int i = 0; i < g_matmul_plan_count; i++) {
+        const MatmulPlan* q = &g_matmul_plans[i];
+        if (q->m == m && q->n == n && q->k == k && q->trans_a == trans_a && q->trans_b == trans_b && q->bias == bias) { return q; }
+    }
+    if (g_matmul_plan_count == MATMUL_PLANS) { fail("internal: more than %d distinct matmul shapes", MATMUL_PLANS); }
+    MatmulPlan* q = &g_matmul_plans[g_matmul_plan_count++];
+    q->m = m; q->n = n; q->k = k; q->trans_a = trans_a; q->trans_b = trans_b; q->bias = bias;
+    cublasCheck(cublasLtMatmulDescCreate(&q->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias) { // the heuristic learns the bias's alignment from the pointer's value (cublasLt.h), so
+        // it gets an address with exactly the promised alignment; each call sets the real one
+        const void* promise = (const void*)(uintptr_t)MATMUL_ALIGN;
+        cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &promise, sizeof(promise)));
+    }
+    cublasCheck(cublasLtMatrixLayoutCreate(&q->la, CUBLAS_FLOATX, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
+    cublasCheck(cublasLtMatrixLayoutCreate(&q->lb, CUBLAS_FLOATX, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
+    cublasCheck(cublasLtMatrixLayoutCreate(&q->ld, CUBLAS_FLOATX, m, n, m));
+    cublasLtMatmulPreference_t pref;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                     &CUBLASLT_WORKSPACE_BYTES, sizeof(CUBLASLT_WORKSPACE_BYTES)));
+    const uint32_t align = MATMUL_ALIGN;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof(align)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof(align)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof(align)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof(align)));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found = 0;
+    // no algorithm for the problem: zero results, or (some versions) CUBLAS_STATUS_NOT_SUPPORTED
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(g_cublaslt, q->desc, q->la, q->lb, q->ld, q->ld, pref, 1, &heuristic, &found);
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) { cublasCheck(status); }
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
+        fail("cuBLASLt has no algorithm for m %d n %d k %d (trans %d %d, bias %d, alignment %u)", m, n, k, trans_a,
+             trans_b, bias, MATMUL_ALIGN);
+    }
+    q->algo = heuristic.algo;
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    return q;
+}
+
+static void matmul_plans_free(void) {
+    for (int i = 0; i < g_matmul_plan_count; i++) {
+        MatmulPlan* q = &g_matmul_plans[i];
+        cublasCheck(cublasLtMatrixLayoutDestroy(q->la));
+        cublasCheck(cublasLtMatrixLayoutDestroy(q->lb));
+        cublasCheck(cublasLtMatrixLayoutDestroy(q->ld));
+        cublasCheck(cublasLtMatmulDescDestroy(q->desc));
+    }
+    g_matmul_plan_count = 0;
 }
 
 // d (m x n, column-major, ld m) = op(a) op(b) [+ d when accumulate] [+ bias over the m rows].
@@ -71,45 +148,17 @@ static inline uint32_t pointer_alignment(const void* p) {
 static void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias,
                             int m, int n, int k, int trans_a, int trans_b, int accumulate, cudaStream_t stream) {
     if (g_cublaslt == NULL) { fail("internal: matmul_init was not called"); }
-    cublasLtMatmulDesc_t desc;
-    cublasCheck(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    cublasLtEpilogue_t epilogue = bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (bias != NULL) {
-        cublasCheck(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    }
-    cublasLtMatrixLayout_t la, lb, ld;
-    cublasCheck(cublasLtMatrixLayoutCreate(&la, CUBLAS_FLOATX, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
-    cublasCheck(cublasLtMatrixLayoutCreate(&lb, CUBLAS_FLOATX, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
-    cublasCheck(cublasLtMatrixLayoutCreate(&ld, CUBLAS_FLOATX, m, n, m));
-    // the heuristic may only return algorithms that work with these pointers' alignment
-    cublasLtMatmulPreference_t pref;
-    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                     &CUBLASLT_WORKSPACE_BYTES, sizeof(CUBLASLT_WORKSPACE_BYTES)));
-    uint32_t align_a = pointer_alignment(a), align_b = pointer_alignment(b), align_d = pointer_alignment(d);
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof(align_d)));
-    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof(align_d)));
-    cublasLtMatmulHeuristicResult_t heuristic;
-    int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(g_cublaslt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found));
-    if (found == 0) {
-        fail("cuBLASLt has no algorithm for m %d n %d k %d (trans %d %d, bias %d, alignments %u %u %u)",
-             m, n, k, trans_a, trans_b, bias != NULL, align_a, align_b, align_d);
+    matmul_check_alignment(a, "a", m, n, k);
+    matmul_check_alignment(b, "b", m, n, k);
+    matmul_check_alignment(d, "d", m, n, k);
+    if (bias != NULL) { matmul_check_alignment(bias, "the bias", m, n, k); }
+    const MatmulPlan* q = matmul_plan(m, n, k, trans_a, trans_b, bias != NULL);
+    if (bias != NULL) { // the one attribute that changes from call to call; the call reads it now
+        cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasCheck(cublasLtMatmul(g_cublaslt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,
+    cublasCheck(cublasLtMatmul(g_cublaslt, q->desc, &alpha, a, q->la, b, q->lb, &beta, d, q->ld, d, q->ld, &q->algo,
                                g_cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, stream));
-    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
-    cublasCheck(cublasLtMatrixLayoutDestroy(la));
-    cublasCheck(cublasLtMatrixLayoutDestroy(lb));
-    cublasCheck(cublasLtMatrixLayoutDestroy(ld));
-    cublasCheck(cublasLtMatmulDescDestroy(desc));
 }
 
 // ----------------------------------------------------------------------------

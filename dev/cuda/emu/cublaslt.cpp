@@ -545,8 +545,15 @@ bool algo_by_alignment() {
 // chunk unless EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1 (see "the summation order" below).
 uint32_t choose_k_chunks(const uint32_t align[4]) {
     if (!algo_by_alignment()) { return 1; }
-    uint32_t least = std::min(std::min(align[0], align[1]), std::min(align[2], align[3]));
-    return least >= 256 ? 1 : least >= 16 ? 2 : 4;
+    // each promise is a power of two from 1 to 256: 9 classes; any change of class in any
+    // operand picks another order (two different tuples collide only now and then: 1 in 7)
+    uint32_t code = 0;
+    for (int i = 0; i < 4; i++) {
+        uint32_t lg = 0;
+        while (lg < 8 && (1u << (lg + 1)) <= align[i]) { lg++; }
+        code = code * 9 + lg;
+    }
+    return 1 + code % 7;
 }
 
 // The algorithm for the given promises (A, B, C, D, bias).
@@ -591,10 +598,11 @@ cublasStatus_t check_alignment(const char* name, const void* ptr, size_t elem_si
 //      Each element reads its own C element before writing its D element, so C == D is safe.
 // Split-k, only with EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1: a GPU's heuristic may pick another kernel,
 // with another summation order, for a weaker alignment promise. To let tests see that, the
-// heuristic then cuts [0, kp) into S chunks of round_up(ceil(k / S), 8) elements, S = 1 when every
-// promised alignment of A, B, C, D is 256 bytes, 2 when the least is 16..128, 4 below 16; each
-// chunk gets steps 2-3 on its own and dot = the chunk results added left to right. Results then
-// differ in the last bits between promises, never by more than fp32 rounding.
+// heuristic then cuts [0, kp) into S chunks of round_up(ceil(k / S), 8) elements, S from 1 to 7 a
+// function of the four promised alignments (S = 1 + code % 7, code the four log2 promises as
+// base-9 digits: a change in any of them changes S, but for one tuple in seven); each chunk gets steps 2-3 on its own and dot = the chunk results added left
+// to right. Results then differ in the last bits between promises, never by more than fp32
+// rounding: code whose bits must not depend on where its buffers sit promises one alignment.
 
 // no fused multiply-add from here on, whatever -march allows (step 2 above)
 #if defined(__clang__)

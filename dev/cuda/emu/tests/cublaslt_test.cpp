@@ -470,12 +470,14 @@ static void test_thread_independence() {
     free_operands(o);
 }
 
-// EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1: promises below 256 bytes pick split-k orders.
+// EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1: the promised alignments pick the split-k order,
+// S = 1 + code % 7 with code the four log2 promises as base-9 digits (all four operands shifted
+// alike here: all 256 B -> code 6560 -> S 2; 16 B -> 3280 -> S 5; 4 B -> 1640 -> S 3).
 static void test_algo_by_alignment() {
     setenv("EMU_CUBLASLT_ALGO_BY_ALIGNMENT", "1", 1);
     struct {
         int offset, chunks;
-    } variants[3] = {{0, 1}, {4, 2}, {1, 4}};  // fp32 offsets: 256, 16 and 4-byte alignment
+    } variants[3] = {{0, 2}, {4, 5}, {1, 3}};  // fp32 offsets: 256, 16 and 4-byte alignment
     std::vector<float> results[3];
     Case c = {"algo by alignment", CUDA_R_32F, 29, 11, 1000, true, false, 0, 0, 0, 0, 1.0f, 0.0f, false, false, true, false, 0};
     for (int v = 0; v < 3; v++) {
@@ -487,8 +489,8 @@ static void test_algo_by_alignment() {
         if (expect(run_case(c, o, &results[v]), CUBLAS_STATUS_SUCCESS, label)) { verify(c, o, results[v], variants[v].chunks, label); }
         free_operands(o);
     }
-    check(results[0].size() == results[1].size() && results[0] != results[1], "algo by alignment: 1 and 2 chunks gave the same bits");
-    check(results[1].size() == results[2].size() && results[1] != results[2], "algo by alignment: 2 and 4 chunks gave the same bits");
+    check(results[0].size() == results[1].size() && results[0] != results[1], "algo by alignment: 2 and 5 chunks gave the same bits");
+    check(results[1].size() == results[2].size() && results[1] != results[2], "algo by alignment: 5 and 3 chunks gave the same bits");
     unsetenv("EMU_CUBLASLT_ALGO_BY_ALIGNMENT");
 }
 

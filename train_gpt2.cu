@@ -146,6 +146,7 @@ typedef struct {
     int slot_owner[MAX_UNITS];          // which block holds each gather slot (-1: free)
     int schedule[3 * MAX_UNITS];        // the units in the order a micro-step uses them
     int schedule_len, schedule_pos;
+    int forward_only;                     // this pass has no backward: prefetch stops at the forward's end
     // stage 2-3 gradient buffers
     int grad_slot_owner[2];             // which block's gradient each of the two slots holds (-1: none)
     cudaEvent_t grad_slot_reduced[2];   // comm stream: the slot's reduce-scatter is done
@@ -706,7 +707,8 @@ static floatX* unit_params(GPT2* model, int u) {
         model->unit_state[u] = UNIT_GATHERED;
     }
     // prefetch: queue the gathers of the next units of the schedule while this one computes
-    for (int k = 1; k <= p->prefetch && model->schedule_pos + k < model->schedule_len; k++) {
+    int end = model->forward_only ? zero_forward_positions(model->config.num_layers) : model->schedule_len;
+    for (int k = 1; k <= p->prefetch && model->schedule_pos + k < end; k++) {
         int next = model->schedule[model->schedule_pos + k];
         if (model->unit_state[next] == UNIT_SHARDED) { unit_gather_start(model, next); }
     }
@@ -732,6 +734,15 @@ static void unit_release_after_backward(GPT2* model, int u) { unit_release(model
 // After a forward that no backward follows (evaluation, sampling): free whatever is gathered.
 void units_release_all(GPT2* model) {
     for (int u = 0; u < model->plan.layout.num_units; u++) { unit_release(model, u); }
+}
+
+// A forward that no backward follows (evaluation, sampling): stage 3 gathers only what the
+// forward uses (no prefetch into the backward's units) and releases everything after it.
+static void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B, int T) {
+    model->forward_only = 1;
+    gpt2_forward(model, inputs, targets, B, T, 0.0f);
+    units_release_all(model);
+    model->forward_only = 0;
 }
 
 // Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
@@ -902,8 +913,7 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
     if (print) { printf("generating:\n---\n"); }
     for (int t = 1; t <= gen_len; t++) {
         int context = t < model->T ? t : model->T;
-        gpt2_forward(model, tokens + t - context, NULL, 1, context, 0.0f);
-        units_release_all(model);
+        gpt2_forward_only(model, tokens + t - context, NULL, 1, context);
         const floatX* last = model->acts.logits + (size_t)(context - 1) * c->padded_vocab_size;
         cudaCheck(cudaMemcpyAsync(row, last, (size_t)c->padded_vocab_size * sizeof(floatX), cudaMemcpyDeviceToHost, model->stream));
         comm_sync(model->comm, model->stream, "a sample's logits");
@@ -957,16 +967,22 @@ static double flops_per_token(const GPT2* model, int T) {
 // different batches; every rank runs the same number, so the collectives match).
 static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     dataloader_reset(val);
+    comm_reset_counters(model->comm);
     int n = (int)dataloader_num_batches(val);
     if (max_steps >= 0 && max_steps < n) { n = max_steps; }
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         dataloader_next_batch(val);
-        gpt2_forward(model, val->inputs, val->targets, val->B, val->T, 0.0f);
-        units_release_all(model);
+        gpt2_forward_only(model, val->inputs, val->targets, val->B, val->T);
         sum += gpt2_mean_loss(model);
     }
-    return (float)(comm_sum(model->comm, sum / n) / model->comm->world_size);
+    // what the evaluation moved (stage 3's gathers), apart from the steps' counts
+    double gathered = model->comm->bus_bytes[COLL_ALL_GATHER];
+    float loss = (float)(comm_sum(model->comm, sum / n) / model->comm->world_size);
+    if (model->comm->world_size > 1 && model->comm->rank == 0) {
+        printf("val comm: all-gather %.0f bytes over %d batches\n", gathered, n);
+    }
+    return loss;
 }
 
 // One optimizer step: grad_accum micro-steps, each rank on its own batches, the gradient

@@ -170,6 +170,10 @@ static inline int zero_schedule(int L, int* schedule) {
     return n;
 }
 
+// The forward's part of zero_schedule: its first L + 2 entries (encoder, blocks, head). A pass
+// with no backward (evaluation, sampling) prefetches no further.
+static inline int zero_forward_positions(int L) { return L + 2; }
+
 // Stage 3, after unit u's forward at schedule position `pos` (already past it): does the unit
 // stay gathered? The reshard_after_forward policy decides, except for unit 0 after the head
 // (pos > 1), which always stays: the backward starts with it.

@@ -101,6 +101,9 @@ if [ -n "$(grep 'val loss' "$tmp/ev0.txt")" ] && [ "$(grep 'val loss' "$tmp/ev0.
     ok "stage 3 gives stage 0's val losses and samples"
 else bad "stage 3 eval/sampling differ"; grep -E 'val loss|generating' -A1 "$tmp/ev0.txt" "$tmp/ev3.txt" | head; fi
 
+zrun evn 2 -z 3 -zr never -zp 2 -x 1 -v 1 -m 3 && zrun eva0 2 -z 3 -zr always -zp 0 -x 1 -v 1 -m 3 \
+    && zrun eva2 2 -z 3 -zr always -zp 2 -x 1 -v 1 -m 3 && check_eval_gathers evn eva0 eva2 || bad "stage 3 evaluation runs"
+
 echo "--- F. bad input under mpirun"
 python3 - "$tmp/small.bin" <<'PY'
 import struct, sys

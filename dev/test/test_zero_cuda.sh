@@ -142,6 +142,8 @@ if [ -n "$(grep 'val loss' "$tmp/ev0.txt")" ] && [ "$(grep 'val loss' "$tmp/ev0.
    [ "$(grep -A1 '^generating' "$tmp/ev0.txt")" = "$(grep -A1 '^generating' "$tmp/ev3.txt")" ]; then
     ok "stage 3 gives stage 0's val losses and samples"
 else bad "stage 3 eval/sampling differ"; grep -E 'val loss|generating' -A1 "$tmp/ev0.txt" "$tmp/ev3.txt" | head; fi
+crun evn $BF16 2 -z 3 -zr never -zp 2 -x 1 -v 1 -m 3 && crun eva0 $BF16 2 -z 3 -zr always -zp 0 -x 1 -v 1 -m 3 \
+    && crun eva2 $BF16 2 -z 3 -zr always -zp 2 -x 1 -v 1 -m 3 && check_eval_gathers evn eva0 eva2 || bad "stage 3 evaluation runs"
 
 fi
 if want F; then

@@ -1054,7 +1054,7 @@ void units_release_all(GPT2* model) {
 
 // A forward that no backward follows (evaluation, sampling): stage 3 gathers only what the
 // forward uses (no prefetch into the backward's units) and releases everything after it.
-static void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B, int T) {
+void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B, int T) {
     model->forward_only = 1;
     gpt2_forward(model, inputs, targets, B, T);
     units_release_all(model);
@@ -1202,8 +1202,10 @@ static void save_checkpoint(GPT2* model, const DataLoader* train, const Rng* rng
     }
     free(params);
     write_state_file(&model->plan, &model->config, comm->rank, model->m, model->v, train, rng, step, dir);
-    comm_sum(comm, 0.0); // a barrier: every rank's files are in place before the marker
+    // barriers with the I/O allowance (-wi), not -wt: the others wait here for rank 0's disk
+    comm_io_barrier(comm, "every rank to write its checkpoint files"); // all in place before the marker
     if (comm->rank == 0) { write_done_marker(dir, step, comm->world_size, keep); }
+    comm_io_barrier(comm, "rank 0 to write the checkpoint's DONE marker and prune old checkpoints");
 }
 
 // Loads checkpoint `step` from dir into a model made for this run's world size and stage:
@@ -1290,7 +1292,7 @@ int main(int argc, char** argv) {
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .reshard = NULL, .prefetch = -1,
-        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .recompute = -1,
+        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f, .recompute = -1,
         .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
     comm_check_same_args(&comm, argc, argv);
@@ -1300,8 +1302,17 @@ int main(int argc, char** argv) {
         fail("flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer: the CPU trainer runs its ranks under mpirun -np N");
     }
     comm.timeout_s = args.wait_timeout;
+    comm.io_timeout_s = io_wait_seconds(&args);
     // a full disk or a file-size limit must fail a write with a message, not kill the process
     signal(SIGXFSZ, SIG_IGN);
+    // one job at a time in -o (llmc/outdir_lock.h): rank 0 takes the lock before anything there
+    // is read or written, then every other rank holds it too
+    if (args.output_dir != NULL) {
+        make_dirs(args.output_dir);
+        if (rank == 0) { outdir_lock_take(args.output_dir, N); }
+        comm_sum(&comm, 0.0); // a barrier: rank 0 holds the lock before the others join
+        if (rank != 0) { outdir_lock_join(args.output_dir); }
+    }
 
     // the config, then the plan and this rank's allocations, then the parameters
     GPT2Config config;
@@ -1361,11 +1372,13 @@ int main(int argc, char** argv) {
             start_step = 0;
         }
     }
+    // every rank has read the model file (and the checkpoint): the first collective, timed by
+    // -wt, must not wait for a slower rank's disk
+    comm_io_barrier(&comm, "every rank to read the model and the checkpoint");
 
     FILE* logfile = NULL;
     char path[1024];
     if (args.output_dir != NULL) {
-        make_dirs(args.output_dir); // fopen below names a real problem
         snprintf(path, sizeof(path), "%s/main.log", args.output_dir);
         if (rank == 0) { logfile = fopenCheck(path, start_step > 0 ? "a" : "w"); }
     }
@@ -1415,6 +1428,7 @@ int main(int argc, char** argv) {
             printf("wrote %s\n", path);
         }
         free(params);
+        comm_io_barrier(&comm, "rank 0 to write the final model");
     }
 
     // the largest peak resident memory over the ranks (their RSS: all of a rank's memory)

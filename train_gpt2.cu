@@ -738,7 +738,7 @@ void units_release_all(GPT2* model) {
 
 // A forward that no backward follows (evaluation, sampling): stage 3 gathers only what the
 // forward uses (no prefetch into the backward's units) and releases everything after it.
-static void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B, int T) {
+void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B, int T) {
     model->forward_only = 1;
     gpt2_forward(model, inputs, targets, B, T, 0.0f);
     units_release_all(model);
@@ -861,8 +861,10 @@ static void save_checkpoint(GPT2* model, const DataLoader* train, const Rng* rng
     write_state_file(p, &model->config, comm->rank, m, v, train, rng, step, dir);
     free(m);
     free(v);
-    comm_sum(comm, 0.0); // a barrier: every rank's files are in place before the marker
+    // barriers with the I/O allowance (-wi), not -wt: the others wait here for rank 0's disk
+    comm_io_barrier(comm, "every rank to write its checkpoint files"); // all in place before the marker
     if (comm->rank == 0) { write_done_marker(dir, step, comm->world_size, keep); }
+    comm_io_barrier(comm, "rank 0 to write the checkpoint's DONE marker and prune old checkpoints");
 }
 
 // The model part of a checkpoint written on any world size and stage: params, master weights,
@@ -1028,7 +1030,7 @@ int main(int argc, char** argv) {
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .reshard = NULL, .prefetch = -1,
-        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .recompute = 1,
+        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f, .recompute = 1,
         .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
     parse_args(&args, argc, argv, comm.rank,
@@ -1037,6 +1039,7 @@ int main(int argc, char** argv) {
     ProcessFlags pflags = {args.num_processes, args.process_rank, args.init_method, args.fs_path, args.server};
     comm_set_processes(&comm, &pflags);
     comm.timeout_s = args.wait_timeout;
+    comm.io_timeout_s = io_wait_seconds(&args);
     int rank = comm.rank, N = comm.world_size;
     signal(SIGXFSZ, SIG_IGN); // a full disk must fail a write with a message, not kill the process
 
@@ -1062,11 +1065,17 @@ int main(int argc, char** argv) {
     if (max_steps == -1) { max_steps = (int)(dataloader_num_batches(&train) / grad_accum); }
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, "gpt2_tokenizer.bin");
+    // one job at a time in -o (llmc/outdir_lock.h): rank 0 locks it before anything there is
+    // read or written (the checkpoints listed, the log truncated); the others join once the
+    // communicator is up
+    if (args.output_dir != NULL) {
+        make_dirs(args.output_dir);
+        if (rank == 0) { outdir_lock_take(args.output_dir, N); }
+    }
     int start_step = args.resume ? newest_checkpoint(args.output_dir) : -1; // -1: none
     FILE* logfile = NULL;
     char path[1024];
     if (args.output_dir != NULL) {
-        make_dirs(args.output_dir);
         snprintf(path, sizeof(path), "%s/main.log", args.output_dir);
         if (rank == 0) { logfile = fopenCheck(path, start_step > 0 ? "a" : "w"); }
     }
@@ -1075,6 +1084,13 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop = select_device(&comm, &device_count);
     comm_init(&comm, &pflags);
     comm_check_same_args(&comm, argc, argv);
+    if (args.output_dir != NULL) {
+        // a barrier (rank 0 holds the lock before the others join) that also hands every rank
+        // rank 0's checkpoint: listed under the lock, while the others may have listed the dir
+        // before a job leaving it wrote its last one
+        start_step = (int)comm_sum(&comm, rank == 0 ? start_step : 0);
+        if (rank != 0) { outdir_lock_join(args.output_dir); }
+    }
     GPT2 model;
     gpt2_init(&model, &config, &comm, zopt, args.recompute);
     float* full = (float*)callocCheck(model.plan.layout.total, sizeof(float));
@@ -1108,6 +1124,9 @@ int main(int argc, char** argv) {
         if (args.resume && rank == 0) { printf("no complete checkpoint in %s: starting from step 0\n", args.output_dir); }
         start_step = 0;
     }
+    // every rank has read the model file (and the checkpoint): the first collective, timed by
+    // -wt, must not wait for a slower rank's disk
+    comm_io_barrier(&comm, "every rank to read the model and the checkpoint");
 
     double flops_per_gpu_step = flops_per_token(&model, args.T) * total_batch / N;
     for (int step = start_step; step < max_steps; step++) {
@@ -1158,6 +1177,7 @@ int main(int argc, char** argv) {
             printf("wrote %s\n", path);
         }
         free(params);
+        comm_io_barrier(&comm, "rank 0 to write the final model");
     }
     // the largest GPU allocation over the ranks (what this process allocated itself; NCCL's
     // own buffers and the CUDA context are in cudaMemGetInfo's figure, shared by all on one GPU)

@@ -16,6 +16,7 @@ command -v clang >/dev/null || need clang # with libclang-rt-dev: libFuzzer, for
 echo 'int LLVMFuzzerTestOneInput(const char* d, long n) { return (int)(d[0] + n) * 0; }' |
     clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null || need libclang-rt-dev
 command -v make >/dev/null || need make
+command -v strace >/dev/null || need strace # dev/test/test_faults.sh: a slow disk, made by delaying one open
 command -v node >/dev/null || need nodejs
 command -v npm >/dev/null || need npm
 command -v mpicc >/dev/null || need libopenmpi-dev

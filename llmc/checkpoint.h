@@ -25,6 +25,7 @@ and m, v shaped as their stage holds them (stage 0: the full slab; stages 1-3: t
 #include "zero_plan.h"
 #include "dataloader.h"
 #include "model_file.h"
+#include "outdir_lock.h" // -o holds one job at a time
 
 #define STATE_MAGIC 20240601
 #define STATE_VERSION 1

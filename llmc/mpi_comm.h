@@ -9,6 +9,9 @@ and error plumbing stay here, away from the sharding logic in train_gpt2.c.
 No hangs: MPI has no timeout of its own, so every wait polls its request against a deadline. A
 rank that waits longer than comm->timeout_s for a collective names itself, the step and the
 collective, and aborts the job (a rank that dies is noticed by mpirun, which ends the others).
+Where ranks wait for each other's file I/O (rank 0 writing a model file, every rank reading a
+checkpoint), comm_io_barrier waits instead, at most comm->io_timeout_s (flag -wi): a slow disk
+is not a dead rank.
 */
 #ifndef LLMC_MPI_COMM_H
 #define LLMC_MPI_COMM_H
@@ -30,6 +33,7 @@ typedef struct {
     int world_size;
     double bus_bytes[NUM_COLL_KINDS]; // since the last comm_reset_counters
     double timeout_s;                 // the longest wait for one collective (0: forever)
+    double io_timeout_s;              // the longest wait at comm_io_barrier (0: forever)
     int step;                         // the training step, for messages
 } Comm;
 
@@ -59,6 +63,7 @@ static inline void comm_init(Comm* comm, int* argc, char*** argv) {
     memset(comm, 0, sizeof(*comm));
     comm->world_size = 1;
     comm->timeout_s = 300.0;
+    comm->io_timeout_s = 3000.0;
 #ifdef USE_MPI
     mpiCheck(MPI_Init(argc, argv));
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
@@ -134,10 +139,11 @@ static inline double comm_now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// Waits for a collective, at most comm->timeout_s. Polling drives MPI's progress: it spins for
-// the first 10 ms, then naps 50 us between polls so that waiting ranks leave the cores to the
-// ranks still computing (the tests run more ranks than cores).
-static inline void comm_wait(Comm* comm, CommRequest* req) {
+// Waits for a request, at most limit_s seconds (0: forever); `io` names the file I/O a barrier
+// waits for (NULL: a collective, timed by -wt). Polling drives MPI's progress: it spins for the
+// first 10 ms, then naps 50 us between polls so that waiting ranks leave the cores to the ranks
+// still computing (the tests run more ranks than cores).
+static inline void comm_wait_within(Comm* comm, CommRequest* req, double limit_s, const char* io) {
 #ifdef USE_MPI
     if (req->req == MPI_REQUEST_NULL) { return; }
     double start = comm_now();
@@ -147,16 +153,37 @@ static inline void comm_wait(Comm* comm, CommRequest* req) {
         if (done) { return; }
         if ((polls & 255) == 0) {
             double waited = comm_now() - start;
-            if (comm->timeout_s > 0 && waited > comm->timeout_s) {
-                fail("no progress for %.0f s in %s at step %d: another rank has stopped answering "
-                     "(a longer wait: flag -wt)", waited, COLL_NAMES[req->kind], comm->step);
+            if (limit_s > 0 && waited > limit_s) {
+                if (io == NULL) {
+                    fail("no progress for %.0f s in %s at step %d: another rank has stopped answering "
+                         "(a longer wait: flag -wt)", waited, COLL_NAMES[req->kind], comm->step);
+                }
+                fail("no progress for %.0f s at step %d waiting for %s: a disk that slow, or a rank that "
+                     "stopped answering (a longer wait: flag -wi)", waited, comm->step, io);
             }
             if (waited > 0.01) { struct timespec nap = {0, 50000}; nanosleep(&nap, NULL); }
         }
     }
 #else
-    (void)comm;
+    (void)comm; (void)limit_s; (void)io;
     *req = COMM_REQUEST_NULL;
+#endif
+}
+
+// Waits for a collective, at most comm->timeout_s (flag -wt).
+static inline void comm_wait(Comm* comm, CommRequest* req) { comm_wait_within(comm, req, comm->timeout_s, NULL); }
+
+// Every rank waits here until all have finished the file I/O named by `what` (a checkpoint's
+// files written, a checkpoint read), at most comm->io_timeout_s (flag -wi). Placed right after
+// the I/O, so that the next collective, timed by the shorter -wt, never waits for a disk.
+static inline void comm_io_barrier(Comm* comm, const char* what) {
+#ifdef USE_MPI
+    if (comm->world_size == 1) { return; }
+    CommRequest req = {MPI_REQUEST_NULL, COLL_SCALARS};
+    mpiCheck(MPI_Ibarrier(MPI_COMM_WORLD, &req.req));
+    comm_wait_within(comm, &req, comm->io_timeout_s, what);
+#else
+    (void)comm; (void)what;
 #endif
 }
 

@@ -21,7 +21,9 @@ No hangs. The communicator is created non-blocking, so no NCCL call can block th
 host wait polls: the CUDA event, NCCL's asynchronous error state and a deadline (-wt). On a
 timeout or an error the rank aborts the communicator and exits with a message naming itself, the
 step and the oldest collective still in flight (a peer that died is noticed by NCCL, or by the
-deadline).
+deadline). Where ranks wait for each other's file I/O (rank 0 writing a model file, every rank
+reading a checkpoint), comm_io_barrier waits instead, at most comm->io_timeout_s (flag -wi): a
+slow disk is not a dead rank.
 
 Counters. Each collective adds its bus bytes (nccl-tests' convention: reduce-scatter or
 all-gather of a full buffer of S bytes moves S*(N-1)/N per rank) to its kind, so the trainer can
@@ -78,6 +80,7 @@ typedef struct {
     double bus_bytes[NUM_COLL_KINDS]; // since the last comm_reset_counters
     double busy_ms;                   // time collectives ran on the stream, since the last reset
     double timeout_s;                 // the longest host wait for the GPU or a collective (0: forever)
+    double io_timeout_s;              // the longest wait at comm_io_barrier (0: forever)
     int step;                         // the training step, for messages
     cudaStream_t stream;              // the communication stream
     CommRecord ring[COMM_RING];
@@ -157,9 +160,10 @@ static inline void comm_nccl_settle(Comm* comm, ncclResult_t rc, const char* wha
 }
 #endif
 
-// Waits on the host until `event` has happened, at most comm->timeout_s, watching NCCL's error
-// state. It spins for the first 10 ms, then naps between polls, leaving the CPU to other ranks.
-static inline void comm_wait_event(Comm* comm, cudaEvent_t event, const char* what) {
+// Waits on the host until `event` has happened, at most limit_s (0: forever), watching NCCL's
+// error state; `hint` ends the timeout's message. It spins for the first 10 ms, then naps between
+// polls, leaving the CPU to other ranks.
+static inline void comm_wait_event_within(Comm* comm, cudaEvent_t event, const char* what, double limit_s, const char* hint) {
     double start = comm_now();
     for (long polls = 0;; polls++) {
         cudaError_t err = cudaEventQuery(event);
@@ -174,14 +178,19 @@ static inline void comm_wait_event(Comm* comm, cudaEvent_t event, const char* wh
             if (comm->nccl != NULL) { comm_nccl_state(comm, what); }
 #endif
             double waited = comm_now() - start;
-            if (comm->timeout_s > 0 && waited > comm->timeout_s) {
-                char why[128];
-                snprintf(why, sizeof(why), "no progress for %.0f s (another rank stopped answering? a longer wait: flag -wt)", waited);
+            if (limit_s > 0 && waited > limit_s) {
+                char why[256];
+                snprintf(why, sizeof(why), "no progress for %.0f s (%s)", waited, hint);
                 comm_give_up(comm, why, what);
             }
             if (waited > 0.01) { struct timespec nap = {0, 50000}; nanosleep(&nap, NULL); }
         }
     }
+}
+
+// The same, at most comm->timeout_s (flag -wt): the wait for the GPU or a collective.
+static inline void comm_wait_event(Comm* comm, cudaEvent_t event, const char* what) {
+    comm_wait_event_within(comm, event, what, comm->timeout_s, "another rank stopped answering? a longer wait: flag -wt");
 }
 
 // The host waits for everything queued so far on stream s (compute or communication). Used
@@ -226,6 +235,7 @@ static inline void comm_bootstrap(Comm* comm, int* argc, char*** argv) {
     memset(comm, 0, sizeof(*comm));
     comm->world_size = 1;
     comm->timeout_s = 300.0;
+    comm->io_timeout_s = 3000.0;
 #ifdef USE_MPI
     // started by mpirun (OpenMPI, MPICH/PMI, PMIx)? A plain start must not need MPI at all.
     // Flags -pn/-pr/-pi win over the launcher's variables: srun sets PMIX_RANK/PMI_SIZE for
@@ -433,6 +443,22 @@ static inline void comm_gather_doubles(Comm* comm, double mine, double* all) {
     cudaCheck(cudaMemcpyAsync(comm->scalars_host, comm->scalars, N * sizeof(double), cudaMemcpyDeviceToHost, comm->stream));
     comm_sync(comm, comm->stream, "a scalar all-gather");
     memcpy(all, comm->scalars_host, N * sizeof(double));
+}
+
+// Every rank waits here until all have finished the file I/O named by `what` (a checkpoint's
+// files written, a checkpoint read), at most comm->io_timeout_s (flag -wi). Placed right after
+// the I/O, so that the next collective, timed by the shorter -wt, never waits for a disk. A
+// scalar all-gather (counted as scalars), as comm_gather_doubles but with the I/O allowance.
+static inline void comm_io_barrier(Comm* comm, const char* what) {
+    if (comm->world_size == 1) { return; }
+    comm_all_gather(comm, comm->scalars + comm->rank, comm->scalars, 1, sizeof(double), -1);
+    comm->bus_bytes[COLL_ALL_GATHER] -= (double)sizeof(double) * (comm->world_size - 1);
+    comm->bus_bytes[COLL_SCALARS] += (double)sizeof(double) * (comm->world_size - 1);
+    cudaEvent_t e;
+    cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaCheck(cudaEventRecord(e, comm->stream));
+    comm_wait_event_within(comm, e, what, comm->io_timeout_s, "a disk that slow, or a rank that stopped answering? a longer wait: flag -wi");
+    cudaCheck(cudaEventDestroy(e));
 }
 
 // The sum over ranks of `mine`, in rank order.

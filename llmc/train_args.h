@@ -39,6 +39,7 @@ typedef struct {
     int checkpoint_keep;       // -nk (0: all)
     int resume;                // -y
     float wait_timeout;        // -wt seconds
+    float io_timeout;          // -wi seconds (-1: 10 x -wt); see io_wait_seconds
     int recompute;             // -r (CUDA trainer): 0 none, 1 GELU, 2 GELU + layernorms (-1: not given)
     // CUDA trainer, processes started without mpirun (llmc/nccl_comm.cuh)
     int num_processes;         // -pn (-1: not given)
@@ -79,6 +80,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
     ARG("-wt", ARG_FLOAT, wait_timeout, "seconds a rank waits for one collective before it aborts the job (0: forever)"),
+    ARG("-wi", ARG_FLOAT, io_timeout, "seconds ranks wait for each other's model and checkpoint file I/O, at least -wt (0: forever; -1: 10 x -wt)"),
     ARG("-r", ARG_INT, recompute, "CUDA trainer only: recompute in the backward: 0 nothing, 1 GELU, 2 GELU + layernorms (-1: 1)"),
     ARG("-pn", ARG_INT, num_processes, "CUDA trainer without mpirun: number of processes (-1: one, or mpirun's)"),
     ARG("-pr", ARG_INT, process_rank, "CUDA trainer without mpirun: this process's rank 0..pn-1"),
@@ -144,10 +146,21 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
     if (args->recompute < -1 || args->recompute > 2) { fail("flag -r expects 0, 1 or 2, got %d", args->recompute); }
     if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
     if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }
+    if (args->io_timeout < 0.0f && args->io_timeout != -1.0f) { fail("flag -wi expects seconds >= 0, or -1 for 10 x -wt, got %g", args->io_timeout); }
     if (args->checkpoint_every < 0 || args->checkpoint_keep < 0) { fail("flags -n and -nk expect counts >= 0"); }
     if ((args->checkpoint_every > 0 || args->resume) && args->output_dir == NULL) {
         fail("flags -n and -y need an output dir -o for the checkpoints");
     }
+}
+
+// The longest wait for the other ranks' file I/O (rank 0 writing the model file, every rank
+// reading a checkpoint's state files): a slow disk takes far longer than a collective, and must
+// not be reported as a dead rank. Never shorter than -wt; 0 is forever, as for -wt.
+static inline double io_wait_seconds(const TrainArgs* args) {
+    double wt = args->wait_timeout, wi = args->io_timeout;
+    if (wt == 0.0 || wi == 0.0) { return 0.0; }
+    if (wi < 0.0) { return 10.0 * wt; }
+    return wi > wt ? wi : wt;
 }
 
 static inline ReshardPolicy parse_reshard(const char* s) {

@@ -32,7 +32,8 @@ run_test "rendezvous without mpirun (fs, tcp)" bash dev/test/test_rendezvous.sh
 run_test "NCCL found where GPU images keep it (Makefile)" bash dev/test/test_build_detect.sh
 run_test "stage comparison and plots" bash dev/test/test_compare.sh
 run_test "checkpoints and resume" bash dev/test/test_checkpoint.sh
-run_test "faults: hangs, deaths, full disk, corrupt checkpoints" bash dev/test/test_faults.sh
+run_test "faults: hangs, deaths, slow and full disk, corrupt checkpoints" bash dev/test/test_faults.sh
+run_test "one job at a time in an output dir (lock)" bash dev/test/test_outdir_lock.sh
 run_test "ASan + UBSan" bash dev/test/test_sanitizers.sh
 run_test "fuzzing the loaders (libFuzzer, 15 s each)" bash dev/test/fuzz_loaders.sh 15
 # CUDA: built by `make test` when nvcc exists. Without a GPU, what runs is the kernels' per-element

@@ -224,7 +224,11 @@ static void fiber_entry() {
 static void start_fiber(EmuThread* t) {
     if (t->stack_lo == nullptr) { allocate_stack(t); }
 #if EMU_ASAN
-    __asan_unpoison_memory_region(t->stack_lo, t->stack_bytes);
+    // Frames that returned cleared their own redzones; only the top of the stack (fiber_entry and
+    // the switch it never returned from) can still be poisoned. Clearing all of it for every
+    // thread of every block cost 70% of an ASan run.
+    size_t top_bytes = t->stack_bytes < 16384 ? t->stack_bytes : 16384;
+    __asan_unpoison_memory_region(t->stack_lo + t->stack_bytes - top_bytes, top_bytes);
 #endif
     // Stack tops staggered by 64-byte steps: at equal offsets in their pages they would all fall
     // into the same cache sets, and every switch would miss.

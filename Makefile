@@ -17,7 +17,7 @@ HEADERS = $(wildcard llmc/*.h)
 
 .PHONY: all cuda emu test demo compare data references clean
 
-all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print cuda
+all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda
 
 # train_gpt2 runs the ZeRO stages under mpirun when built with MPI (OpenMPI's mpicc); without
 # it, the same source builds the single-process trainer.
@@ -39,6 +39,10 @@ test_gpt2: test_gpt2.c train_gpt2.c dev/test/reference.h $(HEADERS)
 
 dev/test/test_zero_plan: dev/test/test_zero_plan.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# the CPU trainer's collectives (llmc/mpi_comm.h) under mpirun
+dev/test/test_mpi_comm: dev/test/test_mpi_comm.c $(HEADERS)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_FLAGS) $< -o $@ $(LDLIBS)
 
 # the rendezvous of ranks started without mpirun (fs, tcp), tested on the CPU
 dev/test/rendezvous_demo: dev/test/rendezvous_demo.c $(HEADERS)
@@ -211,7 +215,7 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
+test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
 	bash dev/test/run_tests.sh
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
@@ -224,7 +228,7 @@ compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
 	$(PYTHON) dev/bench/compare_stages.py --out log_compare
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/rendezvous_demo dev/bench/zero_plan_print
+	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print
 	rm -f train_gpt2cu test_gpt2cu train_gpt2fp32cu test_gpt2fp32cu dev/cuda/test_kernels dev/cuda/test_kernels_fp32 $(CUDA_HOST_TESTS)
 	rm -f $(EMU_TARGETS)
 	rm -rf dev/cuda/emu/build

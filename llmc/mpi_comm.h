@@ -35,11 +35,24 @@ typedef struct {
     double timeout_s;                 // the longest wait for one collective (0: forever)
     double io_timeout_s;              // the longest wait at comm_io_barrier (0: forever)
     int step;                         // the training step, for messages
+    int next_tag;                     // the ring reduce-scatters started so far (their tags)
 } Comm;
 
 #ifdef USE_MPI
-typedef struct { MPI_Request req; CollKind kind; } CommRequest;
-#define COMM_REQUEST_NULL ((CommRequest){MPI_REQUEST_NULL, COLL_SCALARS})
+// One collective in flight. A reduce-scatter is our own ring (below) and keeps its state here;
+// the others are one MPI request.
+typedef struct {
+    MPI_Request req;       // the collective, or the ring round's receive
+    MPI_Request send_req;  // the ring round's send
+    CollKind kind;
+    int round;             // ring: the round in flight, 0 .. N-2
+    int tag;               // ring: this reduce-scatter's message tag
+    const float* send;     // ring: the N*n input
+    float* recv;           // ring: the n output
+    float* partial;        // ring: 2*n floats, the partial sums passed along
+    size_t n;
+} CommRequest;
+#define COMM_REQUEST_NULL ((CommRequest){MPI_REQUEST_NULL, MPI_REQUEST_NULL, COLL_SCALARS, 0, 0, NULL, NULL, NULL, 0})
 
 static inline void mpi_check(int rc, const char* what, const char* file, int line) {
     if (rc != MPI_SUCCESS) {
@@ -91,16 +104,62 @@ static inline int comm_count(size_t n, const char* what) {
 
 // Starts recv (n) = the sum over ranks of this rank's slice of send (N*n): rank r gets the sum
 // of every rank's send[r*n .. (r+1)*n).
+//
+// A ring, written out rather than left to MPI_Ireduce_scatter_block: Open MPI's (libnbc)
+// reduces through a tree to rank 0, which allocates 2.25x the whole N*n buffer (rank 2 of 4:
+// 1.25x), so at GPT-2 124M on 4 ranks rank 0 held ~340 MB more than ranks 1 and 3, outside the
+// plan. The ring needs 2*n floats on every rank, and its order of addition is fixed: in N-1
+// rounds each rank passes a partial sum to the next rank (r+1), which adds its own slice; the
+// partial for slice j starts at rank j+1 and ends at rank j, so slice j's sum is
+// ((send_{j+1} + send_{j+2}) + ...) + send_j, the same at every stage. The rounds advance
+// inside comm_wait (as MPI's own non-blocking collectives advance only inside MPI calls).
+#ifdef USE_MPI
+static inline const float* ring_slice(const CommRequest* q, int slice, int world_size) {
+    return q->send + (size_t)((slice % world_size + world_size) % world_size) * q->n;
+}
+
+// Posts round q->round: send the partial for slice r-round-1 to rank r+1, receive the one for
+// slice r-round-2 from rank r-1 (round 0 sends this rank's own slice: nothing is summed yet).
+static inline void ring_post_round(Comm* comm, CommRequest* q) {
+    int N = comm->world_size, r = comm->rank, k = q->round;
+    const float* out = k == 0 ? ring_slice(q, r - 1, N) : q->partial + (size_t)((k - 1) % 2) * q->n;
+    float* in = q->partial + (size_t)(k % 2) * q->n;
+    int count = comm_count(q->n, "reduce-scatter");
+    mpiCheck(MPI_Irecv(in, count, MPI_FLOAT, (r - 1 + N) % N, q->tag, MPI_COMM_WORLD, &q->req));
+    mpiCheck(MPI_Isend(out, count, MPI_FLOAT, (r + 1) % N, q->tag, MPI_COMM_WORLD, &q->send_req));
+}
+
+// Round q->round has arrived: add this rank's own slice to the partial received, then post the
+// next round; after the last one (which brought the partial of slice r) the sum is in recv.
+// Returns 1 when the reduce-scatter is complete.
+static inline int ring_next_round(Comm* comm, CommRequest* q) {
+    int N = comm->world_size, r = comm->rank, k = q->round;
+    float* in = q->partial + (size_t)(k % 2) * q->n;
+    const float* mine = ring_slice(q, r - k - 2, N);
+    float* out = k == N - 2 ? q->recv : in;
+    for (size_t i = 0; i < q->n; i++) { out[i] = in[i] + mine[i]; }
+    if (k == N - 2) { free(q->partial); *q = COMM_REQUEST_NULL; return 1; }
+    q->round = k + 1;
+    ring_post_round(comm, q);
+    return 0;
+}
+#endif
+
 static inline void comm_reduce_scatter_start(Comm* comm, const float* send, float* recv, size_t n, CommRequest* req) {
     comm->bus_bytes[COLL_REDUCE_SCATTER] += (double)n * sizeof(float) * (comm->world_size - 1);
 #ifdef USE_MPI
     if (comm->world_size > 1) {
+        *req = COMM_REQUEST_NULL;
         req->kind = COLL_REDUCE_SCATTER;
-        mpiCheck(MPI_Ireduce_scatter_block(send, recv, comm_count(n, "reduce-scatter"), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req->req));
+        req->tag = comm->next_tag;
+        comm->next_tag = (comm->next_tag + 1) % 32768; // MPI guarantees tags up to 32767
+        req->send = send; req->recv = recv; req->n = n;
+        req->partial = (float*)mallocCheck(2 * n * sizeof(float));
+        ring_post_round(comm, req);
         return;
     }
 #endif
-    memcpy(recv, send, n * sizeof(float)); // one rank: MPI would only copy, through a temporary
+    memcpy(recv, send, n * sizeof(float)); // one rank: its slice is the sum
     *req = COMM_REQUEST_NULL;
 }
 
@@ -149,8 +208,16 @@ static inline void comm_wait_within(Comm* comm, CommRequest* req, double limit_s
     double start = comm_now();
     for (long polls = 0;; polls++) {
         int done = 0;
-        mpiCheck(MPI_Test(&req->req, &done, MPI_STATUS_IGNORE));
-        if (done) { return; }
+        if (req->kind == COLL_REDUCE_SCATTER) {
+            MPI_Request round[2] = {req->req, req->send_req};
+            mpiCheck(MPI_Testall(2, round, &done, MPI_STATUSES_IGNORE));
+            req->req = round[0]; req->send_req = round[1];
+            if (done && ring_next_round(comm, req)) { return; }
+            if (done) { start = comm_now(); polls = -1; continue; } // a round arrived: progress
+        } else {
+            mpiCheck(MPI_Test(&req->req, &done, MPI_STATUS_IGNORE));
+            if (done) { return; }
+        }
         if ((polls & 255) == 0) {
             double waited = comm_now() - start;
             if (limit_s > 0 && waited > limit_s) {
@@ -179,7 +246,7 @@ static inline void comm_wait(Comm* comm, CommRequest* req) { comm_wait_within(co
 static inline void comm_io_barrier(Comm* comm, const char* what) {
 #ifdef USE_MPI
     if (comm->world_size == 1) { return; }
-    CommRequest req = {MPI_REQUEST_NULL, COLL_SCALARS};
+    CommRequest req = COMM_REQUEST_NULL;
     mpiCheck(MPI_Ibarrier(MPI_COMM_WORLD, &req.req));
     comm_wait_within(comm, &req, comm->io_timeout_s, what);
 #else
@@ -192,7 +259,7 @@ static inline void comm_io_barrier(Comm* comm, const char* what) {
 static inline void comm_gather_doubles(Comm* comm, double mine, double* all) {
     comm->bus_bytes[COLL_SCALARS] += (double)sizeof(double) * (comm->world_size - 1);
 #ifdef USE_MPI
-    CommRequest req = {MPI_REQUEST_NULL, COLL_SCALARS};
+    CommRequest req = COMM_REQUEST_NULL;
     mpiCheck(MPI_Iallgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD, &req.req));
     comm_wait(comm, &req);
 #else
@@ -218,7 +285,7 @@ static inline void comm_check_same_args(Comm* comm, int argc, char** argv) {
 #ifdef USE_MPI
     if (comm->world_size == 1) { return; }
     char* all = (char*)mallocCheck(sizeof(mine) * comm->world_size);
-    CommRequest req = {MPI_REQUEST_NULL, COLL_SCALARS};
+    CommRequest req = COMM_REQUEST_NULL;
     mpiCheck(MPI_Iallgather(mine, sizeof(mine), MPI_CHAR, all, sizeof(mine), MPI_CHAR, MPI_COMM_WORLD, &req.req));
     comm_wait(comm, &req);
     for (int r = 1; r < comm->world_size; r++) {

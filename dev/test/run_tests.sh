@@ -27,6 +27,7 @@ run_test "test_gpt2 (tiny vs PyTorch)" ./test_gpt2 gpt2_tiny
 run_test "sharding plan and sampler" ./dev/test/test_zero_plan
 run_test "bad input" bash dev/test/test_bad_input.sh
 run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
+run_test "the reduce-scatter over MPI (order, memory)" bash dev/test/test_mpi_comm.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
 run_test "rendezvous without mpirun (fs, tcp)" bash dev/test/test_rendezvous.sh
 run_test "NCCL found where GPU images keep it (Makefile)" bash dev/test/test_build_detect.sh

@@ -62,11 +62,6 @@ __device__ inline float warp_sum(float x) {
     return x;
 }
 
-__device__ inline float warp_max(float x) {
-    for (int offset = 16; offset > 0; offset >>= 1) { x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, offset)); }
-    return x;
-}
-
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 // `shared` holds 32 floats. Call it from every thread of the block.
 __device__ inline float block_sum(float x, float* shared) {

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
         config_from_header(&c, header, argv[1]);
         fclose(fp);
     }
-    StateBytes cpu = {4, 4, 8, 0}; // the CPU trainer's fp32 params and grads, m and v
+    StateBytes cpu = ZERO_STATE_BYTES_CPU; // the CPU trainer's fp32 params and grads, m and v
     printf("ranks,stage,params,grads,optimizer,buffers,plan_total,reduce_scatter,all_gather\n");
     for (int i = 2; i < argc; i++) {
         int N = (int)parse_long("N", argv[i]);

@@ -27,7 +27,7 @@ zrun() {
     [ $rc -eq 0 ] || { echo "     run $name (N=$n $*) exited $rc:"; tail -5 "$tmp/$name.txt"; }
     return $rc
 }
-source dev/test/zero_lib.sh # model_of, losses, norms, plan_bytes, step_bytes, mem, padded
+source dev/test/zero_lib.sh # model_of, losses, norms, plan_bytes, step_bytes, check_stage, BYTES_CPU
 same_model() { local a b; a=$(model_of "$1"); b=$(model_of "$2"); [ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b"; }
 
 echo "--- A. every stage at N = 1..4"
@@ -39,22 +39,7 @@ for N in 1 2 3 4; do
             if same_model $name n${N}z0 && [ "$(losses $name)" = "$(losses n${N}z0)" ]; then ok "N=$N stage $z: model byte-identical to stage 0"
             else bad "N=$N stage $z: differs from stage 0"; paste <(losses $name) <(losses n${N}z0); fi
         fi
-        plan=$(plan_bytes $name); steps=$(step_bytes $name)
-        if [ $N -eq 1 ]; then
-            [ "$plan" = "0 0 0" ] && ok "N=1 stage $z: plan moves no bytes" || bad "N=1 stage $z: plan bytes '$plan'"
-        elif [ -n "$plan" ] && [ "$steps" = "$plan" ]; then ok "N=$N stage $z: bytes per step = plan ($plan)"
-        else bad "N=$N stage $z: bytes per step '$steps' != plan '$plan'"; fi
-        P=$(padded $name); good=1
-        for row in params grads optimizer "gather buffers"; do
-            [ "$(mem $name "$row" 2)" = "$(mem $name "$row" 3)" ] || { good=0; echo "     $row: allocated $(mem $name "$row" 2) != plan $(mem $name "$row" 3)"; }
-        done
-        # the ZeRO formula, from the padded parameter count P alone: fp32 params 4P or 4P/N,
-        # m and v 8P or 8P/N; grads 4P below stage 2 and more than 4P/N from stage 2 on
-        exp_params=$(( z < 3 ? 4 * P : 4 * P / N )); exp_opt=$(( z < 1 ? 8 * P : 8 * P / N ))
-        [ "$(mem $name params 2)" = "$exp_params" ] || { good=0; echo "     params $(mem $name params 2) != ZeRO $exp_params"; }
-        [ "$(mem $name optimizer 2)" = "$exp_opt" ] || { good=0; echo "     optimizer $(mem $name optimizer 2) != ZeRO $exp_opt"; }
-        if [ $z -lt 2 ]; then [ "$(mem $name grads 2)" = "$((4 * P))" ] || { good=0; echo "     grads != 4P"; }; fi
-        [ $good -eq 1 ] && ok "N=$N stage $z: memory = plan = ZeRO formula (P=$P)" || bad "N=$N stage $z: memory"
+        check_stage $name $N $z "$BYTES_CPU" # bytes = plan, memory = plan = ZeRO formula
     done
 done
 

@@ -50,7 +50,7 @@ crun() {
     [ $rc -eq 0 ] || { echo "     run $name (N=$n $*) exited $rc:"; tail -3 "$tmp/$name"*.txt; }
     return $rc
 }
-source dev/test/zero_lib.sh # model_of, losses, norms, plan_bytes, step_bytes, mem, padded
+source dev/test/zero_lib.sh # model_of, losses, norms, plan_bytes, step_bytes, check_stage, BYTES_BF16
 same_run() { # same final model, losses and norms
     local a b; a=$(model_of "$1"); b=$(model_of "$2")
     [ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b" && [ -n "$(losses "$1")" ] &&
@@ -67,18 +67,7 @@ for N in 2 3; do
             same_run $name n${N}z0 && ok "N=$N stage $z: losses, norms and model byte-identical to stage 0" \
                 || { bad "N=$N stage $z differs from stage 0"; paste <(losses $name) <(losses n${N}z0) <(norms $name) <(norms n${N}z0); }
         fi
-        plan=$(plan_bytes $name); steps=$(step_bytes $name)
-        [ -n "$plan" ] && [ "$steps" = "$plan" ] && ok "N=$N stage $z: bytes per step = plan ($plan)" || bad "N=$N stage $z: bytes per step '$steps' != plan '$plan'"
-        P=$(padded $name); good=1
-        for row in params grads optimizer "gather buffers"; do
-            [ "$(mem $name "$row" 2)" = "$(mem $name "$row" 3)" ] || { good=0; echo "     $row: allocated $(mem $name "$row" 2) != plan $(mem $name "$row" 3)"; }
-        done
-        # the ZeRO formula from P alone (bf16 params and grads, fp32 master + m + v)
-        exp_params=$(( z < 3 ? 2 * P : 2 * P / N )); exp_opt=$(( z < 1 ? 12 * P : 12 * P / N ))
-        [ "$(mem $name params 2)" = "$exp_params" ] || { good=0; echo "     params $(mem $name params 2) != ZeRO $exp_params"; }
-        [ "$(mem $name optimizer 2)" = "$exp_opt" ] || { good=0; echo "     optimizer $(mem $name optimizer 2) != ZeRO $exp_opt"; }
-        if [ $z -lt 2 ]; then [ "$(mem $name grads 2)" = "$((2 * P))" ] || { good=0; echo "     grads != 2P"; }; fi
-        [ $good -eq 1 ] && ok "N=$N stage $z: memory = plan = ZeRO formula (P=$P)" || bad "N=$N stage $z: memory"
+        check_stage $name $N $z "$BYTES_BF16" # bytes = plan, memory = plan = ZeRO formula
     done
 done
 

@@ -53,8 +53,24 @@ Choices the plan counts (and the trainers follow):
 // aligned (64 bytes in fp32, 32 in bf16); both trainers use it, and checkpoints rely on it.
 #define UNIT_ALIGN 16
 
+// Each trainer's bytes per element, initializers of StateBytes (below) in its field order:
+// param, grad, optimizer, reduce_scatter_in_place, ring_scratch. The CPU trainer (train_gpt2.c): fp32 params
+// and grads, AdamW m + v; MPI's stage 0-1 reduce-scatter needs a one-shard buffer. The CUDA
+// trainer (train_gpt2.cu): floatX params and grads (bf16 2, fp32 4), fp32 master + m + v; NCCL
+// reduce-scatters in place. dev/test/zero_lib.sh states them again as the shell tests' expectation.
+#define ZERO_STATE_BYTES_CPU {4, 4, 8, 0, 1}
+#define ZERO_STATE_BYTES_CUDA(floatx_bytes) {(floatx_bytes), (floatx_bytes), 12, 1, 0}
+
 typedef enum { RESHARD_DEFAULT = 0, RESHARD_ALWAYS = 1, RESHARD_NEVER = 2 } ReshardPolicy;
 static const char* const RESHARD_NAMES[] = {"default", "always", "never"};
+
+// What a trainer asks of the plan (from its flags: -z, -d, -zr, -zp).
+typedef struct {
+    int stage;              // 0..3
+    int grad_accum;         // micro-steps per optimizer step
+    ReshardPolicy reshard;  // stage 3
+    int prefetch;           // stage 3
+} ZeroOptions;
 
 // Bytes per element of each kind of state, which differ between the trainers.
 typedef struct {
@@ -64,6 +80,9 @@ typedef struct {
     // 1: the stage 0-1 reduce-scatter lands straight in this rank's slice of the gradient slab
     // (NCCL allows that in place); 0: it needs a one-shard buffer (MPI's in-place form does not)
     int reduce_scatter_in_place;
+    // 1: each reduce-scatter in flight holds two slices of partial sums (the CPU trainer's ring,
+    // llmc/mpi_comm.h); 0: the library's own buffers (NCCL), outside the plan
+    int ring_scratch;
 } StateBytes;
 
 typedef struct {
@@ -85,9 +104,11 @@ typedef struct {
     int full_grads;                 // 1 if a full local gradient slab exists
     // per-rank memory, bytes
     size_t mem_params, mem_grads, mem_optimizer, mem_buffers;
+    size_t mem_comm_scratch;        // the most the reduce-scatters in flight hold at once (ring_scratch)
     size_t zero_params, zero_grads, zero_optimizer; // the ZeRO paper's formula for the stage
     // per-rank communication per optimizer step, bus bytes
     double comm_reduce_scatter, comm_all_gather;
+    double comm_scalars;              // the norm's and the loss's partial sums: one double each
     int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the blocks
 } ZeroPlan;
 
@@ -136,6 +157,15 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     } else if (!bytes.reduce_scatter_in_place) {
         p->mem_buffers += p->max_shard_size * bytes.grad;
     }
+    // the ring's partial sums (2 slices per reduce-scatter in flight): stages 0-1 reduce one unit
+    // at a time; stages 2-3 keep unit 0's and the two grad slots' in flight, or every unit's
+    // while accumulating (nothing waits for them before the step's end)
+    if (bytes.ring_scratch && world_size > 1) {
+        size_t block_shard = L > 0 ? p->shard_size[1] : 0;
+        size_t in_flight = stage < 2 ? p->max_shard_size
+                         : p->full_grads ? PN : p->shard_size[0] + (size_t)(L < 2 ? L : 2) * block_shard;
+        p->mem_comm_scratch = 2 * in_flight * bytes.grad;
+    }
     // optimizer state: full on every rank in stage 0, the shard from stage 1 on
     p->mem_optimizer = (stage == 0 ? P : PN) * bytes.optimizer;
     // the formula of the ZeRO paper (no buffers)
@@ -146,6 +176,7 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     // communication: one reduce-scatter of every unit's grads per step; then stage 0
     // all-gathers the grads, stages 1-2 the updated params, and stage 3 gathers units as it goes
     p->comm_reduce_scatter = bus_bytes((double)P * bytes.grad, world_size);
+    p->comm_scalars = 2.0 * sizeof(double) * (world_size - 1);
     if (stage == 0) { p->comm_all_gather = bus_bytes((double)P * bytes.grad, world_size); }
     if (stage == 1 || stage == 2) { p->comm_all_gather = bus_bytes((double)P * bytes.param, world_size); }
     if (stage == 3) {
@@ -187,5 +218,104 @@ static inline int zero_keep_after_forward(const ZeroPlan* p, int u, int L, int p
 static inline size_t zero_slice_offset(const ZeroPlan* p, int u, int rank) {
     return p->layout.unit_offset[u] + (size_t)rank * p->shard_size[u];
 }
+
+// ----------------------------------------------------------------------------
+// Stage 3's walk through a micro-step, shared by both trainers: which unit each gather slot
+// holds, how far each unit's gather has got, what to prefetch, and which gradient slot a block
+// may reuse. Host code with no communication in it: the trainers issue the collectives (and on
+// CUDA the events) these functions ask for, and dev/test/test_zero_plan.c walks it for every
+// (L, reshard policy, prefetch).
+
+typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } UnitState;
+
+typedef struct {
+    int schedule[2 * MAX_UNITS + 1];  // zero_schedule: the units in the order a micro-step uses them
+    int L;                            // transformer blocks
+    int len, pos;                     // the schedule's length; the position of the next unit used
+    int forward_only;                 // a pass with no backward: no prefetch past the forward's end
+    UnitState state[MAX_UNITS];
+    int gather_slot_owner[MAX_UNITS]; // the block in each block gather slot (-1: free)
+    int grad_slot_owner[2];           // the block whose gradient is in each grad slot (-1: none)
+} ZeroWalk;
+
+// What a trainer does before it uses a unit's parameters.
+typedef struct {
+    int gather[MAX_UNITS + 1]; // start these all-gathers, in this order
+    int num_gather;
+    int wait;                  // then wait for the unit's own gather (0: it is already there)
+} ZeroUse;
+
+// Block u (1..L) lives in gather slot (u-1) mod the number of block gather buffers, and its
+// gradient (stages 2-3 without accumulation) in grad slot (u-1) mod 2.
+static inline int zero_gather_slot(const ZeroPlan* p, int u) { return (u - 1) % p->block_gather_buffers; }
+static inline int zero_grad_slot(int u) { return (u - 1) % 2; }
+
+static inline void zero_walk_init(ZeroWalk* w, int L) {
+    memset(w, 0, sizeof(*w));
+    w->L = L;
+    w->len = zero_schedule(L, w->schedule);
+    for (int u = 0; u < MAX_UNITS; u++) { w->state[u] = UNIT_SHARDED; w->gather_slot_owner[u] = -1; }
+    w->grad_slot_owner[0] = w->grad_slot_owner[1] = -1;
+}
+
+static inline void zero_walk_begin_micro_step(ZeroWalk* w) { w->pos = 0; }
+
+// Unit u's all-gather starts: it takes its slot, which must be free.
+static inline void zero_walk_gather(ZeroWalk* w, const ZeroPlan* p, int u, ZeroUse* use) {
+    if (u > 0) {
+        int slot = zero_gather_slot(p, u);
+        if (w->gather_slot_owner[slot] != -1) {
+            fail("internal: gather slot %d of unit %d still holds unit %d", slot, u, w->gather_slot_owner[slot]);
+        }
+        w->gather_slot_owner[slot] = u;
+    }
+    w->state[u] = UNIT_GATHERING;
+    use->gather[use->num_gather++] = u;
+}
+
+// The forward or backward is about to use unit u, which must be the schedule's next: gather it
+// if nobody has, prefetch the next p->prefetch units of the schedule, wait for u.
+static inline ZeroUse zero_walk_use(ZeroWalk* w, const ZeroPlan* p, int u) {
+    ZeroUse use = {{0}, 0, 0};
+    if (w->pos >= w->len || w->schedule[w->pos] != u) {
+        fail("internal: unit %d used out of the schedule's order (position %d)", u, w->pos);
+    }
+    if (w->state[u] == UNIT_SHARDED) { zero_walk_gather(w, p, u, &use); }
+    use.wait = w->state[u] == UNIT_GATHERING;
+    w->state[u] = UNIT_GATHERED;
+    int end = w->forward_only ? zero_forward_positions(w->L) : w->len;
+    for (int k = 1; k <= p->prefetch && w->pos + k < end; k++) {
+        int next = w->schedule[w->pos + k];
+        if (w->state[next] == UNIT_SHARDED) { zero_walk_gather(w, p, next, &use); }
+    }
+    w->pos++;
+    return use;
+}
+
+// Unit u's gathered copy is no longer needed: its slot is free again. Returns the state it was
+// in: UNIT_SHARDED (nothing held), UNIT_GATHERING (a gather still in flight into the slot: the
+// caller lets it finish before the slot is reused) or UNIT_GATHERED.
+static inline UnitState zero_walk_release(ZeroWalk* w, const ZeroPlan* p, int u) {
+    UnitState was = w->state[u];
+    w->state[u] = UNIT_SHARDED;
+    if (was != UNIT_SHARDED && u > 0) { w->gather_slot_owner[zero_gather_slot(p, u)] = -1; }
+    return was;
+}
+
+// After unit u's forward (the walk is already past it): does it stay gathered?
+static inline int zero_walk_keep_after_forward(const ZeroWalk* w, const ZeroPlan* p, int u) {
+    return zero_keep_after_forward(p, u, w->L, w->pos);
+}
+
+// Block u's backward is about to fill its grad slot: returns the block whose reduce-scatter
+// must finish first (the slot's previous holder, -1: none), and gives the slot to u.
+static inline int zero_walk_grad_slot(ZeroWalk* w, int u) {
+    int slot = zero_grad_slot(u), previous = w->grad_slot_owner[slot];
+    w->grad_slot_owner[slot] = u;
+    return previous;
+}
+
+// After a step's reductions have all finished: both grad slots are free.
+static inline void zero_walk_reductions_done(ZeroWalk* w) { w->grad_slot_owner[0] = w->grad_slot_owner[1] = -1; }
 
 #endif // LLMC_ZERO_PLAN_H

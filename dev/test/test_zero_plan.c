@@ -16,8 +16,8 @@ static int g_passed = 0, g_failed = 0;
     else { g_failed++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
 } while (0)
 
-static const StateBytes CPU = {4, 4, 8, 0};   // MPI: stages 0-1 reduce-scatter into a buffer
-static const StateBytes CUDA = {2, 2, 12, 1}; // NCCL: in place
+static const StateBytes CPU = ZERO_STATE_BYTES_CPU;     // MPI: stages 0-1 reduce-scatter into a buffer
+static const StateBytes CUDA = ZERO_STATE_BYTES_CUDA(2); // bf16; NCCL: in place
 
 // The units tile the slab; every tensor of every layer lies inside its unit's real elements,
 // without overlaps; rank slices partition each unit.
@@ -98,6 +98,15 @@ static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, 
     CHECK(accum.comm_reduce_scatter == p[3].comm_reduce_scatter && fabs(accum.comm_all_gather - 3 * p[3].comm_all_gather) < 0.5,
           "%s N=%d: accumulation x3 must keep one reduce-scatter and gather 3x", name, N);
     CHECK(never.mem_buffers == (unit0 + (size_t)c->num_layers * block) * sb.param, "%s 'never' holds every block", name);
+    // the scalars: two doubles (norm, loss) all-gathered per step
+    CHECK(p[0].comm_scalars == 16.0 * (N - 1) && p[3].comm_scalars == 16.0 * (N - 1), "%s N=%d scalars", name, N);
+    // the ring reduce-scatter's partial sums: 2 slices per reduce-scatter in flight; one at a
+    // time in stages 0-1, unit 0 and two blocks in stages 2-3, all while accumulating
+    size_t S0 = p[0].shard_size[0], Sb = p[0].shard_size[1], two = c->num_layers < 2 ? (size_t)c->num_layers : 2;
+    int has_ring = sb.ring_scratch && N > 1;
+    CHECK(p[0].mem_comm_scratch == (has_ring ? 2 * p[0].max_shard_size * sb.grad : 0) && p[1].mem_comm_scratch == p[0].mem_comm_scratch
+          && p[2].mem_comm_scratch == (has_ring ? 2 * (S0 + two * Sb) * sb.grad : 0) && p[3].mem_comm_scratch == p[2].mem_comm_scratch
+          && accum.mem_comm_scratch == (has_ring ? 2 * PN * sb.grad : 0), "%s N=%d comm scratch", name, N);
 }
 
 // For GPT-2 124M: per-rank memory shrinks at every stage (DESIGN.md §4's table).
@@ -150,6 +159,87 @@ static void check_sampler(const char* path, int N, int shuffle) {
     for (int r = 0; r < N; r++) { dataloader_free(&dl[r]); }
 }
 
+
+// Stage 3's walk (zero_walk_*), driven through micro-steps in the order both trainers call it
+// (gpt2_forward, gpt2_backward, gpt2_forward_only), for one (L, reshard, prefetch):
+// - each unit is gathered before it is used, into a slot it alone holds;
+// - the gathers per micro-step are the plan's (unit0_gathers, block_gathers), which the
+//   byte counts above are built on; a forward-only pass gathers only the forward's units;
+// - the next `prefetch` units of the schedule are on their way whenever a unit is used;
+// - block u's gradient slot is handed over by block u + 2 (the reduce-scatter to wait for);
+// - at the end of each pass nothing is left gathered.
+static int walk_gathers[MAX_UNITS];
+static int walk_ok;
+
+static void walk_use(ZeroWalk* w, const ZeroPlan* p, int u) {
+    ZeroUse use = zero_walk_use(w, p, u);
+    for (int k = 0; k < use.num_gather; k++) { walk_gathers[use.gather[k]]++; }
+    if (w->state[u] != UNIT_GATHERED || (u > 0 && w->gather_slot_owner[zero_gather_slot(p, u)] != u)) { walk_ok = 0; }
+    int end = w->forward_only ? zero_forward_positions(w->L) : w->len;
+    for (int k = 0; k < p->prefetch && w->pos + k < end; k++) { // w->pos: already past u
+        if (w->state[w->schedule[w->pos + k]] == UNIT_SHARDED) { walk_ok = 0; }
+    }
+}
+
+static int walk_all_sharded(const ZeroWalk* w, int L) {
+    for (int u = 0; u <= L; u++) {
+        if (w->state[u] != UNIT_SHARDED || w->gather_slot_owner[u] != -1) { return 0; }
+    }
+    return 1;
+}
+
+static void walk_forward(ZeroWalk* w, const ZeroPlan* p, int L) {
+    walk_use(w, p, 0);
+    if (!zero_walk_keep_after_forward(w, p, 0)) { zero_walk_release(w, p, 0); }
+    for (int l = 0; l < L; l++) {
+        walk_use(w, p, 1 + l);
+        if (!zero_walk_keep_after_forward(w, p, 1 + l)) { zero_walk_release(w, p, 1 + l); }
+    }
+    walk_use(w, p, 0); // lnf + head: stays gathered for the backward
+    if (!zero_walk_keep_after_forward(w, p, 0)) { walk_ok = 0; }
+}
+
+static void check_walk(int L, ReshardPolicy reshard, int prefetch) {
+    GPT2Config c = {8, 100, 128, L, 1, 4};
+    ZeroPlan p;
+    zero_plan_init(&p, &c, 3, 2, 1, reshard, prefetch, CPU, 16);
+    ZeroWalk w;
+    zero_walk_init(&w, L);
+    walk_ok = 1;
+    int slots_ok = 1, counts_ok = 1;
+    for (int micro = 0; micro < 3; micro++) {
+        memset(walk_gathers, 0, sizeof(walk_gathers));
+        zero_walk_begin_micro_step(&w);
+        walk_forward(&w, &p, L);
+        walk_use(&w, &p, 0); // backward: head and lnf; the encoder's backward needs no params
+        zero_walk_release(&w, &p, 0);
+        for (int l = L - 1; l >= 0; l--) {
+            int u = 1 + l;
+            walk_use(&w, &p, u);
+            int previous = zero_walk_grad_slot(&w, u);
+            if (previous != (u + 2 <= L ? u + 2 : -1)) { slots_ok = 0; }
+            zero_walk_release(&w, &p, u);
+        }
+        zero_walk_reductions_done(&w);
+        int blocks = 0;
+        for (int u = 1; u <= L; u++) { blocks += walk_gathers[u]; }
+        if (walk_gathers[0] != p.unit0_gathers || blocks != p.block_gathers) { counts_ok = 0; }
+        if (!walk_all_sharded(&w, L)) { walk_ok = 0; }
+    }
+    // evaluation: a forward with no backward, then everything released
+    memset(walk_gathers, 0, sizeof(walk_gathers));
+    zero_walk_begin_micro_step(&w);
+    w.forward_only = 1;
+    walk_forward(&w, &p, L);
+    for (int u = 0; u <= L; u++) { zero_walk_release(&w, &p, u); }
+    w.forward_only = 0;
+    int blocks = 0;
+    for (int u = 1; u <= L; u++) { blocks += walk_gathers[u]; if (walk_gathers[u] != 1) { counts_ok = 0; } }
+    if (walk_gathers[0] != (reshard == RESHARD_NEVER ? 1 : 2) || blocks != L || !walk_all_sharded(&w, L)) { counts_ok = 0; }
+    CHECK(walk_ok && slots_ok && counts_ok, "walk L=%d reshard %s prefetch %d: used-before-gathered/prefetch %s, grad slots %s, gathers %s",
+          L, RESHARD_NAMES[reshard], prefetch, walk_ok ? "ok" : "wrong", slots_ok ? "ok" : "wrong", counts_ok ? "ok" : "wrong");
+}
+
 int main(int argc, char** argv) {
     const char* shard = argc > 1 ? argv[1] : "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";
     GPT2Config d12 = {1024, 50257, 50304, 12, 12, 768};
@@ -165,6 +255,11 @@ int main(int argc, char** argv) {
             check_layout("d12", &d12, Ns[i]);
             check_memory_and_comm("d12", &d12, Ns[i], CPU);
             check_memory_and_comm("d12 cuda", &d12, Ns[i], CUDA);
+        }
+    }
+    for (int L = 1; L <= 6; L++) {
+        for (int r = 0; r < 3; r++) {
+            for (int d = 0; d <= 7; d++) { check_walk(L, (ReshardPolicy)r, d); }
         }
     }
     check_shrinks(&d12, 4, CPU);

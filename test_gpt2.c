@@ -51,15 +51,15 @@ int main(int argc, char** argv) {
            lay->num_parameters);
 
     // 1. forward
-    gpt2_forward(&model, x, y, B, T);
+    gpt2_forward(&model, x, y, B, T, 1.0f);
     float* logits = (float*)mallocCheck(BT * V * sizeof(float)); // drop the padded columns
     for (size_t bt = 0; bt < BT; bt++) { memcpy(logits + bt * V, model.acts.logits + bt * Vp, V * sizeof(float)); }
     check_tensor("logits", logits, ref.logits, BT * V, LOGITS_TOL);
-    check_scalar("loss", model.mean_loss, ref.loss, LOSS_RTOL);
+    check_scalar("loss", gpt2_mean_loss(&model), ref.loss, LOSS_RTOL);
 
     // 2. backward: gather each tensor from the unit-major slab into file order, then compare
     gpt2_zero_grad(&model);
-    gpt2_backward(&model, B, T, 1.0f, 1);
+    gpt2_backward(&model, 1);
     grads_finish_reduction(&model);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         size_t n = tensor_numel(c, t);
@@ -73,11 +73,11 @@ int main(int argc, char** argv) {
 
     // 3. the AdamW steps, on the same batch each step as the reference
     for (int step = 0; step < nsteps; step++) {
-        gpt2_forward(&model, x, y, B, T);
+        gpt2_forward(&model, x, y, B, T, 1.0f);
         gpt2_zero_grad(&model);
-        gpt2_backward(&model, B, T, 1.0f, 1);
+        gpt2_backward(&model, 1);
         grads_finish_reduction(&model);
-        float loss = model.mean_loss;
+        float loss = gpt2_mean_loss(&model);
         float norm = gpt2_update(&model, REF_LR, REF_BETA1, REF_BETA2, REF_EPS, REF_WEIGHT_DECAY, REF_GRAD_CLIP, step + 1);
         char what[64];
         snprintf(what, sizeof(what), "step %d loss", step);

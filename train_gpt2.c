@@ -19,8 +19,9 @@ Run (after `node dev/data/tinyshakespeare.js` and `/usr/bin/python3 train_gpt2.p
     OMP_NUM_THREADS=1 mpirun -np 4 --oversubscribe ./train_gpt2 -e d2 -z 3   # 4 ranks, ZeRO-3
     ./train_gpt2 -h                                    # the flags
 
-Sections: matmul -> layer kernels -> model (build, load) -> forward -> backward -> update ->
-sharding schedule -> sampling -> command line -> training loop and main.
+Sections: layer kernels -> model (build, load) -> forward -> backward -> update ->
+sharding schedule -> sampling -> checkpoints -> training loop and main. The matrix multiply is in
+llmc/matmul_cpu.h.
 */
 #include <math.h>
 #include <stdint.h>
@@ -37,6 +38,7 @@ sharding schedule -> sampling -> command line -> training loop and main.
 #include <omp.h>
 #endif
 #include "llmc/utils.h"
+#include "llmc/matmul_cpu.h"
 #include "llmc/rand.h"
 #include "llmc/gpt2_layout.h"
 #include "llmc/dataloader.h"
@@ -47,161 +49,6 @@ sharding schedule -> sampling -> command line -> training loop and main.
 #include "llmc/model_file.h"
 #include "llmc/train_args.h"
 #include "llmc/checkpoint.h"
-
-// ----------------------------------------------------------------------------
-// matrix multiply: the one routine that decides the speed
-
-// c(m, n) += sum_k A(m, k) * B(k, n), where c is row-major with leading dimension ldc, and A and
-// B are read through strides, so the same routine serves the forward (B = W^T), the input
-// gradient (B = W) and the weight gradient (A = dout^T) without transposed copies.
-// Blocked like a BLAS: a task owns a GEMM_MC x GEMM_NC block of c; for each GEMM_KC slice of k
-// it copies ("packs") its pieces of A and B into small contiguous panels that stay in cache,
-// then a GEMM_MR x GEMM_NR micro-kernel keeps its tile of c in registers while it runs over k.
-// Each element of c is summed by one task in a fixed k order, so the result does not depend
-// on the number of threads (ZeRO stages are compared bitwise later).
-#ifndef GEMM_MR
-#define GEMM_MR 8    // rows of the register tile
-#endif
-#ifndef GEMM_NR
-#define GEMM_NR 32   // columns of the register tile (a few SIMD vectors)
-#endif
-#ifndef GEMM_KC
-#define GEMM_KC 256  // k slice: a GEMM_KC x GEMM_NR panel of B fits in L1
-#endif
-#ifndef GEMM_MC
-#define GEMM_MC 256  // rows of c per task (A's panels, GEMM_MC x GEMM_KC, stay in L2)
-#endif
-#ifndef GEMM_NC
-#define GEMM_NC 256  // columns of c per task at most (B's panels stay in L2)
-#endif
-
-typedef struct {
-    const float* p;
-    size_t s0, s1; // element (i, j) is p[i*s0 + j*s1]
-} StridedMatrix;
-
-// acc = A_panel (MR x kc, stored k-major) times B_panel (kc x NR); written without intrinsics,
-// the fixed-size loops let the compiler keep acc in vector registers.
-static inline void gemm_micro_kernel(float acc[GEMM_MR][GEMM_NR], const float* restrict ap,
-                                     const float* restrict bp, int kc) {
-    for (int r = 0; r < GEMM_MR; r++) {
-        for (int j = 0; j < GEMM_NR; j++) { acc[r][j] = 0.0f; }
-    }
-    for (int k = 0; k < kc; k++) {
-        const float* brow = bp + k * GEMM_NR;
-        for (int r = 0; r < GEMM_MR; r++) {
-            float a = ap[k * GEMM_MR + r];
-            for (int j = 0; j < GEMM_NR; j++) { acc[r][j] += a * brow[j]; }
-        }
-    }
-}
-
-// Copies A(m0 .. m0+mc, k0 .. k0+kc) into panels of GEMM_MR rows, k-major; rows past M are 0.
-// The loop order follows A's contiguous direction, so the reads stream through memory.
-static void gemm_pack_a(float* ap, StridedMatrix A, int m0, int mc, int k0, int kc) {
-    for (int p = 0; p < mc; p += GEMM_MR) {
-        float* panel = ap + (size_t)p * kc;
-        int rows = mc - p < GEMM_MR ? mc - p : GEMM_MR;
-        if (rows < GEMM_MR) { memset(panel, 0, sizeof(float) * GEMM_MR * kc); }
-        for (int r = 0; r < rows; r++) {
-            const float* src = A.p + (size_t)(m0 + p + r) * A.s0 + (size_t)k0 * A.s1;
-            if (A.s1 == 1) { for (int k = 0; k < kc; k++) { panel[k * GEMM_MR + r] = src[k]; } }
-            else { for (int k = 0; k < kc; k++) { panel[k * GEMM_MR + r] = src[(size_t)k * A.s1]; } }
-        }
-    }
-}
-
-// Copies B(k0 .. k0+kc, n0 .. n0+nc) into panels of GEMM_NR columns, k-major; columns past N are 0.
-static void gemm_pack_b(float* bp, StridedMatrix B, int k0, int kc, int n0, int nc) {
-    for (int p = 0; p < nc; p += GEMM_NR) {
-        float* panel = bp + (size_t)p * kc;
-        int cols = nc - p < GEMM_NR ? nc - p : GEMM_NR;
-        if (cols < GEMM_NR) { memset(panel, 0, sizeof(float) * GEMM_NR * kc); }
-        if (B.s1 == 1) { // rows of B are contiguous: copy row pieces
-            for (int k = 0; k < kc; k++) {
-                const float* src = B.p + (size_t)(k0 + k) * B.s0 + (n0 + p);
-                for (int j = 0; j < cols; j++) { panel[k * GEMM_NR + j] = src[j]; }
-            }
-        } else { // columns of B are contiguous (B = W^T): copy column pieces
-            for (int j = 0; j < cols; j++) {
-                const float* src = B.p + (size_t)k0 * B.s0 + (size_t)(n0 + p + j) * B.s1;
-                for (int k = 0; k < kc; k++) { panel[k * GEMM_NR + j] = src[(size_t)k * B.s0]; }
-            }
-        }
-    }
-}
-
-// One GEMM_MC x nc block of c, k slice by k slice: the micro-kernel over every register tile.
-static void gemm_block(float* c, int ldc, const float* ap, const float* bp, int m0, int mc, int n0, int nc, int kc) {
-    for (int jr = 0; jr < nc; jr += GEMM_NR) {
-        for (int ir = 0; ir < mc; ir += GEMM_MR) {
-            float acc[GEMM_MR][GEMM_NR];
-            gemm_micro_kernel(acc, ap + (size_t)ir * kc, bp + (size_t)jr * kc, kc);
-            int mr = mc - ir < GEMM_MR ? mc - ir : GEMM_MR;
-            int nr = nc - jr < GEMM_NR ? nc - jr : GEMM_NR;
-            float* ct = c + (size_t)(m0 + ir) * ldc + n0 + jr;
-            for (int r = 0; r < mr; r++) {
-                if (nr == GEMM_NR) { // the common full tile: a vectorized row add
-                    for (int j = 0; j < GEMM_NR; j++) { ct[(size_t)r * ldc + j] += acc[r][j]; }
-                } else {
-                    for (int j = 0; j < nr; j++) { ct[(size_t)r * ldc + j] += acc[r][j]; }
-                }
-            }
-        }
-    }
-}
-
-// Packed copy of A, shared by all threads; grows to the largest A seen and is kept (see below).
-static float* g_packed_a = NULL;
-static size_t g_packed_a_size = 0;
-
-static void gemm_accumulate(float* c, int ldc, StridedMatrix A, StridedMatrix B, int M, int N, int K) {
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
-    // Tasks are GEMM_MC x nc blocks of c; column blocks narrow when there are too few to share.
-    int mblocks = (M + GEMM_MC - 1) / GEMM_MC;
-    int kslices = (K + GEMM_KC - 1) / GEMM_KC;
-    int nc_block = GEMM_NC;
-    while (nc_block > GEMM_NR && mblocks * ((N + nc_block - 1) / nc_block) < 4 * threads) { nc_block /= 2; }
-    int nblocks = (N + nc_block - 1) / nc_block;
-    // A is packed once up front rather than by every task that reads it: for the LM head's
-    // input gradient A is (B*T, Vp), and each of the column tasks would copy all of it again.
-    size_t packed_size = (size_t)mblocks * GEMM_MC * K;
-    if (packed_size > g_packed_a_size) {
-        free(g_packed_a);
-        g_packed_a = (float*)mallocCheck(packed_size * sizeof(float));
-        g_packed_a_size = packed_size;
-    }
-    float* packed_a = g_packed_a;
-    #pragma omp parallel
-    {
-        #pragma omp for collapse(2) schedule(static)
-        for (int ib = 0; ib < mblocks; ib++) {
-            for (int ks = 0; ks < kslices; ks++) {
-                int m0 = ib * GEMM_MC, mc = M - m0 < GEMM_MC ? M - m0 : GEMM_MC;
-                int k0 = ks * GEMM_KC, kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-                gemm_pack_a(packed_a + ((size_t)ib * K + k0) * GEMM_MC, A, m0, mc, k0, kc);
-            }
-        }
-        // the B panel, per thread. A thread-local static, not malloc: freeing a buffer this
-        // large unmaps it, and every unmap stalls all threads.
-        static _Thread_local float bp[GEMM_NC * GEMM_KC] __attribute__((aligned(64)));
-        #pragma omp for collapse(2) schedule(dynamic, 1)
-        for (int ib = 0; ib < mblocks; ib++) {
-            for (int jb = 0; jb < nblocks; jb++) {
-                int m0 = ib * GEMM_MC, mc = M - m0 < GEMM_MC ? M - m0 : GEMM_MC;
-                int n0 = jb * nc_block, nc = N - n0 < nc_block ? N - n0 : nc_block;
-                for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-                    int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-                    gemm_pack_b(bp, B, k0, kc, n0, nc);
-                    gemm_block(c, ldc, packed_a + ((size_t)ib * K + k0) * GEMM_MC, bp, m0, mc, n0, nc, kc);
-                }
-            }
-        }
-    }
-}
 
 // ----------------------------------------------------------------------------
 // layer kernels: each forward with its backward. Backward kernels add (+=) into the gradients
@@ -419,6 +266,7 @@ void attention_backward(float* dqkv, float* datt_scratch, const float* dout, con
 
 // GELU with the tanh approximation, as GPT-2 uses; out and inp are (N)
 #define GELU_SCALE 0.7978845608028654f // sqrt(2 / pi)
+#define GELU_CUBIC_COEFF 0.044715f
 
 // tanh(u) = 1 - 2 / (exp(2u) + 1): one expf instead of tanhf (which is ~3x slower in glibc).
 // The absolute error stays ~1e-7 (exp(2u) -> inf gives 1, -> 0 gives -1), and GELU only needs
@@ -428,7 +276,7 @@ void gelu_forward(float* out, const float* inp, size_t N) {
     #pragma omp parallel for
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanh_via_exp(GELU_SCALE * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + tanh_via_exp(GELU_SCALE * (x + GELU_CUBIC_COEFF * x * x * x)));
     }
 }
 
@@ -437,10 +285,10 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
     #pragma omp parallel for
     for (size_t i = 0; i < N; i++) {
         float x = inp[i];
-        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        float u = GELU_SCALE * (x + GELU_CUBIC_COEFF * x * x * x);
         float th = tanh_via_exp(u);
         float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * GELU_CUBIC_COEFF * x * x);
         dinp[i] += grad * dout[i];
     }
 }
@@ -540,7 +388,6 @@ typedef struct {
 
 // Where a stage-3 unit's parameters are: only the shard, on the way (all-gather started), or
 // gathered in a buffer.
-typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } UnitState;
 
 // Bytes this rank allocated, per category (what the start-up table compares with the plan).
 typedef struct { size_t params, grads, optimizer, activations, buffers; } MemoryUse;
@@ -563,22 +410,18 @@ typedef struct {
     // AdamW moments: (layout.total) in stage 0, (plan.shard_total) from stage 1 on
     float* m;
     float* v;
-    // stage-3 schedule state
-    UnitState unit_state[MAX_UNITS];
+    // stage 3's walk (llmc/zero_plan.h) and the collectives in flight, one per unit and kind
+    ZeroWalk walk;
     CommRequest gather_req[MAX_UNITS];
-    int slot_owner[MAX_UNITS];     // which block holds each gather slot (-1: free)
-    int schedule[3 * MAX_UNITS];   // the units in the order a micro-step uses them
-    int schedule_len, schedule_pos;
-    int forward_only;                     // this pass has no backward: prefetch stops at the forward's end
-    // stage 2-3 gradient reduction state
     CommRequest reduce_req[MAX_UNITS];
-    int grad_slot_owner[2];        // which block's gradient each of the two slots holds (-1: none)
     // activations
     Activations acts;
     float* acts_memory;
     int B, T;              // the largest batch the activations hold
     int* inputs;           // (B,T) of the last forward
     int* targets;          // (B,T) of the last forward, or unused
+    int last_B, last_T;    // shape of the last forward
+    float loss_scale;      // != 0: the last forward was a training forward, a backward may follow
     float mean_loss;       // of the last forward with targets, else -1
     MemoryUse mem;
 } GPT2;
@@ -605,20 +448,13 @@ static float* unit0_tensor(const GPT2* model, float* unit0, int t) {
     return unit0 + model->plan.layout.offset_in_unit[t];
 }
 
-typedef struct {
-    int stage;              // 0..3
-    int grad_accum;         // micro-steps per optimizer step
-    ReshardPolicy reshard;  // stage 3
-    int prefetch;           // stage 3
-} ZeroOptions;
-
 // Makes the plan and allocates what it says this rank holds. The parameters are set later
 // (gpt2_set_params), from a file or a fresh initialization.
 void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions opt) {
     memset(model, 0, sizeof(*model));
     model->config = *config;
     model->comm = comm;
-    StateBytes cpu_bytes = {4, 4, 8, 0}; // fp32 params and grads; m and v; MPI needs a reduce-scatter buffer
+    StateBytes cpu_bytes = ZERO_STATE_BYTES_CPU; // fp32 params and grads; m and v; MPI needs a reduce-scatter buffer
     zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.grad_accum, opt.reshard,
                    opt.prefetch, cpu_bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
@@ -645,13 +481,10 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     model->m = alloc_counted(&mem->optimizer, opt_n);
     model->v = alloc_counted(&mem->optimizer, opt_n);
     for (int u = 0; u < lay->num_units; u++) {
-        model->unit_state[u] = UNIT_SHARDED;
         model->gather_req[u] = COMM_REQUEST_NULL;
         model->reduce_req[u] = COMM_REQUEST_NULL;
-        model->slot_owner[u] = -1;
     }
-    model->grad_slot_owner[0] = model->grad_slot_owner[1] = -1;
-    model->schedule_len = zero_schedule(config->num_layers, model->schedule);
+    zero_walk_init(&model->walk, config->num_layers);
     model->mean_loss = -1.0f;
 }
 
@@ -723,10 +556,13 @@ static void unit_grads_done(GPT2* model, int u, int reduce);
 // ----------------------------------------------------------------------------
 // forward
 
-// Runs the model on inputs (B,T); with targets (B,T), also the loss. B x T may be smaller than
-// the first call's (sampling runs with B=1 and a growing T). In stage 3 the units stay gathered
-// as the backward needs them; call units_release_all after a forward without a backward.
-void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T) {
+// The forward of a batch of B x T tokens (inputs, targets: (B,T); targets may be NULL). With
+// targets it also computes each position's loss (their mean: gpt2_mean_loss). loss_scale != 0
+// asks for a backward to follow: the weight of this batch's mean loss in the step's objective,
+// 1 / (micro-steps x ranks). B x T may be smaller than the first call's (sampling runs with B=1
+// and a growing T). In stage 3 the units stay gathered as the backward needs them; call
+// units_release_all after a forward that no backward follows.
+void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale) {
     const GPT2Config* c = &model->config;
     int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
     if (T > c->max_seq_len) { fail("sequence length %d exceeds the model's maximum %d", T, c->max_seq_len); }
@@ -738,8 +574,12 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         if (inputs[i] < 0 || inputs[i] >= V) { fail("input token %d at %d is outside the vocabulary of %d", inputs[i], i, V); }
         if (targets != NULL && (targets[i] < 0 || targets[i] >= V)) { fail("target token %d at %d is outside the vocabulary of %d", targets[i], i, V); }
     }
+    if (targets == NULL && loss_scale != 0.0f) { fail("internal: a backward asked for without targets"); }
     memcpy(model->inputs, inputs, (size_t)B * T * sizeof(int));
     if (targets != NULL) { memcpy(model->targets, targets, (size_t)B * T * sizeof(int)); }
+    model->last_B = B;
+    model->last_T = T;
+    model->loss_scale = loss_scale;
     schedule_begin_micro_step(model);
 
     Activations* a = &model->acts;
@@ -789,15 +629,22 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     }
 }
 
+// The mean loss of the last forward, which must have had targets.
+float gpt2_mean_loss(GPT2* model) {
+    if (model->mean_loss == -1.0f) { fail("internal: no forward with targets to take the loss of"); }
+    return model->mean_loss;
+}
+
 // ----------------------------------------------------------------------------
 // backward
 
-// Adds this micro-batch's gradients into the unit gradients. loss_scale multiplies the mean
-// loss's gradient (1 / (micro-steps x ranks): the step's loss is the mean over both). With
-// `reduce`, each unit's gradients are reduce-scattered as soon as its backward is done.
-// Uses the B, T, inputs and targets of the last forward, which must have had targets.
-void gpt2_backward(GPT2* model, int B, int T, float loss_scale, int reduce) {
-    if (model->mean_loss == -1.0f) { fail("backward called without a forward with targets"); }
+// Adds the last forward's gradients into the unit gradients. That forward must have been a
+// training forward (loss_scale != 0); its B, T, inputs and targets are used. With `reduce` (the
+// step's last micro-step), each unit's gradients are reduced across the ranks as soon as its
+// backward is done.
+void gpt2_backward(GPT2* model, int reduce) {
+    if (model->loss_scale == 0.0f) { fail("internal: backward without a training forward"); }
+    int B = model->last_B, T = model->last_T;
     const GPT2Config* c = &model->config;
     int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
     Activations* a = &model->acts;
@@ -807,7 +654,7 @@ void gpt2_backward(GPT2* model, int B, int T, float loss_scale, int reduce) {
     float* ends = unit_params(model, 0);
     float* dends = unit_grads(model, 0);
     // the loss is the mean over B*T positions, so each position's loss has weight 1/(B*T)
-    float dloss = loss_scale / (float)BT;
+    float dloss = model->loss_scale / (float)BT;
     float* dlogits = a->logits; // the forward's logits are not needed any more
     softmax_crossentropy_backward(dlogits, a->probs, model->targets, dloss, B, T, V, Vp);
     float* dlnf = a->dbtc;
@@ -887,12 +734,6 @@ double sum_of_squares(const float* x, size_t n) {
     return total;
 }
 
-typedef struct {
-    float lr, beta1, beta2, eps, weight_decay;
-    int t;            // the step number, from 1, for the bias corrections
-    float grad_scale; // the clipping factor, applied to the gradients as they are read
-} AdamWParams;
-
 // AdamW on n contiguous elements, in PyTorch's order: decay the weight, then the Adam step.
 void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float weight_decay,
                   const AdamWParams* hp) {
@@ -936,13 +777,15 @@ static float* grad_shard_of(GPT2* model, int u) {
     return model->grads + zero_slice_offset(p, u, model->comm->rank);
 }
 
+static double norm_squared_over_ranks(Comm* comm, double mine); // in the sharding section
+
 // The global gradient norm: each rank sums the squares of its slices, unit by unit, and the
 // ranks' partial sums are added in rank order, so every stage gets the same bits.
 float gpt2_grad_norm(GPT2* model) {
     const ZeroPlan* p = &model->plan;
     double mine = 0.0;
     for (int u = 0; u < p->layout.num_units; u++) { mine += sum_of_squares(grad_shard_of(model, u), p->shard_size[u]); }
-    return (float)sqrt(comm_sum(model->comm, mine));
+    return (float)sqrt(norm_squared_over_ranks(model->comm, mine));
 }
 
 static void params_all_gather(GPT2* model); // stages 1-2, in the sharding section
@@ -988,61 +831,40 @@ void gpt2_free(GPT2* model) {
 //                                    the grad shard as it finishes
 // stage 3    all-gather each unit    all-gather again (policy);     update own slice
 //            (prefetch D ahead)      reduce-scatter as in stage 2
-
-static int block_slot(const GPT2* model, int u) { return (u - 1) % model->plan.block_gather_buffers; }
+// every      -                       -                              scalars: all-gather the ranks'
+//                                                                   norm and loss partials (one double each)
 
 static float* gather_buffer(GPT2* model, int u) {
     if (u == 0) { return model->gather_unit0; }
-    return model->gather_blocks + (size_t)block_slot(model, u) * model->plan.layout.unit_size[1];
+    return model->gather_blocks + (size_t)zero_gather_slot(&model->plan, u) * model->plan.layout.unit_size[1];
 }
 
-// Stage 3: starts the all-gather of unit u into its buffer.
-static void unit_gather_start(GPT2* model, int u) {
-    if (u > 0) {
-        int slot = block_slot(model, u);
-        if (model->slot_owner[slot] != -1) {
-            fail("internal: gather slot %d of unit %d still holds unit %d", slot, u, model->slot_owner[slot]);
-        }
-        model->slot_owner[slot] = u;
-    }
-    comm_all_gather_start(model->comm, model->param_shard + model->plan.shard_offset[u], gather_buffer(model, u),
-                          model->plan.shard_size[u], &model->gather_req[u]);
-    model->unit_state[u] = UNIT_GATHERING;
-}
+static void schedule_begin_micro_step(GPT2* model) { zero_walk_begin_micro_step(&model->walk); }
 
-static void schedule_begin_micro_step(GPT2* model) { model->schedule_pos = 0; }
-
+// Stage 3: the walk says which gathers to start (the unit, then its prefetch) and whether to
+// wait for the unit's own.
 static float* unit_params(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     if (p->stage < 3) { return model->params + p->layout.unit_offset[u]; }
-    if (model->schedule_pos >= model->schedule_len || model->schedule[model->schedule_pos] != u) {
-        fail("internal: unit %d used out of the schedule's order (position %d)", u, model->schedule_pos);
+    ZeroUse use = zero_walk_use(&model->walk, p, u);
+    for (int k = 0; k < use.num_gather; k++) {
+        int g = use.gather[k];
+        comm_all_gather_start(model->comm, model->param_shard + p->shard_offset[g], gather_buffer(model, g),
+                              p->shard_size[g], &model->gather_req[g]);
     }
-    if (model->unit_state[u] == UNIT_SHARDED) { unit_gather_start(model, u); }
-    if (model->unit_state[u] == UNIT_GATHERING) {
-        comm_wait(model->comm, &model->gather_req[u]);
-        model->unit_state[u] = UNIT_GATHERED;
-    }
-    // prefetch: start gathering the next units of the schedule while this one computes
-    int end = model->forward_only ? zero_forward_positions(model->config.num_layers) : model->schedule_len;
-    for (int k = 1; k <= p->prefetch && model->schedule_pos + k < end; k++) {
-        int next = model->schedule[model->schedule_pos + k];
-        if (model->unit_state[next] == UNIT_SHARDED) { unit_gather_start(model, next); }
-    }
-    model->schedule_pos++;
+    if (use.wait) { comm_wait(model->comm, &model->gather_req[u]); }
     return gather_buffer(model, u);
 }
 
+// A gather still in flight (prefetched, never used) must land before its slot is reused.
 static void unit_release(GPT2* model, int u) {
-    if (model->plan.stage < 3 || model->unit_state[u] == UNIT_SHARDED) { return; }
-    if (model->unit_state[u] == UNIT_GATHERING) { comm_wait(model->comm, &model->gather_req[u]); }
-    model->unit_state[u] = UNIT_SHARDED;
-    if (u > 0) { model->slot_owner[block_slot(model, u)] = -1; }
+    if (model->plan.stage < 3) { return; }
+    if (zero_walk_release(&model->walk, &model->plan, u) == UNIT_GATHERING) { comm_wait(model->comm, &model->gather_req[u]); }
 }
 
 // After a unit's forward: released unless the reshard_after_forward policy keeps it (zero_plan.h).
 static void unit_release_after_forward(GPT2* model, int u) {
-    if (!zero_keep_after_forward(&model->plan, u, model->config.num_layers, model->schedule_pos)) { unit_release(model, u); }
+    if (model->plan.stage == 3 && !zero_walk_keep_after_forward(&model->walk, &model->plan, u)) { unit_release(model, u); }
 }
 
 static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }
@@ -1055,10 +877,10 @@ void units_release_all(GPT2* model) {
 // A forward that no backward follows (evaluation, sampling): stage 3 gathers only what the
 // forward uses (no prefetch into the backward's units) and releases everything after it.
 void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B, int T) {
-    model->forward_only = 1;
-    gpt2_forward(model, inputs, targets, B, T);
+    model->walk.forward_only = 1;
+    gpt2_forward(model, inputs, targets, B, T, 0.0f);
     units_release_all(model);
-    model->forward_only = 0;
+    model->walk.forward_only = 0;
 }
 
 // Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
@@ -1067,7 +889,7 @@ static float* unit_grad_buffer(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     if (p->full_grads) { return model->grads + p->layout.unit_offset[u]; }
     if (u == 0) { return model->grad_unit0; }
-    return model->grad_blocks + (size_t)((u - 1) % 2) * p->layout.unit_size[u];
+    return model->grad_blocks + (size_t)zero_grad_slot(u) * p->layout.unit_size[u];
 }
 
 // The two block buffers alternate, so block l's reduce-scatter can still be running while block
@@ -1076,10 +898,8 @@ static float* unit_grads(GPT2* model, int u) {
     float* buf = unit_grad_buffer(model, u);
     if (model->plan.full_grads) { return buf; }
     if (u > 0) {
-        int slot = (u - 1) % 2;
-        int previous = model->grad_slot_owner[slot];
+        int previous = zero_walk_grad_slot(&model->walk, u);
         if (previous != -1) { comm_wait(model->comm, &model->reduce_req[previous]); }
-        model->grad_slot_owner[slot] = u;
     }
     memset(buf, 0, model->plan.layout.unit_size[u] * sizeof(float));
     return buf;
@@ -1120,9 +940,15 @@ static void grads_finish_reduction(GPT2* model) {
     for (int u = 0; u < p->layout.num_units; u++) {
         if (p->stage >= 2) { comm_wait(model->comm, &model->reduce_req[u]); }
     }
-    model->grad_slot_owner[0] = model->grad_slot_owner[1] = -1;
+    zero_walk_reductions_done(&model->walk);
     if (p->stage == 0) { all_gather_units_inplace(model, model->grads, model->reduce_req); }
 }
+
+// The step's scalars ("scalars" in the table above): each rank's part of the gradient norm's sum
+// of squares, and of the loss, all-gathered and summed in rank order, so every rank and every
+// stage gets the same bits. (Evaluation averages its loss the same way.)
+static double norm_squared_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); }
+static inline double mean_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine) / comm->world_size; }
 
 // Stages 1-2: every rank updated its own slices; gather them back into the full params.
 static void params_all_gather(GPT2* model) { all_gather_units_inplace(model, model->params, model->gather_req); }
@@ -1156,8 +982,10 @@ void print_memory_table(const GPT2* model) {
     printf("optimizer        | %17zu | %17zu | %9.2f MB\n", m->optimizer, p->mem_optimizer, p->zero_optimizer / MB);
     printf("gather buffers   | %17zu | %17zu |\n", m->buffers, p->mem_buffers);
     printf("activations      | %17zu |                 - |\n", m->activations);
+    // the ring reduce-scatter's partial sums (llmc/mpi_comm.h): allocated while it runs
+    printf("comm scratch     | (while in flight) | %17zu |\n", p->mem_comm_scratch);
     printf("comm per step (plan, bus bytes): reduce-scatter %.0f, all-gather %.0f, scalars %.0f\n",
-           p->comm_reduce_scatter, p->comm_all_gather, 2.0 * sizeof(double) * (p->world_size - 1));
+           p->comm_reduce_scatter, p->comm_all_gather, p->comm_scalars);
 }
 #ifndef TESTING
 // ----------------------------------------------------------------------------
@@ -1168,7 +996,7 @@ void print_memory_table(const GPT2* model) {
 // runs on B=1 over the whole prefix each time (simple, and cheap at these lengths), or over its
 // last T tokens once it is longer than the T the activations were sized for.
 void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len) {
-    int eot = tokenizer->init_ok ? tokenizer->eot_token : 50256;
+    int eot = tokenizer->init_ok ? tokenizer->eot_token : GPT2_EOT;
     int print = model->comm->rank == 0;
     int* tokens = (int*)mallocCheck((size_t)(gen_len + 1) * sizeof(int));
     tokens[0] = eot;
@@ -1183,9 +1011,6 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
     if (print) { printf("\n---\n"); }
     free(tokens);
 }
-
-// ----------------------------------------------------------------------------
-// command line
 
 // ----------------------------------------------------------------------------
 // checkpoints (the format and the file handling are in llmc/checkpoint.h)
@@ -1216,7 +1041,7 @@ static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char
     float* full = (float*)callocCheck(lay->total, sizeof(float));
     float* full_m = (float*)callocCheck(lay->total, sizeof(float));
     float* full_v = (float*)callocCheck(lay->total, sizeof(float));
-    int h0[HEADER_INTS];
+    int h0[HEADER_INTS] = {0}; // filled by load_checkpoint_state (zeroed: the compiler cannot see that)
     read_checkpoint(dir, step, &model->config, lay, full, full_m, full_v, h0);
     gpt2_set_params(model, full);
     for (int which = 0; which < 2; which++) {
@@ -1247,11 +1072,11 @@ static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     for (int i = 0; i < n; i++) {
         dataloader_next_batch(val);
         gpt2_forward_only(model, val->inputs, val->targets, val->B, val->T);
-        sum += model->mean_loss;
+        sum += gpt2_mean_loss(model);
     }
     // what the evaluation moved (stage 3's gathers), apart from the steps' counts
     double gathered = model->comm->bus_bytes[COLL_ALL_GATHER];
-    float loss = (float)(comm_sum(model->comm, sum / n) / model->comm->world_size);
+    float loss = (float)mean_over_ranks(model->comm, sum / n);
     if (model->comm->world_size > 1 && model->comm->rank == 0) {
         printf("val comm: all-gather %.0f bytes over %d batches\n", gathered, n);
     }
@@ -1270,13 +1095,70 @@ static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr
     float loss_scale = 1.0f / ((float)grad_accum * comm->world_size);
     for (int micro = 0; micro < grad_accum; micro++) {
         dataloader_next_batch(train);
-        gpt2_forward(model, train->inputs, train->targets, args->B, args->T);
-        gpt2_backward(model, args->B, args->T, loss_scale, micro == grad_accum - 1);
-        loss_sum += model->mean_loss;
+        gpt2_forward(model, train->inputs, train->targets, args->B, args->T, loss_scale);
+        gpt2_backward(model, micro == grad_accum - 1);
+        loss_sum += gpt2_mean_loss(model);
     }
     grads_finish_reduction(model);
-    *norm = gpt2_update(model, lr, 0.9f, 0.95f, 1e-8f, args->weight_decay, args->grad_clip, step + 1);
-    return (float)(comm_sum(comm, loss_sum / grad_accum) / comm->world_size);
+    *norm = gpt2_update(model, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args->weight_decay, args->grad_clip, step + 1);
+    return (float)mean_over_ranks(comm, loss_sum / grad_accum);
+}
+
+// The training loop, as llm.c's: at each step the val loss every -v steps and a sample every -s
+// steps, then one optimizer step, its line and its log line, and a checkpoint every -n steps;
+// after the last step a last val loss and sample.
+static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, const Tokenizer* tokenizer, Rng* sample_rng,
+                       const TrainArgs* args, const TrainSizes* sz, int start_step, int max_steps, FILE* logfile) {
+    Comm* comm = model->comm;
+    for (int step = start_step; step <= max_steps; step++) {
+        int last = step == max_steps;
+        if (args->val_every > 0 && (step % args->val_every == 0 || last)) {
+            float val_loss = evaluate(model, val, args->val_max_steps);
+            if (comm->rank == 0) { printf("val loss %f\n", val_loss); }
+            if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
+        }
+        if (args->sample_every > 0 && ((step > 0 && step % args->sample_every == 0) || last)) {
+            gpt2_sample(model, tokenizer, sample_rng, args->gen_len);
+        }
+        if (last) { break; }
+        double t0 = now_seconds();
+        comm_reset_counters(comm);
+        comm->step = step + 1;
+        float lr = lr_cosine(step, args->lr, args->warmup, max_steps, args->final_lr_frac);
+        float norm;
+        float loss = train_step(model, train, sz->grad_accum, lr, args, step, &norm);
+        double dt = now_seconds() - t0;
+        if (comm->rank == 0) {
+            printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s)", step + 1, max_steps,
+                   loss, norm, lr, dt * 1000, sz->total_batch / dt);
+            if (comm->world_size > 1) {
+                printf(" | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f",
+                       comm->bus_bytes[COLL_REDUCE_SCATTER], comm->bus_bytes[COLL_ALL_GATHER], comm->bus_bytes[COLL_SCALARS]);
+            }
+            printf("\n");
+        }
+        if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
+        if (args->checkpoint_every > 0 && (step + 1) % args->checkpoint_every == 0) {
+            save_checkpoint(model, train, sample_rng, step + 1, args->output_dir, args->checkpoint_keep);
+        }
+    }
+}
+
+// The peak resident memory of the largest and the smallest rank (their RSS: all of a rank's
+// memory, MPI's included): the plan gives every rank the same bytes, so a gap is a finding.
+static void print_peak_memory(Comm* comm) {
+    double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
+    comm_gather_doubles(comm, (double)peak_rss_bytes(), all);
+    int most = 0, least = 0;
+    for (int r = 1; r < comm->world_size; r++) {
+        if (all[r] > all[most]) { most = r; }
+        if (all[r] < all[least]) { least = r; }
+    }
+    if (comm->rank == 0) {
+        printf("peak RSS per rank: max %.1f MB (rank %d), min %.1f MB (rank %d)\n", all[most] / 1048576.0, most,
+               all[least] / 1048576.0, least);
+    }
+    free(all);
 }
 
 int main(int argc, char** argv) {
@@ -1284,17 +1166,8 @@ int main(int argc, char** argv) {
     Comm comm;
     comm_init(&comm, &argc, &argv);
     int rank = comm.rank, N = comm.world_size;
-    TrainArgs args = {
-        .train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin",
-        .val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",
-        .model = "gpt2_124M.bin", .output_dir = NULL,
-        .B = 4, .T = 64, .total_batch = -1, .lr = 3e-4f, .warmup = 0, .final_lr_frac = 1.0f,
-        .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
-        .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
-        .zero_stage = 0, .reshard = NULL, .prefetch = -1,
-        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f, .recompute = -1,
-        .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
-    };
+    TrainArgs args = train_args_defaults();
+    args.model = "gpt2_124M.bin";
     comm_check_same_args(&comm, argc, argv);
     parse_args(&args, argc, argv, rank, "mpirun -np N ./train_gpt2 ... runs N ranks; OMP_NUM_THREADS sets the threads per rank.");
     if (args.recompute != -1) { fail("flag -r (recompute) is for the CUDA trainer: the CPU trainer keeps every activation"); }
@@ -1316,32 +1189,18 @@ int main(int argc, char** argv) {
 
     // the config, then the plan and this rank's allocations, then the parameters
     GPT2Config config;
-    int depth = parse_depth(args.model);
-    FILE* model_fp = NULL;
-    if (depth > 0) { config = config_for_depth(depth, args.T > 1024 ? args.T : 1024); }
-    else { model_fp = model_file_open(args.model, &config, NULL); }
-    if (args.T > config.max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args.T, config.max_seq_len); }
-    int tokens_per_micro = args.B * args.T * N;
-    int total_batch = args.total_batch == -1 ? tokens_per_micro : args.total_batch;
-    if (total_batch <= 0 || total_batch % tokens_per_micro != 0) {
-        fail("flag -d %d must be a positive multiple of B*T*ranks = %d*%d*%d = %d", total_batch, args.B, args.T, N, tokens_per_micro);
-    }
-    int grad_accum = total_batch / tokens_per_micro;
-    ZeroOptions zopt = {args.zero_stage, grad_accum, parse_reshard(args.reshard), args.prefetch == -1 ? 1 : args.prefetch};
-    if (zopt.stage != 3) { zopt.prefetch = 0; }
+    FILE* model_fp = train_model_config(&args, &config, NULL);
+    TrainSizes sz = train_sizes(&args, N);
     GPT2 model;
-    gpt2_init(&model, &config, &comm, zopt);
-    float* full = (float*)callocCheck(model.plan.layout.total, sizeof(float));
-    if (depth > 0) { init_random(&config, &model.plan.layout, full, (uint64_t)args.seed); }
-    else { model_file_read(model_fp, args.model, &config, &model.plan.layout, full, MODEL_VERSION_FP32); fclose(model_fp); }
+    gpt2_init(&model, &config, &comm, sz.zero);
+    float* full = train_initial_params(&args, &config, &model.plan.layout, model_fp, MODEL_VERSION_FP32);
     gpt2_set_params(&model, full);
     free(full);
 
     DataLoader train, val;
     dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);
     dataloader_init(&val, args.val_pattern, args.B, args.T, rank, N, config.vocab_size, 0, 0);
-    int max_steps = args.max_steps;
-    if (max_steps == -1) { max_steps = (int)(dataloader_num_batches(&train) / grad_accum); }
+    int max_steps = train_max_steps(&args, &train, sz.grad_accum);
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, "gpt2_tokenizer.bin");
     gpt2_alloc_activations(&model, args.B, args.T);
@@ -1355,7 +1214,7 @@ int main(int argc, char** argv) {
                config.num_layers, config.num_heads, config.channels, config.max_seq_len, config.vocab_size,
                config.padded_vocab_size, model.plan.layout.num_parameters);
         printf("%d ranks x batch B %d x T %d, %d micro-steps per step (%d tokens), %d steps, lr %g, %d threads per rank\n",
-               N, args.B, args.T, grad_accum, total_batch, max_steps, args.lr, threads);
+               N, args.B, args.T, sz.grad_accum, sz.total_batch, max_steps, args.lr, threads);
         print_memory_table(&model);
     }
 
@@ -1382,43 +1241,7 @@ int main(int argc, char** argv) {
         snprintf(path, sizeof(path), "%s/main.log", args.output_dir);
         if (rank == 0) { logfile = fopenCheck(path, start_step > 0 ? "a" : "w"); }
     }
-
-    for (int step = start_step; step < max_steps; step++) {
-        if (args.val_every > 0 && (step % args.val_every == 0)) {
-            float val_loss = evaluate(&model, &val, args.val_max_steps);
-            if (rank == 0) { printf("val loss %f\n", val_loss); }
-            if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
-        }
-        if (args.sample_every > 0 && step > 0 && step % args.sample_every == 0) {
-            gpt2_sample(&model, &tokenizer, &sample_rng, args.gen_len);
-        }
-        double t0 = now_seconds();
-        comm_reset_counters(&comm);
-        comm.step = step + 1;
-        float lr = lr_cosine(step, args.lr, args.warmup, max_steps, args.final_lr_frac);
-        float norm;
-        float loss = train_step(&model, &train, grad_accum, lr, &args, step, &norm);
-        double dt = now_seconds() - t0;
-        if (rank == 0) {
-            printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s)", step + 1, max_steps,
-                   loss, norm, lr, dt * 1000, total_batch / dt);
-            if (N > 1) {
-                printf(" | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f",
-                       comm.bus_bytes[COLL_REDUCE_SCATTER], comm.bus_bytes[COLL_ALL_GATHER], comm.bus_bytes[COLL_SCALARS]);
-            }
-            printf("\n");
-        }
-        if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
-        if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) {
-            save_checkpoint(&model, &train, &sample_rng, step + 1, args.output_dir, args.checkpoint_keep);
-        }
-    }
-    if (args.val_every > 0) {
-        float val_loss = evaluate(&model, &val, args.val_max_steps);
-        if (rank == 0) { printf("val loss %f\n", val_loss); }
-        if (logfile) { fprintf(logfile, "s:%d tel:%f\n", max_steps, val_loss); }
-    }
-    if (args.sample_every > 0) { gpt2_sample(&model, &tokenizer, &sample_rng, args.gen_len); }
+    train_loop(&model, &train, &val, &tokenizer, &sample_rng, &args, &sz, start_step, max_steps, logfile);
     if (args.output_dir != NULL) {
         float* params = gpt2_full_params(&model); // collective in stage 3: every rank takes part
         if (rank == 0) {
@@ -1430,14 +1253,7 @@ int main(int argc, char** argv) {
         free(params);
         comm_io_barrier(&comm, "rank 0 to write the final model");
     }
-
-    // the largest peak resident memory over the ranks (their RSS: all of a rank's memory)
-    double peak = (double)peak_rss_bytes(), peak_max = peak;
-    double* all = (double*)mallocCheck(N * sizeof(double));
-    comm_gather_doubles(&comm, peak, all);
-    for (int r = 0; r < N; r++) { if (all[r] > peak_max) { peak_max = all[r]; } }
-    free(all);
-    if (rank == 0) { printf("peak RSS per rank: max %.1f MB (rank 0: %.1f MB)\n", peak_max / 1048576.0, peak / 1048576.0); }
+    print_peak_memory(&comm);
 
     dataloader_free(&train);
     dataloader_free(&val);

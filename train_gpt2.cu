@@ -109,10 +109,6 @@ typedef struct {
     float* dbias_scratch; // matmul backward's bias partial sums
 } Activations;
 
-// Where a stage-3 unit's parameters are: only the shard, on the way (all-gather queued), or
-// gathered in a buffer.
-typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } UnitState;
-
 // Bytes on the GPU, per category (the start-up table compares them with the plan).
 typedef struct { size_t params, grads, optimizer, buffers, activations, workspace; } MemoryUse;
 
@@ -138,17 +134,12 @@ typedef struct {
     double* norm_squared;   // (1) on the device: this rank's part of the gradient's sum of squares
     double* norm_host;      // (1) pinned: its copy on the host (a copy into pageable memory would block the host)
     double* norm_scratch;   // global_norm_squared's partials
-    // stage-3 schedule state (host), and the events that order the buffers on the two streams
-    UnitState unit_state[MAX_UNITS];
+    // stage 3's walk (llmc/zero_plan.h; host), and the events that order the buffers on the two streams
+    ZeroWalk walk;
     cudaEvent_t gathered[MAX_UNITS];    // comm stream: unit u's all-gather is done
     cudaEvent_t slot_free[MAX_UNITS];   // compute stream: block slot s is read for the last time (s < block buffers)
     cudaEvent_t unit0_free;             // compute stream: the unit-0 buffer is read for the last time
-    int slot_owner[MAX_UNITS];          // which block holds each gather slot (-1: free)
-    int schedule[3 * MAX_UNITS];        // the units in the order a micro-step uses them
-    int schedule_len, schedule_pos;
-    int forward_only;                     // this pass has no backward: prefetch stops at the forward's end
     // stage 2-3 gradient buffers
-    int grad_slot_owner[2];             // which block's gradient each of the two slots holds (-1: none)
     cudaEvent_t grad_slot_reduced[2];   // comm stream: the slot's reduce-scatter is done
     cudaEvent_t handoff;                // one stream waits for the other (recorded and waited at once)
     // activations
@@ -184,13 +175,6 @@ static floatX* unit0_tensor(const GPT2* model, floatX* unit0, int t) {
     return unit0 + model->plan.layout.offset_in_unit[t];
 }
 
-typedef struct {
-    int stage;              // 0..3
-    int grad_accum;         // micro-steps per optimizer step
-    ReshardPolicy reshard;  // stage 3
-    int prefetch;           // stage 3
-} ZeroOptions;
-
 static floatX* alloc_floatx(size_t* counter, size_t n, const char* what) {
     return (floatX*)cuda_malloc_counted(counter, n * sizeof(floatX), what);
 }
@@ -206,7 +190,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     model->comm = comm;
     model->recompute = recompute;
     // floatX params and grads; fp32 master + m + v; NCCL reduce-scatters in place
-    StateBytes bytes = {(int)sizeof(floatX), (int)sizeof(floatX), 12, 1};
+    StateBytes bytes = ZERO_STATE_BYTES_CUDA((int)sizeof(floatX));
     zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.grad_accum, opt.reshard, opt.prefetch,
                    bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
@@ -238,18 +222,15 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     cudaCheck(cudaStreamCreate(&model->stream));
     matmul_init(&mem->workspace);
     for (int u = 0; u < lay->num_units; u++) {
-        model->unit_state[u] = UNIT_SHARDED;
-        model->slot_owner[u] = -1;
         cudaCheck(cudaEventCreateWithFlags(&model->gathered[u], cudaEventDisableTiming));
         cudaCheck(cudaEventCreateWithFlags(&model->slot_free[u], cudaEventDisableTiming));
     }
     cudaCheck(cudaEventCreateWithFlags(&model->unit0_free, cudaEventDisableTiming));
     for (int s = 0; s < 2; s++) {
-        model->grad_slot_owner[s] = -1;
         cudaCheck(cudaEventCreateWithFlags(&model->grad_slot_reduced[s], cudaEventDisableTiming));
     }
     cudaCheck(cudaEventCreateWithFlags(&model->handoff, cudaEventDisableTiming));
-    model->schedule_len = zero_schedule(config->num_layers, model->schedule);
+    zero_walk_init(&model->walk, config->num_layers);
 }
 
 // float -> floatX on the device, for installing parameters (master -> params).
@@ -380,12 +361,13 @@ static void unit_grads_done(GPT2* model, int u, int reduce);
 // forward
 
 // The forward of a batch of B x T tokens (inputs, targets: host (B,T); targets may be NULL).
-// With targets the classifier computes each position's loss (read them with gpt2_mean_loss);
-// with dlogits_scale != 0 it also overwrites the logits with d(loss)/d(logits), scaled so, for
-// the backward that must follow (one pass over the (B,T,Vp) logits instead of two). In stage 3
+// With targets the classifier computes each position's loss (their mean: gpt2_mean_loss).
+// loss_scale != 0 asks for a backward to follow: the weight of this batch's mean loss in the
+// step's objective, 1 / (micro-steps x ranks); the classifier then also overwrites the logits
+// with d(objective)/d(logits) (one pass over the (B,T,Vp) logits instead of two). In stage 3
 // the units stay gathered as the backward needs them; call units_release_all after a forward
 // that no backward follows.
-void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float dlogits_scale) {
+void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale) {
     const GPT2Config* c = &model->config;
     int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
     if (T > c->max_seq_len) { fail("sequence length %d exceeds the model's maximum %d", T, c->max_seq_len); }
@@ -393,7 +375,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     if ((size_t)B * T > (size_t)model->B * model->T || T > model->T) {
         fail("batch %dx%d is larger than the %dx%d the activations were sized for", B, T, model->B, model->T);
     }
-    if (targets == NULL && dlogits_scale != 0.0f) { fail("internal: dlogits asked for without targets"); }
+    if (targets == NULL && loss_scale != 0.0f) { fail("internal: a backward asked for without targets"); }
     for (int i = 0; i < B * T; i++) {
         if (inputs[i] < 0 || inputs[i] >= V) { fail("input token %d at %d is outside the vocabulary of %d", inputs[i], i, V); }
         if (targets != NULL && (targets[i] < 0 || targets[i] >= V)) { fail("target token %d at %d is outside the vocabulary of %d", targets[i], i, V); }
@@ -406,6 +388,8 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     model->last_B = B;
     model->last_T = T;
     model->has_targets = targets != NULL;
+    // each position's loss has weight 1/(B*T) in the batch's mean (as train_gpt2.c's dloss)
+    float dlogits_scale = loss_scale / (float)BT;
     model->dlogits_scale = dlogits_scale;
     schedule_begin_micro_step(model);
 
@@ -558,6 +542,8 @@ static floatX* grad_shard_of(GPT2* model, int u) {
     return model->grads + zero_slice_offset(p, u, model->comm->rank);
 }
 
+static double norm_squared_over_ranks(Comm* comm, double mine); // in the sharding section
+
 // The global gradient norm: each rank sums the squares of its slices, unit by unit on the
 // device, and the ranks' partial sums are added in rank order, so every stage gets the same bits.
 float gpt2_grad_norm(GPT2* model) {
@@ -568,15 +554,16 @@ float gpt2_grad_norm(GPT2* model) {
     }
     cudaCheck(cudaMemcpyAsync(model->norm_host, model->norm_squared, sizeof(double), cudaMemcpyDeviceToHost, model->stream));
     comm_sync(model->comm, model->stream, "the gradient norm");
-    return (float)sqrt(comm_sum(model->comm, *model->norm_host));
+    return (float)sqrt(norm_squared_over_ranks(model->comm, *model->norm_host));
 }
 
-// AdamW on elements [lo, hi) of unit u, per tensor: weight decay applies to the 2-D weights
-// only, and the units' padding is left alone (stays 0). params, master, grads, m, v point at
-// element lo.
+// AdamW on elements [lo, hi) of unit u; params, master, grads, m, v point at element lo. Cut at
+// the tensors' edges, since weight decay applies to the 2-D weights only; padding is left alone
+// (stays 0).
 static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, floatX* params, float* master,
-                             const floatX* grads, float* m, float* v, float lr, float beta1, float beta2, float bc1,
-                             float bc2, float eps, float weight_decay, float grad_scale) {
+                             const floatX* grads, float* m, float* v, const AdamWParams* hp) {
+    // the bias corrections on the host, as the CPU's adamw_update computes them
+    const float bc1 = 1.0f - powf(hp->beta1, (float)hp->t), bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
     const GPT2Config* c = &model->config;
     const ParamLayout* lay = &model->plan.layout;
     UnitKind kind = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
@@ -585,10 +572,10 @@ static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, flo
         size_t t0 = lay->offset_in_unit[t], t1 = t0 + tensor_numel(c, t);
         size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
         if (a >= b) { continue; }
-        float wd = TENSOR_INFO[t].decay ? weight_decay : 0.0f;
+        float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
         size_t k = a - lo;
-        adamw_update(params + k, master + k, grads + k, m + k, v + k, b - a, lr, beta1, beta2, bc1, bc2, eps, wd,
-                     grad_scale, model->stream);
+        adamw_update(params + k, master + k, grads + k, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1, bc2,
+                     hp->eps, wd, hp->grad_scale, model->stream);
     }
 }
 
@@ -601,18 +588,16 @@ float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, fl
     const ZeroPlan* p = &model->plan;
     int rank = model->comm->rank;
     float norm = gpt2_grad_norm(model);
-    float grad_scale = grad_clip_scale(norm, grad_clip);
-    float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
+    AdamWParams hp = {lr, beta1, beta2, eps, weight_decay, t, grad_clip_scale(norm, grad_clip)};
     for (int u = 0; u < p->layout.num_units; u++) {
         size_t off = p->layout.unit_offset[u], S = p->shard_size[u], so = p->shard_offset[u];
         if (p->stage == 0) {
             adamw_unit_range(model, u, 0, p->layout.unit_size[u], model->params + off, model->master + off,
-                             model->grads + off, model->m + off, model->v + off, lr, beta1, beta2, bc1, bc2, eps,
-                             weight_decay, grad_scale);
+                             model->grads + off, model->m + off, model->v + off, &hp);
         } else {
             floatX* params = p->stage == 3 ? model->param_shard + so : model->params + off + rank * S;
             adamw_unit_range(model, u, rank * S, (rank + 1) * S, params, model->master + so, grad_shard_of(model, u),
-                             model->m + so, model->v + so, lr, beta1, beta2, bc1, bc2, eps, weight_decay, grad_scale);
+                             model->m + so, model->v + so, &hp);
         }
     }
     if (p->stage == 1 || p->stage == 2) { params_all_gather(model); }
@@ -656,6 +641,8 @@ void gpt2_free(GPT2* model) {
 //                                    the grad shard as it finishes
 // stage 3    all-gather each unit    all-gather again (policy);     update own slice
 //            (prefetch D ahead)      reduce-scatter as in stage 2
+// every      -                       -                              scalars: all-gather the ranks'
+//                                                                   norm and loss partials (one double each)
 //
 // The host walks the same schedule as train_gpt2.c; where the CPU trainer waits for a request,
 // this one makes a stream wait for an event, so the host runs ahead and queues the whole step:
@@ -664,69 +651,46 @@ void gpt2_free(GPT2* model) {
 // - a reduce-scatter waits (comm stream) for the compute that wrote the gradients (handoff);
 //   a gradient slot is zeroed again (compute stream) only after its reduce-scatter (grad_slot_reduced).
 
-static int block_slot(const GPT2* model, int u) { return (u - 1) % model->plan.block_gather_buffers; }
-
 static floatX* gather_buffer(GPT2* model, int u) {
     if (u == 0) { return model->gather_unit0; }
-    return model->gather_blocks + (size_t)block_slot(model, u) * model->plan.layout.unit_size[1];
+    return model->gather_blocks + (size_t)zero_gather_slot(&model->plan, u) * model->plan.layout.unit_size[1];
 }
 
 // The event the compute stream records when it is done reading unit u's gather buffer.
 static cudaEvent_t buffer_free_event(GPT2* model, int u) {
-    return u == 0 ? model->unit0_free : model->slot_free[block_slot(model, u)];
+    return u == 0 ? model->unit0_free : model->slot_free[zero_gather_slot(&model->plan, u)];
 }
 
-// Stage 3: queues the all-gather of unit u into its buffer, once the buffer's last reader is done.
-static void unit_gather_start(GPT2* model, int u) {
-    Comm* comm = model->comm;
-    if (u > 0) {
-        int slot = block_slot(model, u);
-        if (model->slot_owner[slot] != -1) {
-            fail("internal: gather slot %d of unit %d still holds unit %d", slot, u, model->slot_owner[slot]);
-        }
-        model->slot_owner[slot] = u;
-    }
-    cudaCheck(cudaStreamWaitEvent(comm->stream, buffer_free_event(model, u), 0)); // never recorded: no wait
-    comm_all_gather(comm, model->param_shard + model->plan.shard_offset[u], gather_buffer(model, u),
-                    model->plan.shard_size[u], sizeof(floatX), u);
-    cudaCheck(cudaEventRecord(model->gathered[u], comm->stream));
-    model->unit_state[u] = UNIT_GATHERING;
-}
+static void schedule_begin_micro_step(GPT2* model) { zero_walk_begin_micro_step(&model->walk); }
 
-static void schedule_begin_micro_step(GPT2* model) { model->schedule_pos = 0; }
-
+// Stage 3: the walk says which gathers to queue (the unit, then its prefetch), each once its
+// buffer's last reader is done, and whether the compute must wait for the unit's own.
 static floatX* unit_params(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
+    Comm* comm = model->comm;
     if (p->stage < 3) { return model->params + p->layout.unit_offset[u]; }
-    if (model->schedule_pos >= model->schedule_len || model->schedule[model->schedule_pos] != u) {
-        fail("internal: unit %d used out of the schedule's order (position %d)", u, model->schedule_pos);
+    ZeroUse use = zero_walk_use(&model->walk, p, u);
+    for (int k = 0; k < use.num_gather; k++) {
+        int g = use.gather[k];
+        cudaCheck(cudaStreamWaitEvent(comm->stream, buffer_free_event(model, g), 0)); // never recorded: no wait
+        comm_all_gather(comm, model->param_shard + p->shard_offset[g], gather_buffer(model, g), p->shard_size[g], sizeof(floatX), g);
+        cudaCheck(cudaEventRecord(model->gathered[g], comm->stream));
     }
-    if (model->unit_state[u] == UNIT_SHARDED) { unit_gather_start(model, u); }
-    if (model->unit_state[u] == UNIT_GATHERING) {
-        cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0)); // the compute waits, not the host
-        model->unit_state[u] = UNIT_GATHERED;
-    }
-    // prefetch: queue the gathers of the next units of the schedule while this one computes
-    int end = model->forward_only ? zero_forward_positions(model->config.num_layers) : model->schedule_len;
-    for (int k = 1; k <= p->prefetch && model->schedule_pos + k < end; k++) {
-        int next = model->schedule[model->schedule_pos + k];
-        if (model->unit_state[next] == UNIT_SHARDED) { unit_gather_start(model, next); }
-    }
-    model->schedule_pos++;
+    if (use.wait) { cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0)); } // the compute waits, not the host
     return gather_buffer(model, u);
 }
 
 // The compute queued so far is the buffer's last reader: the next gather into it waits for that.
 static void unit_release(GPT2* model, int u) {
-    if (model->plan.stage < 3 || model->unit_state[u] == UNIT_SHARDED) { return; }
-    cudaCheck(cudaEventRecord(buffer_free_event(model, u), model->stream));
-    model->unit_state[u] = UNIT_SHARDED;
-    if (u > 0) { model->slot_owner[block_slot(model, u)] = -1; }
+    if (model->plan.stage < 3) { return; }
+    if (zero_walk_release(&model->walk, &model->plan, u) != UNIT_SHARDED) {
+        cudaCheck(cudaEventRecord(buffer_free_event(model, u), model->stream));
+    }
 }
 
 // After a unit's forward: released unless the reshard_after_forward policy keeps it (zero_plan.h).
 static void unit_release_after_forward(GPT2* model, int u) {
-    if (!zero_keep_after_forward(&model->plan, u, model->config.num_layers, model->schedule_pos)) { unit_release(model, u); }
+    if (model->plan.stage == 3 && !zero_walk_keep_after_forward(&model->walk, &model->plan, u)) { unit_release(model, u); }
 }
 
 static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }
@@ -739,10 +703,10 @@ void units_release_all(GPT2* model) {
 // A forward that no backward follows (evaluation, sampling): stage 3 gathers only what the
 // forward uses (no prefetch into the backward's units) and releases everything after it.
 void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B, int T) {
-    model->forward_only = 1;
+    model->walk.forward_only = 1;
     gpt2_forward(model, inputs, targets, B, T, 0.0f);
     units_release_all(model);
-    model->forward_only = 0;
+    model->walk.forward_only = 0;
 }
 
 // Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
@@ -751,7 +715,7 @@ static floatX* unit_grad_buffer(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     if (p->full_grads) { return model->grads + p->layout.unit_offset[u]; }
     if (u == 0) { return model->grad_unit0; }
-    return model->grad_blocks + (size_t)((u - 1) % 2) * p->layout.unit_size[u];
+    return model->grad_blocks + (size_t)zero_grad_slot(u) * p->layout.unit_size[u];
 }
 
 // The two block buffers alternate, so block l's reduce-scatter can still be running while block
@@ -759,10 +723,8 @@ static floatX* unit_grad_buffer(GPT2* model, int u) {
 static floatX* unit_grads(GPT2* model, int u) {
     floatX* buf = unit_grad_buffer(model, u);
     if (model->plan.full_grads) { return buf; }
-    if (u > 0) {
-        int slot = (u - 1) % 2;
-        if (model->grad_slot_owner[slot] != -1) { cudaCheck(cudaStreamWaitEvent(model->stream, model->grad_slot_reduced[slot], 0)); }
-        model->grad_slot_owner[slot] = u;
+    if (u > 0 && zero_walk_grad_slot(&model->walk, u) != -1) {
+        cudaCheck(cudaStreamWaitEvent(model->stream, model->grad_slot_reduced[zero_grad_slot(u)], 0));
     }
     cudaCheck(cudaMemsetAsync(buf, 0, model->plan.layout.unit_size[u] * sizeof(floatX), model->stream));
     return buf;
@@ -782,7 +744,7 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
     stream_wait_for(comm->stream, model->stream, model->handoff);
     if (p->stage >= 2) {
         comm_reduce_scatter(comm, full, model->grad_shard + p->shard_offset[u], p->shard_size[u], sizeof(floatX), u);
-        if (u > 0 && !p->full_grads) { cudaCheck(cudaEventRecord(model->grad_slot_reduced[(u - 1) % 2], comm->stream)); }
+        if (u > 0 && !p->full_grads) { cudaCheck(cudaEventRecord(model->grad_slot_reduced[zero_grad_slot(u)], comm->stream)); }
     } else {
         comm_reduce_scatter(comm, full, mine, p->shard_size[u], sizeof(floatX), u);
         if (p->stage == 0) { comm_all_gather(comm, mine, full, p->shard_size[u], sizeof(floatX), u); }
@@ -792,8 +754,14 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
 // After the last micro-step's backward: the compute stream waits for every reduction queued.
 static void grads_finish_reduction(GPT2* model) {
     stream_wait_for(model->stream, model->comm->stream, model->handoff);
-    model->grad_slot_owner[0] = model->grad_slot_owner[1] = -1;
+    zero_walk_reductions_done(&model->walk);
 }
+
+// The step's scalars ("scalars" in the table above): each rank's part of the gradient norm's sum
+// of squares, and of the loss, all-gathered and summed in rank order, so every rank and every
+// stage gets the same bits. (Evaluation averages its loss the same way.)
+static double norm_squared_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); }
+static inline double mean_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine) / comm->world_size; }
 
 // Stages 1-2: every rank updated its own slices; gather them back into the full params, all
 // units queued at once, before the next forward reads them.
@@ -832,7 +800,7 @@ void print_memory_table(const GPT2* model) {
     printf("activations      | %17zu |                 - |\n", m->activations);
     printf("workspace        | %17zu |                 - |\n", m->workspace);
     printf("comm per step (plan, bus bytes): reduce-scatter %.0f, all-gather %.0f, scalars %.0f\n",
-           p->comm_reduce_scatter, p->comm_all_gather, 2.0 * sizeof(double) * (p->world_size - 1));
+           p->comm_reduce_scatter, p->comm_all_gather, p->comm_scalars);
     printf("cudaMemGetInfo: %.1f MB in use on the device (all processes on it)\n", gpu_memory_used() / MB);
 }
 
@@ -890,7 +858,7 @@ static void load_checkpoint_state(GPT2* model, const char* dir, int step, int h0
 }
 
 static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char* dir, int step) {
-    int h0[HEADER_INTS];
+    int h0[HEADER_INTS] = {0}; // filled by load_checkpoint_state (zeroed: the compiler cannot see that)
     load_checkpoint_state(model, dir, step, h0);
     restore_position(h0, step, model->plan.world_size, train, rng);
 }
@@ -905,7 +873,7 @@ static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char
 // the last position's logits come to the host for the softmax and the draw.
 void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len) {
     const GPT2Config* c = &model->config;
-    int eot = tokenizer->init_ok ? tokenizer->eot_token : 50256;
+    int eot = tokenizer->init_ok ? tokenizer->eot_token : GPT2_EOT;
     int print = model->comm->rank == 0;
     int* tokens = (int*)mallocCheck((size_t)(gen_len + 1) * sizeof(int));
     floatX* row; // pinned: a copy into pageable memory would block the host until the stream gets there
@@ -980,7 +948,7 @@ static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     }
     // what the evaluation moved (stage 3's gathers), apart from the steps' counts
     double gathered = model->comm->bus_bytes[COLL_ALL_GATHER];
-    float loss = (float)(comm_sum(model->comm, sum / n) / model->comm->world_size);
+    float loss = (float)mean_over_ranks(model->comm, sum / n);
     if (model->comm->world_size > 1 && model->comm->rank == 0) {
         printf("val comm: all-gather %.0f bytes over %d batches\n", gathered, n);
     }
@@ -995,17 +963,17 @@ static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr
     gpt2_zero_grad(model);
     double loss_sum = 0.0;
     // the step's loss is the mean over micro-steps, ranks and positions: each position's share
-    float dlogits_scale = 1.0f / ((float)grad_accum * comm->world_size * args->B * args->T);
+    float loss_scale = 1.0f / ((float)grad_accum * comm->world_size);
     for (int micro = 0; micro < grad_accum; micro++) {
         dataloader_next_batch(train);
-        gpt2_forward(model, train->inputs, train->targets, args->B, args->T, dlogits_scale);
+        gpt2_forward(model, train->inputs, train->targets, args->B, args->T, loss_scale);
         gpt2_backward(model, micro == grad_accum - 1);
         loss_sum += gpt2_mean_loss(model);
     }
     grads_finish_reduction(model);
-    *norm = gpt2_update(model, lr, 0.9f, 0.95f, 1e-8f, args->weight_decay, args->grad_clip, step + 1);
+    *norm = gpt2_update(model, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args->weight_decay, args->grad_clip, step + 1);
     comm_sync(comm, model->stream, "the update");
-    return (float)(comm_sum(comm, loss_sum / grad_accum) / comm->world_size);
+    return (float)mean_over_ranks(comm, loss_sum / grad_accum);
 }
 
 // The GPU of this rank: its local rank among the GPUs it sees (several ranks may share one).
@@ -1018,21 +986,74 @@ static cudaDeviceProp select_device(const Comm* comm, int* device_count) {
     return prop;
 }
 
+// The training loop, as llm.c's: at each step the val loss every -v steps and a sample every -s
+// steps, then one optimizer step, its line (with MFU against the GPU's peak) and its log line,
+// and a checkpoint every -n steps; after the last step a last val loss and sample.
+static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, const Tokenizer* tokenizer, Rng* sample_rng,
+                       const TrainArgs* args, const TrainSizes* sz, int start_step, int max_steps, FILE* logfile,
+                       double peak_tflops) {
+    Comm* comm = model->comm;
+    double flops_per_gpu_step = flops_per_token(model, args->T) * sz->total_batch / comm->world_size;
+    for (int step = start_step; step <= max_steps; step++) {
+        int last = step == max_steps;
+        if (args->val_every > 0 && (step % args->val_every == 0 || last)) {
+            float val_loss = evaluate(model, val, args->val_max_steps);
+            if (comm->rank == 0) { printf("val loss %f\n", val_loss); }
+            if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
+        }
+        if (args->sample_every > 0 && ((step > 0 && step % args->sample_every == 0) || last)) {
+            gpt2_sample(model, tokenizer, sample_rng, args->gen_len);
+        }
+        if (last) { break; }
+        double t0 = now_seconds();
+        comm_reset_counters(comm);
+        comm->step = step + 1;
+        float lr = lr_cosine(step, args->lr, args->warmup, max_steps, args->final_lr_frac);
+        float norm;
+        float loss = train_step(model, train, sz->grad_accum, lr, args, step, &norm);
+        double dt = now_seconds() - t0;
+        comm_collect_times(comm, 1);
+        if (comm->rank == 0) {
+            printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s", step + 1, max_steps, loss, norm, lr,
+                   dt * 1000, sz->total_batch / dt);
+            if (peak_tflops > 0) { printf(", MFU %.1f%%", 100.0 * flops_per_gpu_step / dt / (peak_tflops * 1e12)); }
+            printf(", GPU memory %.0f MB)", gpu_memory_used() / (1024.0 * 1024.0));
+            if (comm->world_size > 1) {
+                printf(" | comm stream busy %.1f ms | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f", comm->busy_ms,
+                       comm->bus_bytes[COLL_REDUCE_SCATTER], comm->bus_bytes[COLL_ALL_GATHER], comm->bus_bytes[COLL_SCALARS]);
+            }
+            printf("\n");
+        }
+        if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
+        if (args->checkpoint_every > 0 && (step + 1) % args->checkpoint_every == 0) {
+            save_checkpoint(model, train, sample_rng, step + 1, args->output_dir, args->checkpoint_keep);
+        }
+    }
+}
+
+// The largest GPU allocation over the ranks (what this process allocated itself; NCCL's own
+// buffers and the CUDA context are in cudaMemGetInfo's figure, shared by all on one GPU).
+static void print_peak_memory(const GPT2* model) {
+    const MemoryUse* mu = &model->mem;
+    Comm* comm = model->comm;
+    double mine = (double)(mu->params + mu->grads + mu->optimizer + mu->buffers + mu->activations + mu->workspace), most = mine;
+    double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
+    comm_gather_doubles(comm, mine, all);
+    for (int r = 0; r < comm->world_size; r++) { if (all[r] > most) { most = all[r]; } }
+    free(all);
+    if (comm->rank == 0) {
+        printf("GPU memory allocated per rank: max %.1f MB (rank 0: %.1f MB); cudaMemGetInfo: %.1f MB in use on the device\n",
+               most / 1048576.0, mine / 1048576.0, gpu_memory_used() / 1048576.0);
+    }
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     Comm comm;
     comm_bootstrap(&comm, &argc, &argv);
-    TrainArgs args = {
-        .train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin",
-        .val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",
-        .model = "gpt2_124M_bf16.bin", .output_dir = NULL,
-        .B = 4, .T = 1024, .total_batch = -1, .lr = 3e-4f, .warmup = 0, .final_lr_frac = 1.0f,
-        .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
-        .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
-        .zero_stage = 0, .reshard = NULL, .prefetch = -1,
-        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f, .recompute = 1,
-        .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
-    };
+    TrainArgs args = train_args_defaults();
+    args.model = "gpt2_124M_bf16.bin";
+    args.T = 1024;
     parse_args(&args, argc, argv, comm.rank,
                "One process per GPU: mpirun -np N, or -pn/-pr/-pi/-pf/-ps per process; -r trades compute for activation memory.");
     if (args.recompute == -1) { args.recompute = 1; }
@@ -1044,25 +1065,14 @@ int main(int argc, char** argv) {
     signal(SIGXFSZ, SIG_IGN); // a full disk must fail a write with a message, not kill the process
 
     GPT2Config config;
-    int depth = parse_depth(args.model), version = MODEL_VERSION_FP32;
-    FILE* model_fp = NULL;
-    if (depth > 0) { config = config_for_depth(depth, args.T > 1024 ? args.T : 1024); }
-    else { model_fp = model_file_open(args.model, &config, &version); }
-    if (args.T > config.max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args.T, config.max_seq_len); }
-    int tokens_per_micro = args.B * args.T * N;
-    int total_batch = args.total_batch == -1 ? tokens_per_micro : args.total_batch;
-    if (total_batch <= 0 || total_batch % tokens_per_micro != 0) {
-        fail("flag -d %d must be a positive multiple of B*T*ranks = %d*%d*%d = %d", total_batch, args.B, args.T, N, tokens_per_micro);
-    }
-    int grad_accum = total_batch / tokens_per_micro;
-    ZeroOptions zopt = {args.zero_stage, grad_accum, parse_reshard(args.reshard), args.prefetch == -1 ? 1 : args.prefetch};
-    if (zopt.stage != 3) { zopt.prefetch = 0; }
+    int version;
+    FILE* model_fp = train_model_config(&args, &config, &version);
+    TrainSizes sz = train_sizes(&args, N);
     // every file is checked before the GPU is touched: bad input gets its message on any machine
     DataLoader train, val;
     dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);
     dataloader_init(&val, args.val_pattern, args.B, args.T, rank, N, config.vocab_size, 0, 0);
-    int max_steps = args.max_steps;
-    if (max_steps == -1) { max_steps = (int)(dataloader_num_batches(&train) / grad_accum); }
+    int max_steps = train_max_steps(&args, &train, sz.grad_accum);
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, "gpt2_tokenizer.bin");
     // one job at a time in -o (llmc/outdir_lock.h): rank 0 locks it before anything there is
@@ -1092,10 +1102,8 @@ int main(int argc, char** argv) {
         if (rank != 0) { outdir_lock_join(args.output_dir); }
     }
     GPT2 model;
-    gpt2_init(&model, &config, &comm, zopt, args.recompute);
-    float* full = (float*)callocCheck(model.plan.layout.total, sizeof(float));
-    if (depth > 0) { init_random(&config, &model.plan.layout, full, (uint64_t)args.seed); }
-    else { model_file_read(model_fp, args.model, &config, &model.plan.layout, full, version); fclose(model_fp); }
+    gpt2_init(&model, &config, &comm, sz.zero, args.recompute);
+    float* full = train_initial_params(&args, &config, &model.plan.layout, model_fp, version);
     gpt2_set_params(&model, full);
     free(full);
     gpt2_alloc_activations(&model, args.B, args.T);
@@ -1111,7 +1119,7 @@ int main(int argc, char** argv) {
                config.num_layers, config.num_heads, config.channels, config.max_seq_len, config.vocab_size,
                config.padded_vocab_size, model.plan.layout.num_parameters);
         printf("%d ranks x batch B %d x T %d, %d micro-steps per step (%d tokens), %d steps, lr %g, recompute %d\n",
-               N, args.B, args.T, grad_accum, total_batch, max_steps, args.lr, args.recompute);
+               N, args.B, args.T, sz.grad_accum, sz.total_batch, max_steps, args.lr, args.recompute);
         print_memory_table(&model);
     }
 
@@ -1128,46 +1136,7 @@ int main(int argc, char** argv) {
     // -wt, must not wait for a slower rank's disk
     comm_io_barrier(&comm, "every rank to read the model and the checkpoint");
 
-    double flops_per_gpu_step = flops_per_token(&model, args.T) * total_batch / N;
-    for (int step = start_step; step < max_steps; step++) {
-        if (args.val_every > 0 && step % args.val_every == 0) {
-            float val_loss = evaluate(&model, &val, args.val_max_steps);
-            if (rank == 0) { printf("val loss %f\n", val_loss); }
-            if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
-        }
-        if (args.sample_every > 0 && step > 0 && step % args.sample_every == 0) {
-            gpt2_sample(&model, &tokenizer, &sample_rng, args.gen_len);
-        }
-        double t0 = now_seconds();
-        comm_reset_counters(&comm);
-        comm.step = step + 1;
-        float lr = lr_cosine(step, args.lr, args.warmup, max_steps, args.final_lr_frac);
-        float norm;
-        float loss = train_step(&model, &train, grad_accum, lr, &args, step, &norm);
-        double dt = now_seconds() - t0;
-        comm_collect_times(&comm, 1);
-        if (rank == 0) {
-            printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s", step + 1, max_steps, loss, norm, lr,
-                   dt * 1000, total_batch / dt);
-            if (peak > 0) { printf(", MFU %.1f%%", 100.0 * flops_per_gpu_step / dt / (peak * 1e12)); }
-            printf(", GPU memory %.0f MB)", gpu_memory_used() / (1024.0 * 1024.0));
-            if (N > 1) {
-                printf(" | comm stream busy %.1f ms | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f", comm.busy_ms,
-                       comm.bus_bytes[COLL_REDUCE_SCATTER], comm.bus_bytes[COLL_ALL_GATHER], comm.bus_bytes[COLL_SCALARS]);
-            }
-            printf("\n");
-        }
-        if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
-        if (args.checkpoint_every > 0 && (step + 1) % args.checkpoint_every == 0) {
-            save_checkpoint(&model, &train, &sample_rng, step + 1, args.output_dir, args.checkpoint_keep);
-        }
-    }
-    if (args.val_every > 0) {
-        float val_loss = evaluate(&model, &val, args.val_max_steps);
-        if (rank == 0) { printf("val loss %f\n", val_loss); }
-        if (logfile) { fprintf(logfile, "s:%d tel:%f\n", max_steps, val_loss); }
-    }
-    if (args.sample_every > 0) { gpt2_sample(&model, &tokenizer, &sample_rng, args.gen_len); }
+    train_loop(&model, &train, &val, &tokenizer, &sample_rng, &args, &sz, start_step, max_steps, logfile, peak);
     if (args.output_dir != NULL) {
         float* params = gpt2_full_params(&model); // collective from stage 1: every rank takes part
         if (rank == 0) {
@@ -1179,18 +1148,7 @@ int main(int argc, char** argv) {
         free(params);
         comm_io_barrier(&comm, "rank 0 to write the final model");
     }
-    // the largest GPU allocation over the ranks (what this process allocated itself; NCCL's
-    // own buffers and the CUDA context are in cudaMemGetInfo's figure, shared by all on one GPU)
-    const MemoryUse* mu = &model.mem;
-    double mine = (double)(mu->params + mu->grads + mu->optimizer + mu->buffers + mu->activations + mu->workspace), most = mine;
-    double* all = (double*)mallocCheck(N * sizeof(double));
-    comm_gather_doubles(&comm, mine, all);
-    for (int r = 0; r < N; r++) { if (all[r] > most) { most = all[r]; } }
-    free(all);
-    if (rank == 0) {
-        printf("GPU memory allocated per rank: max %.1f MB (rank 0: %.1f MB); cudaMemGetInfo: %.1f MB in use on the device\n",
-               most / 1048576.0, mine / 1048576.0, gpu_memory_used() / 1048576.0);
-    }
+    print_peak_memory(&model);
     dataloader_free(&train);
     dataloader_free(&val);
     tokenizer_free(&tokenizer);

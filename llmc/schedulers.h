@@ -1,7 +1,7 @@
 /*
 Learning-rate schedule (linear warmup, then cosine decay from the peak to peak*final_frac,
-as in llm.c's default; final_frac = 1 keeps the rate constant after warmup) and the gradient
-clipping factor: the step-size knobs both trainers share.
+as in llm.c's default; final_frac = 1 keeps the rate constant after warmup), the gradient
+clipping factor and AdamW's hyperparameters: the step-size knobs both trainers share.
 */
 #ifndef LLMC_SCHEDULERS_H
 #define LLMC_SCHEDULERS_H
@@ -24,5 +24,18 @@ static inline float grad_clip_scale(float norm, float max_norm) {
     float scale = max_norm / (norm + 1e-6f);
     return scale < 1.0f ? scale : 1.0f;
 }
+
+// AdamW's moment decay rates and epsilon, as GPT-2 is trained (llm.c, and train_gpt2.py's
+// reference); the learning rate, weight decay and clipping come from the command line.
+#define ADAMW_BETA1 0.9f
+#define ADAMW_BETA2 0.95f
+#define ADAMW_EPS 1e-8f
+
+// One optimizer step's hyperparameters, as both trainers' AdamW takes them.
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay;
+    int t;            // the step number, from 1, for the bias corrections
+    float grad_scale; // the clipping factor, applied to the gradients as they are read
+} AdamWParams;
 
 #endif // LLMC_SCHEDULERS_H

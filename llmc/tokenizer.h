@@ -11,6 +11,8 @@ length and that many bytes. Encoding is done once, offline, by dev/data/tinyshak
 #include "utils.h"
 
 #define TOKENIZER_MAGIC 20240328
+// <|endoftext|> in GPT-2's vocabulary: where sampling starts when there is no tokenizer file
+#define GPT2_EOT 50256
 
 typedef struct {
     int vocab_size;

@@ -10,7 +10,10 @@ trainer does not support is refused there with a message, never accepted and ign
 #include <stdio.h>
 #include <string.h>
 #include "utils.h"
+#include "gpt2_layout.h"
 #include "zero_plan.h"
+#include "model_file.h"
+#include "dataloader.h"
 
 typedef struct {
     const char* train_pattern; // -i
@@ -48,6 +51,23 @@ typedef struct {
     const char* fs_path;       // -pf
     const char* server;        // -ps
 } TrainArgs;
+
+// The defaults both trainers start from; each then names its own model file and sequence
+// length (-e, -t) before parsing, so that -h shows its own.
+static inline TrainArgs train_args_defaults(void) {
+    TrainArgs a = {
+        .train_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_train.bin",
+        .val_pattern = "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",
+        .model = NULL, .output_dir = NULL,
+        .B = 4, .T = 64, .total_batch = -1, .lr = 3e-4f, .warmup = 0, .final_lr_frac = 1.0f,
+        .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
+        .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
+        .zero_stage = 0, .reshard = NULL, .prefetch = -1,
+        .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
+        .recompute = -1, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
+    };
+    return a;
+}
 
 typedef enum { ARG_STR, ARG_INT, ARG_FLOAT } ArgType;
 typedef struct { const char* flag; ArgType type; size_t offset; const char* help; } ArgSpec;
@@ -176,6 +196,54 @@ static inline int parse_depth(const char* model) {
     int depth = atoi(model + 1);
     if (depth < 1 || depth > 48) { fail("flag -e: fresh model depth must be 1..48, got '%s'", model); }
     return depth;
+}
+
+// What the trainers derive from the flags: the step's size and the ZeRO options.
+typedef struct {
+    int grad_accum;   // micro-steps per optimizer step
+    int total_batch;  // tokens per optimizer step, over the micro-steps and the N ranks
+    ZeroOptions zero;
+} TrainSizes;
+
+static inline TrainSizes train_sizes(const TrainArgs* args, int N) {
+    TrainSizes s;
+    int tokens_per_micro = args->B * args->T * N;
+    s.total_batch = args->total_batch == -1 ? tokens_per_micro : args->total_batch;
+    if (s.total_batch <= 0 || s.total_batch % tokens_per_micro != 0) {
+        fail("flag -d %d must be a positive multiple of B*T*ranks = %d*%d*%d = %d", s.total_batch, args->B, args->T, N, tokens_per_micro);
+    }
+    s.grad_accum = s.total_batch / tokens_per_micro;
+    int prefetch = args->zero_stage != 3 ? 0 : args->prefetch == -1 ? 1 : args->prefetch;
+    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch};
+    return s;
+}
+
+// The model's config, from the model file (-e PATH, left open at its parameters for the caller
+// to read) or for a fresh model of depth N (-e dN: NULL returned). version: as model_file_open
+// (NULL: fp32 files only).
+static inline FILE* train_model_config(const TrainArgs* args, GPT2Config* config, int* version) {
+    FILE* fp = NULL;
+    int depth = parse_depth(args->model);
+    if (version != NULL) { *version = MODEL_VERSION_FP32; }
+    if (depth > 0) { *config = config_for_depth(depth, args->T > 1024 ? args->T : 1024); }
+    else { fp = model_file_open(args->model, config, version); }
+    if (args->T > config->max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args->T, config->max_seq_len); }
+    return fp;
+}
+
+// -x, or one epoch of the train data (-x -1)
+static inline int train_max_steps(const TrainArgs* args, const DataLoader* train, int grad_accum) {
+    return args->max_steps != -1 ? args->max_steps : (int)(dataloader_num_batches(train) / grad_accum);
+}
+
+// The full parameters in unit-major order: read from the model file train_model_config left
+// open, or a fresh initialization (-e dN). The caller hands them to gpt2_set_params and frees them.
+static inline float* train_initial_params(const TrainArgs* args, const GPT2Config* config, const ParamLayout* layout,
+                                          FILE* fp, int version) {
+    float* full = (float*)callocCheck(layout->total, sizeof(float));
+    if (fp == NULL) { init_random(config, layout, full, (uint64_t)args->seed); }
+    else { model_file_read(fp, args->model, config, layout, full, version); fclose(fp); }
+    return full;
 }
 
 #endif // LLMC_TRAIN_ARGS_H

@@ -14,8 +14,8 @@ socket transport); dev/test/test_zero_cuda.sh sets it.
 
 Streams. Every collective runs on one communication stream, in the order the trainer issues it
 (which is the same on every rank). The trainer orders it against its compute stream with events
-(comm_wait_for / comm_record), so the host never blocks on a collective except where it needs a
-number (the loss, the norm): comm_sync.
+(stream_wait_for, or cudaEventRecord + cudaStreamWaitEvent), so the host never blocks on a
+collective except where it needs a number (the loss, the norm): comm_sync.
 
 No hangs. The communicator is created non-blocking, so no NCCL call can block the host. Every
 host wait polls: the CUDA event, NCCL's asynchronous error state and a deadline (-wt). On a

@@ -24,7 +24,7 @@ for r in rows:
 losses = {r["losses"] for r in rows}
 if len(losses) != 1:
     fails.append("loss columns differ: %s" % losses)
-# and the stage ratios of DESIGN.md §4: stage 3 gathers more than stages 0-2, which move the same
+# and the stage ratios of DESIGN.md §5.1: stage 3 gathers more than stages 0-2, which move the same
 if not (int(rows[0]["rs"]) + int(rows[0]["ag"]) == int(rows[1]["rs"]) + int(rows[1]["ag"]) == int(rows[2]["rs"]) + int(rows[2]["ag"]) < int(rows[3]["rs"]) + int(rows[3]["ag"])):
     fails.append("bytes per stage do not follow stages 0 = 1 = 2 < 3")
 print("\n".join(fails) if fails else "consistent")

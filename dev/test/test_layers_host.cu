@@ -1,5 +1,5 @@
 /*
-Host tests of the CUDA layer kernels' per-element math (DESIGN.md §6, step 6): no GPU needed.
+Host tests of the CUDA layer kernels' per-element math (DESIGN.md §6, level 7): no GPU needed.
 
 llmc/layernorm.cuh, encoder.cuh and gelu.cuh keep their math in __host__ __device__ helpers and
 their encoder buckets in a host function. Here the kernels are replayed with plain loops on the

@@ -5,7 +5,8 @@ test_gpt2.c: checks train_gpt2.c against the PyTorch reference written by train_
     make test_gpt2 && ./test_gpt2      # or ./test_gpt2 gpt2_tiny for another prefix
 
 1. Forward on the reference batch: logits and loss.
-2. Backward: all 16 parameter gradients, each against its own tolerance.
+2. Backward: all 16 parameter gradients, each against its own tolerance; recompute -r 1 and
+   -r 2 (a second model each) give -r 0's gradient bits.
 3. Ten AdamW steps on the same batch (the reference's hyperparameters, below): the loss and the
    gradient norm before clipping at every step.
 Tolerances are atol*rms + rtol*|ref| per element (dev/test/reference.h explains the form). Both
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
     Comm comm;
     comm_init(&comm, &argc, &argv); // one process: stage 0, no communication
     GPT2 model;
-    gpt2_build_from_checkpoint(&model, &comm, model_path);
+    gpt2_build_from_checkpoint(&model, &comm, model_path, 0);
     const GPT2Config* c = &model.config;
     const ParamLayout* lay = &model.plan.layout;
     int V = c->vocab_size, Vp = c->padded_vocab_size;
@@ -69,6 +70,21 @@ int main(int argc, char** argv) {
         }
         check_tensor(TENSOR_INFO[t].name, got, ref.grads[t], n * tensor_copies(c, t), GRAD_TOL);
         free(got);
+    }
+    // recompute: the same forward and backward on a model that keeps fewer activations
+    for (int r = 1; r <= 2; r++) {
+        GPT2 rec;
+        gpt2_build_from_checkpoint(&rec, &comm, model_path, r);
+        gpt2_forward(&rec, x, y, B, T, 1.0f);
+        gpt2_zero_grad(&rec);
+        gpt2_backward(&rec, 1);
+        grads_finish_reduction(&rec);
+        int ok = memcmp(rec.grads, model.grads, lay->total * sizeof(float)) == 0 &&
+                 gpt2_mean_loss(&rec) == gpt2_mean_loss(&model);
+        count_check(ok);
+        printf("%s recompute -r %d gives the loss and gradient bits of -r 0 (activations %zu bytes, -r 0: %zu)\n",
+               ok ? "OK  " : "FAIL", r, rec.mem.activations, model.mem.activations);
+        gpt2_free(&rec);
     }
 
     // 3. the AdamW steps, on the same batch each step as the reference

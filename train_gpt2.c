@@ -81,6 +81,13 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* in
     }
 }
 
+// One row of a layernorm's output from its statistics: the forward's last pass, and all that
+// recompute (-r 2) redoes, so a recomputed output has the forward's bits.
+static inline void layernorm_row_out(float* o, const float* x, float m, float s, const float* weight,
+                                     const float* bias, int C) {
+    for (int i = 0; i < C; i++) { o[i] = (x[i] - m) * s * weight[i] + bias[i]; }
+}
+
 // out (B,T,C) = (inp - mean) * rstd * weight + bias over the last dimension; keeps mean and
 // rstd (B,T) for the backward
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -98,10 +105,18 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
         for (int i = 0; i < C; i++) { float d = x[i] - m; v += d * d; }
         v /= C; // biased variance, as PyTorch's layer_norm
         float s = 1.0f / sqrtf(v + eps);
-        float* o = out + (size_t)bt * C;
-        for (int i = 0; i < C; i++) { o[i] = (x[i] - m) * s * weight[i] + bias[i]; }
+        layernorm_row_out(out + (size_t)bt * C, x, m, s, weight, bias, C);
         mean[bt] = m;
         rstd[bt] = s;
+    }
+}
+
+// out (B,T,C): layernorm_forward's output again, from the mean and rstd it kept (recompute, -r 2)
+void layernorm_recompute(float* out, const float* mean, const float* rstd, const float* inp, const float* weight,
+                         const float* bias, int B, int T, int C) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        layernorm_row_out(out + (size_t)bt * C, inp + (size_t)bt * C, mean[bt], rstd[bt], weight, bias, C);
     }
 }
 
@@ -352,10 +367,15 @@ typedef struct {
     float* fcprojb;  // (C)
 } BlockTensors;
 
+// What the forward keeps for the backward, and the backward's scratch. With recompute (-r), as
+// in train_gpt2.cu, the GELU output (r >= 1) and the layernorm outputs ln1, ln2 (r = 2) are one
+// (B,T,...) buffer shared by all layers: the forward writes it for the next matmul, and the
+// backward recomputes it (the same function on the same kept inputs, so the same bits) before
+// it reads it, instead of keeping one per layer.
 typedef struct {
     // saved by the forward for the backward; per-layer tensors stacked over L
     float* encoded;   // (B,T,C)
-    float* ln1;       // (L,B,T,C)
+    float* ln1;       // (L,B,T,C), or (B,T,C) with -r 2
     float* ln1_mean;  // (L,B,T)
     float* ln1_rstd;  // (L,B,T)
     float* qkv;       // (L,B,T,3C)
@@ -363,11 +383,11 @@ typedef struct {
     float* att;       // (L,B,NH,T,T)
     float* attproj;   // (L,B,T,C)
     float* residual2; // (L,B,T,C)
-    float* ln2;       // (L,B,T,C)
+    float* ln2;       // (L,B,T,C), or (B,T,C) with -r 2
     float* ln2_mean;  // (L,B,T)
     float* ln2_rstd;  // (L,B,T)
     float* fch;       // (L,B,T,4C)
-    float* fch_gelu;  // (L,B,T,4C)
+    float* fch_gelu;  // (L,B,T,4C), or (B,T,4C) with -r >= 1
     float* fcproj;    // (L,B,T,C)
     float* residual3; // (L,B,T,C)
     float* lnf;       // (B,T,C)
@@ -418,6 +438,7 @@ typedef struct {
     Activations acts;
     float* acts_memory;
     int B, T;              // the largest batch the activations hold
+    int recompute;         // -r: 0 keep every activation, 1 recompute GELU, 2 also ln1 and ln2
     int* inputs;           // (B,T) of the last forward
     int* targets;          // (B,T) of the last forward, or unused
     int last_B, last_T;    // shape of the last forward
@@ -449,11 +470,14 @@ static float* unit0_tensor(const GPT2* model, float* unit0, int t) {
 }
 
 // Makes the plan and allocates what it says this rank holds. The parameters are set later
-// (gpt2_set_params), from a file or a fresh initialization.
-void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions opt) {
+// (gpt2_set_params), from a file or a fresh initialization. recompute (-r 0, 1, 2) sizes the
+// activations, allocated at the first forward (or gpt2_alloc_activations).
+void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions opt, int recompute) {
     memset(model, 0, sizeof(*model));
     model->config = *config;
     model->comm = comm;
+    if (recompute < 0 || recompute > 2) { fail("recompute expects 0, 1 or 2, got %d", recompute); }
+    model->recompute = recompute;
     StateBytes cpu_bytes = ZERO_STATE_BYTES_CPU; // fp32 params and grads; m and v; MPI needs a reduce-scatter buffer
     zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.grad_accum, opt.reshard,
                    opt.prefetch, cpu_bytes, UNIT_ALIGN);
@@ -499,11 +523,11 @@ void gpt2_set_params(GPT2* model, const float* full) {
 }
 
 // One process, stage 0, from a model file: what test_gpt2.c uses.
-void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path) {
+void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path, int recompute) {
     GPT2Config config;
     FILE* fp = model_file_open(path, &config, NULL);
     ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0};
-    gpt2_init(model, &config, comm, opt);
+    gpt2_init(model, &config, comm, opt, recompute);
     float* full = (float*)callocCheck(model->plan.layout.total, sizeof(float));
     model_file_read(fp, path, &config, &model->plan.layout, full, MODEL_VERSION_FP32);
     fclose(fp);
@@ -511,12 +535,15 @@ void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path) {
     free(full);
 }
 
-// Carves the activation slab for batches of up to B x T.
-static void gpt2_alloc_activations(GPT2* model, int B, int T) {
-    const GPT2Config* c = &model->config;
+// Carves the activation slab for batches of up to B x T. Recompute keeps one layer's GELU
+// output (-r >= 1) and one layer's ln1 and ln2 (-r 2) instead of L: it saves
+// (L-1)*B*T*4C floats at -r 1, and 2*(L-1)*B*T*C more at -r 2.
+// The activation tensors of a B x T batch in one allocation (what -r keeps decides their sizes):
+// returns its bytes, and with base != NULL points a's tensors into it.
+static size_t activations_layout(Activations* a, float* base, const GPT2Config* c, int recompute, int B, int T) {
     size_t L = c->num_layers, NH = c->num_heads, C = c->channels, Vp = c->padded_vocab_size;
     size_t BT = (size_t)B * T;
-    Activations* a = &model->acts;
+    size_t L_ln = recompute >= 2 ? 1 : L, L_gelu = recompute >= 1 ? 1 : L;
     float** ptrs[] = {
         &a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att, &a->attproj,
         &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu, &a->fcproj,
@@ -524,18 +551,26 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
         &a->dresidual, &a->dbtc, &a->dbtc2, &a->dbt4c, &a->dbt4c2, &a->dqkv, &a->datt,
     };
     size_t sizes[] = {
-        BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * NH * T * T, L * BT * C,
-        L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C,
+        BT * C, L_ln * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * NH * T * T, L * BT * C,
+        L * BT * C, L_ln * BT * C, L * BT, L * BT, L * BT * 4 * C, L_gelu * BT * 4 * C, L * BT * C,
         L * BT * C, BT * C, BT, BT, BT * Vp, BT * Vp, BT,
         BT * C, BT * C, BT * C, BT * 4 * C, BT * 4 * C, BT * 3 * C, (size_t)B * NH * T,
     };
-    int n = sizeof(sizes) / sizeof(sizes[0]);
     size_t total = 0;
-    for (int i = 0; i < n; i++) { total += sizes[i]; }
-    model->acts_memory = (float*)mallocCheck(total * sizeof(float));
-    model->mem.activations = total * sizeof(float);
-    float* p = model->acts_memory;
-    for (int i = 0; i < n; i++) { *ptrs[i] = p; p += sizes[i]; }
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        if (base != NULL) { *ptrs[i] = base + total; }
+        total += sizes[i];
+    }
+    return total * sizeof(float);
+}
+
+// Carves the activation slab for batches of up to B x T.
+static void gpt2_alloc_activations(GPT2* model, int B, int T) {
+    size_t BT = (size_t)B * T;
+    size_t bytes = activations_layout(&model->acts, NULL, &model->config, model->recompute, B, T);
+    model->acts_memory = (float*)mallocCheck(bytes);
+    model->mem.activations = bytes;
+    activations_layout(&model->acts, model->acts_memory, &model->config, model->recompute, B, T);
     model->B = B;
     model->T = T;
     model->inputs = (int*)mallocCheck(BT * sizeof(int));
@@ -590,15 +625,15 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     for (int l = 0; l < L; l++) {
         BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
         const float* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
-        float* ln1 = a->ln1 + l * BTC;
+        float* ln1 = a->ln1 + (model->recompute >= 2 ? 0 : l * BTC);
         float* qkv = a->qkv + l * BTC * 3;
         float* atty = a->atty + l * BTC;
         float* att = a->att + (size_t)l * B * NH * T * T;
         float* attproj = a->attproj + l * BTC;
         float* residual2 = a->residual2 + l * BTC;
-        float* ln2 = a->ln2 + l * BTC;
+        float* ln2 = a->ln2 + (model->recompute >= 2 ? 0 : l * BTC);
         float* fch = a->fch + l * BTC * 4;
-        float* fch_gelu = a->fch_gelu + l * BTC * 4;
+        float* fch_gelu = a->fch_gelu + (model->recompute >= 1 ? 0 : l * BTC * 4);
         float* fcproj = a->fcproj + l * BTC;
         float* residual3 = a->residual3 + l * BTC;
         layernorm_forward(ln1, a->ln1_mean + l * BT, a->ln1_rstd + l * BT, residual, w.ln1w, w.ln1b, B, T, C);
@@ -671,6 +706,19 @@ void gpt2_backward(GPT2* model, int reduce) {
         BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
         BlockTensors dw = block_tensors(model, unit_grads(model, 1 + l));
         const float* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
+        float* ln1 = a->ln1 + (model->recompute >= 2 ? 0 : l * BTC);
+        float* ln2 = a->ln2 + (model->recompute >= 2 ? 0 : l * BTC);
+        float* fch = a->fch + l * BTC * 4;
+        float* fch_gelu = a->fch_gelu + (model->recompute >= 1 ? 0 : l * BTC * 4);
+        float* ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT;
+        float* ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT;
+        // recompute what the forward did not keep, from what it did: the same function on the
+        // same inputs (the layernorms from their kept statistics), so the forward's bits
+        if (model->recompute >= 1) { gelu_forward(fch_gelu, fch, BTC * 4); }
+        if (model->recompute >= 2) {
+            layernorm_recompute(ln1, ln1_mean, ln1_rstd, residual, w.ln1w, w.ln1b, B, T, C);
+            layernorm_recompute(ln2, ln2_mean, ln2_rstd, a->residual2 + l * BTC, w.ln2w, w.ln2b, B, T, C);
+        }
         // dresidual holds d(loss)/d(residual3 of layer l); the residual adds pass it through
         // unchanged, and each layernorm branch adds its part into it.
         float* dfch_gelu = a->dbt4c;
@@ -679,11 +727,11 @@ void gpt2_backward(GPT2* model, int reduce) {
         memset(dfch_gelu, 0, BTC * 4 * sizeof(float));
         memset(dfch, 0, BTC * 4 * sizeof(float));
         memset(dln2, 0, BTC * sizeof(float));
-        matmul_backward(dfch_gelu, dw.fcprojw, dw.fcprojb, dresidual, a->fch_gelu + l * BTC * 4, w.fcprojw, B, T, 4 * C, C);
-        gelu_backward(dfch, a->fch + l * BTC * 4, dfch_gelu, BTC * 4);
-        matmul_backward(dln2, dw.fcw, dw.fcb, dfch, a->ln2 + l * BTC, w.fcw, B, T, C, 4 * C);
+        matmul_backward(dfch_gelu, dw.fcprojw, dw.fcprojb, dresidual, fch_gelu, w.fcprojw, B, T, 4 * C, C);
+        gelu_backward(dfch, fch, dfch_gelu, BTC * 4);
+        matmul_backward(dln2, dw.fcw, dw.fcb, dfch, ln2, w.fcw, B, T, C, 4 * C);
         layernorm_backward(dresidual, dw.ln2w, dw.ln2b, dln2, a->residual2 + l * BTC, w.ln2w,
-                           a->ln2_mean + l * BT, a->ln2_rstd + l * BT, B, T, C);
+                           ln2_mean, ln2_rstd, B, T, C);
         // dresidual is now d(loss)/d(residual2)
         float* datty = a->dbtc;
         float* dqkv = a->dqkv;
@@ -693,9 +741,8 @@ void gpt2_backward(GPT2* model, int reduce) {
         memset(dln1, 0, BTC * sizeof(float));
         matmul_backward(datty, dw.attprojw, dw.attprojb, dresidual, a->atty + l * BTC, w.attprojw, B, T, C, C);
         attention_backward(dqkv, a->datt, datty, a->qkv + l * BTC * 3, a->att + (size_t)l * B * NH * T * T, B, T, C, NH);
-        matmul_backward(dln1, dw.qkvw, dw.qkvb, dqkv, a->ln1 + l * BTC, w.qkvw, B, T, C, 3 * C);
-        layernorm_backward(dresidual, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w,
-                           a->ln1_mean + l * BT, a->ln1_rstd + l * BT, B, T, C);
+        matmul_backward(dln1, dw.qkvw, dw.qkvb, dqkv, ln1, w.qkvw, B, T, C, 3 * C);
+        layernorm_backward(dresidual, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, ln1_mean, ln1_rstd, B, T, C);
         // dresidual is now d(loss)/d(residual3 of layer l-1)
         unit_release_after_backward(model, 1 + l);
         unit_grads_done(model, 1 + l, reduce);
@@ -1161,6 +1208,17 @@ static void print_peak_memory(Comm* comm) {
     free(all);
 }
 
+// -z auto: the budget is -zm (the same on every rank); outside the plan go the activations (the
+// start-up table's row of that name).
+static void pick_stage_auto(TrainSizes* sz, const GPT2Config* config, int recompute, Comm* comm, const TrainArgs* args) {
+    if (args->zero_budget_mb <= 0) { fail("flag -z auto on the CPU trainer needs -zm: the MB of memory a rank may use"); }
+    Activations unused;
+    size_t other = activations_layout(&unused, NULL, config, recompute, args->B, args->T);
+    StateBytes bytes = ZERO_STATE_BYTES_CPU;
+    train_pick_stage(sz, config, comm->world_size, bytes, UNIT_ALIGN, other, "activations", args->zero_budget_mb * 1048576.0,
+                     "flag -zm", comm->rank);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); // progress lines appear as they happen, also in a log file
     Comm comm;
@@ -1170,7 +1228,7 @@ int main(int argc, char** argv) {
     args.model = "gpt2_124M.bin";
     comm_check_same_args(&comm, argc, argv);
     parse_args(&args, argc, argv, rank, "mpirun -np N ./train_gpt2 ... runs N ranks; OMP_NUM_THREADS sets the threads per rank.");
-    if (args.recompute != -1) { fail("flag -r (recompute) is for the CUDA trainer: the CPU trainer keeps every activation"); }
+    if (args.recompute == -1) { args.recompute = 0; } // the CPU reference keeps every activation unless asked
     if (args.num_processes != -1 || args.process_rank != -1 || args.init_method || args.fs_path || args.server) {
         fail("flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer: the CPU trainer runs its ranks under mpirun -np N");
     }
@@ -1191,8 +1249,9 @@ int main(int argc, char** argv) {
     GPT2Config config;
     FILE* model_fp = train_model_config(&args, &config, NULL);
     TrainSizes sz = train_sizes(&args, N);
+    if (args.zero_stage == ZERO_STAGE_AUTO) { pick_stage_auto(&sz, &config, args.recompute, &comm, &args); }
     GPT2 model;
-    gpt2_init(&model, &config, &comm, sz.zero);
+    gpt2_init(&model, &config, &comm, sz.zero, args.recompute);
     float* full = train_initial_params(&args, &config, &model.plan.layout, model_fp, MODEL_VERSION_FP32);
     gpt2_set_params(&model, full);
     free(full);
@@ -1213,8 +1272,8 @@ int main(int argc, char** argv) {
         printf("model %s: L %d, NH %d, C %d, maxT %d, V %d (padded %d), %zu parameters\n", args.model,
                config.num_layers, config.num_heads, config.channels, config.max_seq_len, config.vocab_size,
                config.padded_vocab_size, model.plan.layout.num_parameters);
-        printf("%d ranks x batch B %d x T %d, %d micro-steps per step (%d tokens), %d steps, lr %g, %d threads per rank\n",
-               N, args.B, args.T, sz.grad_accum, sz.total_batch, max_steps, args.lr, threads);
+        printf("%d ranks x batch B %d x T %d, %d micro-steps per step (%d tokens), %d steps, lr %g, recompute %d, %d threads per rank\n",
+               N, args.B, args.T, sz.grad_accum, sz.total_batch, max_steps, args.lr, args.recompute, threads);
         print_memory_table(&model);
     }
 

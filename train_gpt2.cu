@@ -307,13 +307,12 @@ void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path, ZeroO
     free(full);
 }
 
-// Carves the activation slab for batches of up to B x T.
-static void gpt2_alloc_activations(GPT2* model, int B, int T) {
-    const GPT2Config* c = &model->config;
+// The activation tensors of a B x T batch in one allocation (what -r keeps decides their sizes):
+// returns its bytes, and with base != NULL points a's tensors into it.
+static size_t activations_layout(Activations* a, char* base, const GPT2Config* c, int recompute, int B, int T) {
     size_t L = c->num_layers, NH = c->num_heads, C = c->channels, Vp = c->padded_vocab_size;
     size_t BT = (size_t)B * T;
-    size_t L_ln = model->recompute >= 2 ? 1 : L, L_gelu = model->recompute >= 1 ? 1 : L;
-    Activations* a = &model->acts;
+    size_t L_ln = recompute >= 2 ? 1 : L, L_gelu = recompute >= 1 ? 1 : L;
     // each entry: where the pointer goes, its element count, its element size
     struct { void** ptr; size_t n; size_t size; } parts[] = {
         {(void**)&a->encoded, BT * C, sizeof(floatX)},      {(void**)&a->ln1, L_ln * BT * C, sizeof(floatX)},
@@ -331,12 +330,26 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
         {(void**)&a->ln_scratch, layernorm_backward_scratch_floats((int)BT, (int)C), sizeof(float)},
         {(void**)&a->dbias_scratch, matmul_dbias_scratch_floats((int)Vp), sizeof(float)}, // Vp: the widest OC
     };
-    int n = sizeof(parts) / sizeof(parts[0]);
     size_t total = 0;
-    for (int i = 0; i < n; i++) { total += round_up(parts[i].n * parts[i].size, 256); } // every tensor 256-byte aligned
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        if (base != NULL) { *parts[i].ptr = base + total; }
+        total += round_up(parts[i].n * parts[i].size, 256); // every tensor 256-byte aligned
+    }
+    return total;
+}
+
+// The device memory of a B x T batch outside the plan: the activations, the inputs and targets.
+static size_t activations_bytes(const GPT2Config* c, int recompute, int B, int T) {
+    Activations unused;
+    return activations_layout(&unused, NULL, c, recompute, B, T) + 2 * (size_t)B * T * sizeof(int);
+}
+
+// Carves the activation slab for batches of up to B x T.
+static void gpt2_alloc_activations(GPT2* model, int B, int T) {
+    size_t BT = (size_t)B * T;
+    size_t total = activations_layout(&model->acts, NULL, &model->config, model->recompute, B, T);
     model->acts_memory = cuda_malloc_counted(&model->mem.activations, total, "the activations");
-    char* p = (char*)model->acts_memory;
-    for (int i = 0; i < n; i++) { *parts[i].ptr = p; p += round_up(parts[i].n * parts[i].size, 256); }
+    activations_layout(&model->acts, (char*)model->acts_memory, &model->config, model->recompute, B, T);
     model->B = B;
     model->T = T;
     model->inputs = (int*)cuda_malloc_counted(&model->mem.activations, BT * sizeof(int), "the inputs");
@@ -1047,6 +1060,24 @@ static void print_peak_memory(const GPT2* model) {
     }
 }
 
+// -z auto: the budget is -zm, or the GPU's free memory now (NCCL's buffers already taken), the
+// smallest over the ranks so that all pick the same stage; outside the plan go the activations
+// and the workspace (the start-up table's rows of those names).
+static void pick_stage_auto(TrainSizes* sz, const GPT2Config* config, Comm* comm, const TrainArgs* args) {
+    size_t free_b = 0, total_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    double mine = args->zero_budget_mb > 0 ? args->zero_budget_mb * 1048576.0 : (double)free_b, least = mine;
+    double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
+    comm_gather_doubles(comm, mine, all);
+    for (int r = 0; r < comm->world_size; r++) { if (all[r] < least) { least = all[r]; } }
+    free(all);
+    size_t other = activations_bytes(config, args->recompute, args->B, args->T) + CUBLASLT_WORKSPACE_BYTES
+                 + (1 + GLOBAL_NORM_SCRATCH) * sizeof(double);
+    StateBytes bytes = ZERO_STATE_BYTES_CUDA((int)sizeof(floatX));
+    train_pick_stage(sz, config, comm->world_size, bytes, UNIT_ALIGN, other, "activations, workspace", least,
+                     args->zero_budget_mb > 0 ? "flag -zm" : "the GPU's free memory, least over the ranks", comm->rank);
+}
+
 int main(int argc, char** argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     Comm comm;
@@ -1101,6 +1132,7 @@ int main(int argc, char** argv) {
         start_step = (int)comm_sum(&comm, rank == 0 ? start_step : 0);
         if (rank != 0) { outdir_lock_join(args.output_dir); }
     }
+    if (args.zero_stage == ZERO_STAGE_AUTO) { pick_stage_auto(&sz, &config, &comm, &args); }
     GPT2 model;
     gpt2_init(&model, &config, &comm, sz.zero, args.recompute);
     float* full = train_initial_params(&args, &config, &model.plan.layout, model_fp, version);

@@ -261,11 +261,8 @@ static inline void comm_bootstrap(Comm* comm, int* argc, char*** argv) {
 // After the flags: the rank and size of a start without mpirun, checked.
 static inline void comm_set_processes(Comm* comm, const ProcessFlags* pf) {
     int given = pf->num_processes != -1 || pf->process_rank != -1 || pf->method || pf->fs_dir || pf->server;
-    if (comm->started_by_mpi) {
-        if (given) { fail("flags -pn/-pr/-pi/-pf/-ps are for starts without mpirun; mpirun already gave %d ranks", comm->world_size); }
-        return;
-    }
-    if (!given) { return; } // one process
+    // (under mpirun with these flags comm_bootstrap did not start MPI: the flags win)
+    if (comm->started_by_mpi || !given) { return; } // mpirun's ranks, or one process
     if (pf->num_processes < 1) { fail("flag -pn expects the number of processes >= 1 (with -pr, -pi)"); }
     if (pf->process_rank < 0) { fail("flag -pr expects this process's rank, 0..%d", pf->num_processes - 1); }
     comm->world_size = pf->num_processes;

@@ -35,7 +35,8 @@ typedef struct {
     float grad_clip;           // -gc (0: off)
     int shuffle;               // -sh
     int seed;                  // -rs
-    int zero_stage;            // -z
+    int zero_stage;            // -z (ZERO_STAGE_AUTO: -z auto)
+    float zero_budget_mb;      // -zm: MB a rank may use, for -z auto (-1: not given)
     const char* reshard;       // -zr (stage 3)
     int prefetch;              // -zp (stage 3)
     int checkpoint_every;      // -n (0: never)
@@ -43,7 +44,7 @@ typedef struct {
     int resume;                // -y
     float wait_timeout;        // -wt seconds
     float io_timeout;          // -wi seconds (-1: 10 x -wt); see io_wait_seconds
-    int recompute;             // -r (CUDA trainer): 0 none, 1 GELU, 2 GELU + layernorms (-1: not given)
+    int recompute;             // -r: 0 none, 1 GELU, 2 GELU + layernorms (-1: not given: 1 CUDA, 0 CPU)
     // CUDA trainer, processes started without mpirun (llmc/nccl_comm.cuh)
     int num_processes;         // -pn (-1: not given)
     int process_rank;          // -pr (-1: not given)
@@ -62,7 +63,7 @@ static inline TrainArgs train_args_defaults(void) {
         .B = 4, .T = 64, .total_batch = -1, .lr = 3e-4f, .warmup = 0, .final_lr_frac = 1.0f,
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
-        .zero_stage = 0, .reshard = NULL, .prefetch = -1,
+        .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
         .recompute = -1, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
@@ -93,7 +94,8 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-gc", ARG_FLOAT, grad_clip, "clip gradients to this global L2 norm (0: off)"),
     ARG("-sh", ARG_INT, shuffle, "1: shuffle the order of training batches each epoch; 0: file order"),
     ARG("-rs", ARG_INT, seed, "random seed (fresh model, sampling, shuffling)"),
-    ARG("-z", ARG_INT, zero_stage, "ZeRO stage: 0 DDP, 1 +optimizer state sharded, 2 +grads, 3 +params (FSDP)"),
+    ARG("-z", ARG_INT, zero_stage, "ZeRO stage: 0 DDP, 1 +optimizer state sharded, 2 +grads, 3 +params (FSDP); auto: the lowest that fits (-zm)"),
+    ARG("-zm", ARG_FLOAT, zero_budget_mb, "-z auto: MB of memory a rank may use (CUDA: default the GPU's free memory; CPU: required)"),
     ARG("-zr", ARG_STR, reshard, "stage 3 reshard_after_forward: default (all but the last block), always, never"),
     ARG("-zp", ARG_INT, prefetch, "stage 3 prefetch depth: units gathered ahead (0: off; default 1)"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
@@ -101,7 +103,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
     ARG("-wt", ARG_FLOAT, wait_timeout, "seconds a rank waits for one collective before it aborts the job (0: forever)"),
     ARG("-wi", ARG_FLOAT, io_timeout, "seconds ranks wait for each other's model and checkpoint file I/O, at least -wt (0: forever; -1: 10 x -wt)"),
-    ARG("-r", ARG_INT, recompute, "CUDA trainer only: recompute in the backward: 0 nothing, 1 GELU, 2 GELU + layernorms (-1: 1)"),
+    ARG("-r", ARG_INT, recompute, "recompute in the backward, less activation memory for more compute: 0 nothing, 1 GELU, 2 GELU + layernorms (-1: 1 on the CUDA trainer, 0 on the CPU, which keeps every activation)"),
     ARG("-pn", ARG_INT, num_processes, "CUDA trainer without mpirun: number of processes (-1: one, or mpirun's)"),
     ARG("-pr", ARG_INT, process_rank, "CUDA trainer without mpirun: this process's rank 0..pn-1"),
     ARG("-pi", ARG_STR, init_method, "CUDA trainer without mpirun: how ranks find each other: fs (with -pf) or tcp (with -ps)"),
@@ -139,6 +141,7 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
         if (spec == NULL) { fail("unknown flag '%s' (%s -h lists the flags)", argv[i], argv[0]); }
         if (i + 1 >= argc) { fail("flag %s needs a value", argv[i]); }
         char* field = (char*)args + spec->offset;
+        if (strcmp(spec->flag, "-z") == 0 && strcmp(argv[i + 1], "auto") == 0) { args->zero_stage = ZERO_STAGE_AUTO; continue; }
         switch (spec->type) {
             case ARG_STR: *(const char**)field = argv[i + 1]; break;
             case ARG_INT: {
@@ -158,11 +161,14 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
     if (args->final_lr_frac < 0.0f || args->final_lr_frac > 1.0f) { fail("flag -q expects a fraction in [0, 1], got %g", args->final_lr_frac); }
     if (args->gen_len <= 0) { fail("flag -g expects a sample length >= 1, got %d", args->gen_len); }
     if (args->warmup < 0) { fail("flag -u expects warmup steps >= 0, got %d", args->warmup); }
-    if (args->zero_stage < 0 || args->zero_stage > 3) { fail("flag -z expects a ZeRO stage 0, 1, 2 or 3, got %d", args->zero_stage); }
-    // the stage-3 knobs: an error elsewhere, not silently ignored
-    if (args->zero_stage != 3 && args->reshard != NULL) { fail("flag -zr applies only to -z 3 (got -z %d)", args->zero_stage); }
-    if (args->zero_stage != 3 && args->prefetch != -1) { fail("flag -zp applies only to -z 3 (got -z %d)", args->zero_stage); }
-    if (args->zero_stage == 3 && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
+    int is_auto = args->zero_stage == ZERO_STAGE_AUTO;
+    if (!is_auto && (args->zero_stage < 0 || args->zero_stage > 3)) { fail("flag -z expects a ZeRO stage 0, 1, 2 or 3, got %d", args->zero_stage); }
+    // the stage-3 knobs: an error elsewhere, not silently ignored (with -z auto they apply if it picks 3)
+    if (args->zero_stage != 3 && !is_auto && args->reshard != NULL) { fail("flag -zr applies only to -z 3 (got -z %d)", args->zero_stage); }
+    if (args->zero_stage != 3 && !is_auto && args->prefetch != -1) { fail("flag -zp applies only to -z 3 (got -z %d)", args->zero_stage); }
+    if ((args->zero_stage == 3 || is_auto) && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
+    if (!is_auto && args->zero_budget_mb != -1.0f) { fail("flag -zm applies only to -z auto (got -z %d)", args->zero_stage); }
+    if (is_auto && args->zero_budget_mb != -1.0f && args->zero_budget_mb <= 0.0f) { fail("flag -zm expects MB > 0, got %g", args->zero_budget_mb); }
     if (args->recompute < -1 || args->recompute > 2) { fail("flag -r expects 0, 1 or 2, got %d", args->recompute); }
     if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
     if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }
@@ -213,7 +219,8 @@ static inline TrainSizes train_sizes(const TrainArgs* args, int N) {
         fail("flag -d %d must be a positive multiple of B*T*ranks = %d*%d*%d = %d", s.total_batch, args->B, args->T, N, tokens_per_micro);
     }
     s.grad_accum = s.total_batch / tokens_per_micro;
-    int prefetch = args->zero_stage != 3 ? 0 : args->prefetch == -1 ? 1 : args->prefetch;
+    // the stage-3 prefetch (-z auto: in case it picks 3; train_pick_stage zeroes it otherwise)
+    int prefetch = args->zero_stage != 3 && args->zero_stage != ZERO_STAGE_AUTO ? 0 : args->prefetch == -1 ? 1 : args->prefetch;
     s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch};
     return s;
 }
@@ -244,6 +251,32 @@ static inline float* train_initial_params(const TrainArgs* args, const GPT2Confi
     if (fp == NULL) { init_random(config, layout, full, (uint64_t)args->seed); }
     else { model_file_read(fp, args->model, config, layout, full, version); fclose(fp); }
     return full;
+}
+
+// -z auto: the lowest stage whose plan, plus `other` bytes the trainer allocates outside it
+// (activations, workspace), fits in `budget` bytes per rank (zero_pick_stage); rank 0 prints
+// every candidate and the pick. Stops with the numbers when no stage fits.
+static inline void train_pick_stage(TrainSizes* sz, const GPT2Config* c, int N, StateBytes bytes, size_t align,
+                                    size_t other, const char* other_what, double budget, const char* budget_from, int rank) {
+    const double MB = 1048576.0;
+    ZeroPlan plans[4];
+    int stage = zero_pick_stage(plans, c, N, sz->zero, bytes, align, other, (size_t)budget);
+    if (rank == 0) {
+        printf("-z auto: %.1f MB per rank (%s); outside the plan %.1f MB (%s)\n", budget / MB, budget_from,
+               other / MB, other_what);
+        for (int s = 0; s < 4; s++) {
+            double total = (double)(zero_plan_total(&plans[s]) + other);
+            printf("  stage %d: plan %.1f MB + %.1f MB = %.1f MB: %s\n", s, zero_plan_total(&plans[s]) / MB, other / MB,
+                   total / MB, total <= budget ? (s == stage ? "fits, picked (the lowest stage that fits)" : "fits") : "does not fit");
+        }
+    }
+    if (stage < 0) {
+        fail("-z auto: no stage fits in %.1f MB per rank: stage 3 needs %.1f MB (plan %.1f MB + %.1f MB outside it); "
+             "more ranks, a smaller -b or -t, or a larger budget (-zm)", budget / MB,
+             (zero_plan_total(&plans[3]) + other) / MB, zero_plan_total(&plans[3]) / MB, other / MB);
+    }
+    sz->zero.stage = stage;
+    if (stage != 3) { sz->zero.prefetch = 0; }
 }
 
 #endif // LLMC_TRAIN_ARGS_H

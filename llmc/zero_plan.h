@@ -64,6 +64,9 @@ Choices the plan counts (and the trainers follow):
 typedef enum { RESHARD_DEFAULT = 0, RESHARD_ALWAYS = 1, RESHARD_NEVER = 2 } ReshardPolicy;
 static const char* const RESHARD_NAMES[] = {"default", "always", "never"};
 
+// -z auto, until the trainer has picked a stage (train_pick_stage in llmc/train_args.h)
+#define ZERO_STAGE_AUTO (-2)
+
 // What a trainer asks of the plan (from its flags: -z, -d, -zr, -zp).
 typedef struct {
     int stage;              // 0..3
@@ -185,6 +188,25 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
         double per_micro = (double)p->unit0_gathers * unit0 + (double)p->block_gathers * block;
         p->comm_all_gather = bus_bytes(per_micro * bytes.param, world_size) * grad_accum;
     }
+}
+
+// Everything the plan allocates per rank, in bytes (the communication scratch included).
+static inline size_t zero_plan_total(const ZeroPlan* p) {
+    return p->mem_params + p->mem_grads + p->mem_optimizer + p->mem_buffers + p->mem_comm_scratch;
+}
+
+// -z auto: the lowest stage (the least communication) whose plan, plus `other` bytes the
+// trainer allocates outside the plan (activations, workspace), fits in `budget` bytes per rank.
+// plans[s] gets stage s's plan (opt's reshard policy and prefetch for stage 3). Returns the
+// stage, or -1 when none fits.
+static inline int zero_pick_stage(ZeroPlan plans[4], const GPT2Config* c, int world_size, ZeroOptions opt,
+                                  StateBytes bytes, size_t align, size_t other, size_t budget) {
+    int picked = -1;
+    for (int s = 3; s >= 0; s--) {
+        zero_plan_init(&plans[s], c, s, world_size, opt.grad_accum, opt.reshard, s == 3 ? opt.prefetch : 0, bytes, align);
+        if (zero_plan_total(&plans[s]) + other <= budget) { picked = s; }
+    }
+    return picked;
 }
 
 // The order a micro-step uses the units (what stage 3 gathers, and prefetches, in turn):

@@ -96,6 +96,7 @@ case_ "non-numeric value"    "flag -b expects an integer, got 'abc'" "${M[@]}" -
 case_ "trailing garbage"     "flag -l expects a number, got '1e-3x'" "${M[@]}" -l 1e-3x
 case_ "missing value"        "flag -t needs a value"             "${M[@]}" -t
 case_ "zero batch"           "flag -b expects a batch size >= 1, got 0" "${M[@]}" -b 0
+case_ "-r 3 (both trainers)" "flag -r expects 0, 1 or 2, got 3" "${M[@]}" -r 3
 case_ "-d not a multiple"    "flag -d 1000 must be a positive multiple of B*T*ranks = 4*64*1 = 256" "${M[@]}" -d 1000
 case_ "bad -e depth"         "flag -e: fresh model depth must be 1..48, got 'd99'" -e d99 -i "$TRAIN" -j "$VAL"
 case_ "output dir unusable"  "cannot open '$tmp/empty.bin/main.log'" "${M[@]}" -o "$tmp/empty.bin"

@@ -240,6 +240,32 @@ static void check_walk(int L, ReshardPolicy reshard, int prefetch) {
           L, RESHARD_NAMES[reshard], prefetch, walk_ok ? "ok" : "wrong", slots_ok ? "ok" : "wrong", counts_ok ? "ok" : "wrong");
 }
 
+
+// -z auto (zero_pick_stage): with a budget of exactly stage s's total (plan + other), the pick is
+// the lowest stage whose total is no larger; one byte less, the lowest strictly smaller, or -1.
+static void check_pick_stage(const char* name, const GPT2Config* c, int N, StateBytes sb, size_t other) {
+    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1};
+    ZeroPlan ref[4], got[4];
+    size_t total[4];
+    for (int s = 0; s < 4; s++) {
+        zero_plan_init(&ref[s], c, s, N, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, sb, 16);
+        total[s] = zero_plan_total(&ref[s]) + other;
+    }
+    for (int s = 0; s < 4; s++) {
+        int want_at = -1, want_below = -1;
+        for (int t = 3; t >= 0; t--) {
+            if (total[t] <= total[s]) { want_at = t; }
+            if (total[t] < total[s]) { want_below = t; }
+        }
+        int at = zero_pick_stage(got, c, N, opt, sb, 16, other, total[s]);
+        int below = zero_pick_stage(got, c, N, opt, sb, 16, other, total[s] - 1);
+        CHECK(at == want_at && below == want_below, "%s N=%d -z auto, budget = stage %d's %zu bytes: picked %d (want %d), one byte less %d (want %d)",
+              name, N, s, total[s], at, want_at, below, want_below);
+        CHECK(zero_plan_total(&got[s]) == zero_plan_total(&ref[s]), "%s N=%d -z auto candidate %d = its plan", name, N, s);
+    }
+    CHECK(zero_pick_stage(got, c, N, opt, sb, 16, other, other) == -1, "%s N=%d -z auto: nothing fits in the activations alone", name, N);
+}
+
 int main(int argc, char** argv) {
     const char* shard = argc > 1 ? argv[1] : "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";
     GPT2Config d12 = {1024, 50257, 50304, 12, 12, 768};
@@ -261,6 +287,12 @@ int main(int argc, char** argv) {
         for (int r = 0; r < 3; r++) {
             for (int d = 0; d <= 7; d++) { check_walk(L, (ReshardPolicy)r, d); }
         }
+    }
+    for (int N = 1; N <= 8; N *= 2) {
+        check_pick_stage("d12", &d12, N, CPU, 0);
+        check_pick_stage("d12", &d12, N, CPU, (size_t)300 << 20);
+        check_pick_stage("d12 cuda", &d12, N, CUDA, (size_t)2 << 30);
+        check_pick_stage("tiny", &tiny, N, CPU, (size_t)20 << 20);
     }
     check_shrinks(&d12, 4, CPU);
     check_shrinks(&d12, 8, CUDA);

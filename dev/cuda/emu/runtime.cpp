@@ -379,7 +379,6 @@ struct Stream {
     bool blocking = true;                  // synchronizes with the legacy default stream
     bool legacy = false;
     int priority = 0;
-    bool destroyed = false;
 };
 
 struct Event {
@@ -959,7 +958,6 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     Stream* st = resolve(s);
     if (st == nullptr || st == &g_legacy_stream || st == &g_per_thread_stream) { return ret(cudaErrorInvalidResourceHandle); }
     g_streams.erase(st); // its queued work still runs (the runtime releases the stream after it)
-    st->destroyed = true;
     g_draining.insert(st);
     return cudaSuccess;
 }

@@ -1,24 +1,36 @@
 """
-Compare the ZeRO stages by flag: runs train_gpt2 at stages 0-3 on N ranks (mpirun), a few steps
+Compare the ZeRO stages by flag: runs a trainer at stages 0-3 on N ranks (mpirun), a few steps
 each, and reports per stage what each rank holds (allocated per category, the plan's
-prediction, the measured peak RSS), what it sends per step per collective kind (measured and
-planned), step time, tok/s and the losses, which must be the same for all four stages.
+prediction, the measured peak: RSS on the CPU, allocated GPU memory on CUDA), what it sends per
+step per collective kind (measured and planned), step time, tok/s and the losses, which must be
+the same for all four stages.
 
 Writes into --out: compare.md (the table, also printed), compare.csv, and PNG charts:
 memory.png (stacked bytes per rank per stage), comm.png (bytes sent per step), throughput.png,
 loss.png (the four loss curves overlaid) and memory_vs_ranks.png (bytes per rank against N =
-1, 2, 4, 8 from the plan, with the measured points of this run).
+1, 2, 4, 8 from the plan, with the measured points of this run). With --auto MB, one more run
+with -z auto -zm MB: the stage it picked and every stage's total it printed go under the table,
+into auto.csv and onto memory.png.
 
     /usr/bin/python3 dev/bench/compare_stages.py                       # tiny model, N=4 (what CI runs)
     /usr/bin/python3 dev/bench/compare_stages.py --model gpt2_124M.bin --ranks 4 --steps 4
+    /usr/bin/python3 dev/bench/compare_stages.py --recompute 2 --auto 80  # -r 2 everywhere; -z auto -zm 80
+    /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu --ranks 2 --steps 3     # a GPU
+    /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 # the CPU emulator
     make compare                                                       # the same as the first line
 
-Needs train_gpt2 built with MPI and dev/bench/zero_plan_print (make), and Debian's matplotlib.
+--trainer is the CPU trainer (train_gpt2, built with MPI) or a CUDA one (train_gpt2cu,
+train_gpt2fp32cu, their _emu builds; told apart by their -h). For a CUDA trainer the model
+defaults to the bf16 file, NCCL is pinned to Ring/Simple (as dev/test/test_zero_cuda.sh does,
+so that the stages reduce in the same order), and when there are more ranks than visible GPUs
+each rank gets its own NCCL_HOSTID (NCCL refuses two ranks of one host on one device).
+Needs dev/bench/zero_plan_print (make) and Debian's matplotlib.
 """
 import argparse
 import csv
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -26,6 +38,8 @@ MB = 1024.0 * 1024.0
 STAGES = [0, 1, 2, 3]
 STAGE_NAMES = {0: "0 (DDP)", 1: "1 (+optimizer)", 2: "2 (+grads)", 3: "3 (+params)"}
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CPU_MODEL, CUDA_MODEL = "gpt2_tiny.bin", "gpt2_tiny_bf16.bin"
+HOSTID_SHELL = 'NCCL_HOSTID=cmp-$OMPI_COMM_WORLD_RANK exec "$@"'  # one NCCL_HOSTID per rank under mpirun
 
 
 def die(msg):
@@ -33,28 +47,84 @@ def die(msg):
     sys.exit(1)
 
 
-def run_stage(args, stage):
-    """Runs one stage; returns the parsed numbers."""
-    out = os.path.join(args.out, "z%d" % stage)
+def is_cuda_trainer(trainer):
+    """A CUDA trainer's -h ends with its 'One process per GPU' line; the CPU trainer's does not."""
+    try:
+        proc = subprocess.run([trainer, "-h"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        die("cannot run the trainer '%s': %s" % (trainer, e))
+    text = proc.stdout + proc.stderr
+    if "usage:" not in text:
+        die("'%s -h' printed no usage: is it a train_gpt2 trainer?\n%s" % (trainer, text[-500:]))
+    return "One process per GPU" in text
+
+
+def visible_gpus():
+    """GPUs a rank may pick from (select_device: local rank mod this); 1 where none is known (the emulator)."""
+    cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        return max(1, len([d for d in cvd.split(",") if d.strip()]))
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+        return max(1, sum(1 for line in out.splitlines() if line.startswith("GPU ")))
+    except (OSError, subprocess.SubprocessError):
+        return 1
+
+
+def launch(args, name, flags):
+    """Runs the trainer on args.ranks ranks with `flags`; returns (exit code, its output), saved as NAME.txt."""
     threads = max(1, (os.cpu_count() or 1) // args.ranks)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
-    cmd = ["mpirun", "--bind-to", "none", "-np", str(args.ranks), "./train_gpt2", "-e", args.model,
-           "-b", str(args.batch), "-t", str(args.seq_len), "-x", str(args.steps), "-v", "0", "-s", "0",
-           "-z", str(stage), "-o", out]
-    print("$ " + " ".join(cmd), flush=True)
+    if args.is_cuda:
+        # as dev/test/test_zero_cuda.sh: equal-size reductions add in the same order in every stage
+        env.setdefault("NCCL_ALGO", "Ring")
+        env.setdefault("NCCL_PROTO", "Simple")
+    wrap = ["bash", "-c", HOSTID_SHELL, "_"] if args.hostid_per_rank else []
+    cmd = ["mpirun", "--bind-to", "none", "-np", str(args.ranks)] + wrap + [args.trainer, "-e", args.model,
+           "-b", str(args.batch), "-t", str(args.seq_len), "-v", "0", "-s", "0"] + flags
+    if args.recompute is not None:
+        cmd += ["-r", str(args.recompute)]
+    cmd += ["-o", os.path.join(args.out, name)]
+    print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     text = proc.stdout + proc.stderr
-    with open(os.path.join(args.out, "z%d.txt" % stage), "w") as f:
+    with open(os.path.join(args.out, "%s.txt" % name), "w") as f:
         f.write(text)
-    if proc.returncode != 0:
-        die("stage %d failed (exit %d):\n%s" % (stage, proc.returncode, "\n".join(text.splitlines()[-5:])))
-    r = {"stage": stage}
+    return proc.returncode, text
+
+
+def parse_memory(args, text, what):
+    """The start-up memory table (rows of bytes) and what the run says of itself."""
+    header = "GPU memory/rank" if args.is_cuda else "memory per rank"
+    if not re.search(r"^%s\s*\| allocated" % re.escape(header), text, re.M):
+        die("%s: no '%s' table in the output (a %s trainer was expected)" % (what, header, "CUDA" if args.is_cuda else "CPU"))
+    r = {}
     for row, key in [("params", "params"), ("grads", "grads"), ("optimizer", "optimizer"),
                      ("gather buffers", "buffers")]:
         m = re.search(r"^%s\s*\|\s*(\d+)\s*\|\s*(\d+)" % row, text, re.M)
         r[key], r["plan_" + key] = int(m.group(1)), int(m.group(2))
     r["activations"] = int(re.search(r"^activations\s*\|\s*(\d+)", text, re.M).group(1))
+    if args.is_cuda:
+        r["workspace"] = int(re.search(r"^workspace\s*\|\s*(\d+)", text, re.M).group(1))
+        m = re.search(r"^ZeRO stage \d, \d+ ranks, (bf16|fp32)", text, re.M)
+        r["precision"] = m.group(1)
+        m = re.search(r"^device (.*) \((\d+) visible\)", text, re.M)
+        r["device"] = m.group(1) if m else "?"
+    r["table_stage"] = int(re.search(r"^ZeRO stage (\d),", text, re.M).group(1))
+    r["recompute"] = int(re.search(r"^\d+ ranks x batch B .*, recompute (\d)", text, re.M).group(1))
+    return r
+
+
+def run_stage(args, stage):
+    """Runs one stage; returns the parsed numbers."""
+    rc, text = launch(args, "z%d" % stage, ["-x", str(args.steps), "-z", str(stage)])
+    if rc != 0:
+        die("stage %d failed (exit %d):\n%s" % (stage, rc, "\n".join(text.splitlines()[-5:])))
+    r = {"stage": stage}
+    r.update(parse_memory(args, text, "stage %d" % stage))
+    if r["table_stage"] != stage:
+        die("stage %d: the trainer's table says stage %d" % (stage, r["table_stage"]))
     m = re.search(r"^comm per step \(plan, bus bytes\): reduce-scatter (\d+), all-gather (\d+), scalars (\d+)", text, re.M)
     r["plan_rs"], r["plan_ag"], r["plan_scalars"] = map(int, m.groups())
     steps = re.findall(r"^step +\d+/\d+: train loss ([0-9.]+) norm [0-9.]+ lr \S+ \(([0-9.]+) ms.*?"
@@ -69,39 +139,108 @@ def run_stage(args, stage):
     if len(sent) != 1:
         die("stage %d sent different bytes in different steps: %s" % (stage, sorted(sent)))
     r["rs"], r["ag"], r["scalars"] = sent.pop()
-    r["rss"] = float(re.search(r"peak RSS per rank: max ([0-9.]+) MB", text).group(1)) * MB
+    if args.is_cuda:  # every row of the table, the largest rank's sum
+        r["measured"] = float(re.search(r"^GPU memory allocated per rank: max ([0-9.]+) MB", text, re.M).group(1)) * MB
+    else:
+        r["measured"] = float(re.search(r"peak RSS per rank: max ([0-9.]+) MB", text).group(1)) * MB
     return r
 
 
-def plan_for_ranks(model, ranks):
-    proc = subprocess.run([os.path.join(ROOT, "dev/bench/zero_plan_print"), model] + [str(n) for n in ranks],
-                          cwd=ROOT, capture_output=True, text=True)
+def run_auto(args, results):
+    """One run with -z auto -zm MB (one step: the pick and its allocations come before it).
+    Returns the budget, what is outside the plan, the candidates and the pick (None: no stage fits)."""
+    rc, text = launch(args, "auto", ["-x", "1", "-z", "auto", "-zm", "%g" % (args.auto * 1.1)])
+    m = re.search(r"^-z auto: ([0-9.]+) MB per rank \(([^)]*)\); outside the plan ([0-9.]+) MB \(([^)]*)\)", text, re.M)
+    cands = re.findall(r"^  stage (\d): plan ([0-9.]+) MB \+ ([0-9.]+) MB = ([0-9.]+) MB: (.*)$", text, re.M)
+    if not m or [int(c[0]) for c in cands] != STAGES:
+        die("-z auto -zm %g (exit %d): no '-z auto:' line and 4 candidates in its output:\n%s"
+            % (args.auto, rc, "\n".join(text.splitlines()[-5:])))
+    a = {"budget": float(m.group(1)), "budget_from": m.group(2), "outside": float(m.group(3)), "outside_what": m.group(4),
+         "candidates": [{"stage": int(c[0]), "plan": float(c[1]), "total": float(c[3]), "verdict": c[4]} for c in cands]}
+    picked = [c["stage"] for c in a["candidates"] if "picked" in c["verdict"]]
+    a["picked"] = picked[0] if len(picked) == 1 else None
+    if rc != 0:
+        err = re.search(r"error: (-z auto: no stage fits[^\n]*)", text)
+        if a["picked"] is not None or not err:
+            die("-z auto -zm %g failed (exit %d):\n%s" % (args.auto, rc, "\n".join(text.splitlines()[-5:])))
+        a["error"] = err.group(1)
+        return a
+    if a["picked"] is None:
+        die("-z auto -zm %g ran but no candidate says 'picked'" % args.auto)
+    # the run allocated what the picked stage's own run did
+    got = parse_memory(args, text, "-z auto")
+    want = results[a["picked"]]
+    keys = ["params", "grads", "optimizer", "buffers", "activations"] + (["workspace"] if args.is_cuda else [])
+    if got["table_stage"] != a["picked"] or any(got[k] != want[k] for k in keys):
+        die("-z auto picked stage %d but its run is stage %d allocating %s, not stage %d's %s"
+            % (a["picked"], got["table_stage"], [got[k] for k in keys], a["picked"], [want[k] for k in keys]))
+    return a
+
+
+def plan_for_ranks(args, ranks):
+    cmd = [os.path.join(ROOT, "dev/bench/zero_plan_print")]
+    if args.is_cuda:
+        cmd += ["--cuda", "2" if args.precision == "bf16" else "4"]
+    proc = subprocess.run(cmd + [args.model] + [str(n) for n in ranks], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         die("zero_plan_print failed: " + proc.stderr.strip())
     return [{k: int(v) for k, v in row.items()} for row in csv.DictReader(proc.stdout.splitlines())]
 
 
-def table(args, results):
-    head = ["stage", "params MB", "grads MB", "optimizer MB", "buffers MB", "activations MB", "state allocated MB",
-            "state plan MB", "peak RSS MB", "reduce-scatter MB/step", "all-gather MB/step", "plan comm MB/step",
-            "ms/step", "tok/s", "final loss"]
+def state(r, prefix=""):
+    return sum(r[prefix + k] for k in ["params", "grads", "optimizer", "buffers"])
+
+
+def caption(args, results):
+    rec = results[0]["recompute"]
+    who = ""
+    if args.is_cuda:
+        who = "%s (%s, %s), " % (os.path.basename(args.trainer), results[0]["precision"], results[0]["device"])
+    elif os.path.basename(args.trainer) != "train_gpt2":
+        who = "%s, " % os.path.basename(args.trainer)
+    return ("%s%s, %d ranks, B=%d, T=%d per rank, %d steps, recompute %d (%s"
+            % (who, os.path.basename(args.model), args.ranks, args.batch, args.seq_len, args.steps, rec,
+               "-r %d" % rec if args.recompute is not None else "the trainer's default"))
+
+
+def auto_line(args, auto):
+    cands = ", ".join("stage %d %.1f MB (%s)" % (c["stage"], c["total"], "picked" if c["stage"] == auto["picked"] else
+                                                c["verdict"]) for c in auto["candidates"])
+    if auto["picked"] is None:
+        head = "-z auto -zm %g: no stage fits (%s)" % (args.auto, auto["error"])
+    else:
+        head = "-z auto -zm %g: picked stage %d, the lowest whose total fits" % (args.auto, auto["picked"])
+    return ("%s; totals per rank = plan + %.1f MB outside it (%s): %s"
+            % (head, auto["outside"], auto["outside_what"], cands))
+
+
+def table(args, results, auto):
+    cuda = args.is_cuda
+    head = ["stage", "params MB", "grads MB", "optimizer MB", "buffers MB", "activations MB"]
+    head += ["workspace MB"] if cuda else []
+    head += ["state allocated MB", "state plan MB", "GPU allocated MB" if cuda else "peak RSS MB",
+             "reduce-scatter MB/step", "all-gather MB/step", "plan comm MB/step", "ms/step", "tok/s", "final loss"]
     rows = []
     for r in results:
-        alloc = r["params"] + r["grads"] + r["optimizer"] + r["buffers"]
-        plan = r["plan_params"] + r["plan_grads"] + r["plan_optimizer"] + r["plan_buffers"]
-        rows.append([STAGE_NAMES[r["stage"]], "%.1f" % (r["params"] / MB), "%.1f" % (r["grads"] / MB),
-                     "%.1f" % (r["optimizer"] / MB), "%.1f" % (r["buffers"] / MB), "%.1f" % (r["activations"] / MB),
-                     "%.1f" % (alloc / MB), "%.1f" % (plan / MB), "%.1f" % (r["rss"] / MB),
-                     "%.2f" % (r["rs"] / MB), "%.2f" % (r["ag"] / MB), "%.2f" % ((r["plan_rs"] + r["plan_ag"]) / MB),
-                     "%.0f" % r["ms"], "%.0f" % r["tok_s"], r["losses"][-1]])
-    lines = ["%s, %d ranks, B=%d, T=%d per rank, %d steps (per-rank bytes; MB = 2^20 bytes; bus bytes as nccl-tests count them)"
-             % (os.path.basename(args.model), args.ranks, args.batch, args.seq_len, args.steps), "",
+        row = [STAGE_NAMES[r["stage"]], "%.1f" % (r["params"] / MB), "%.1f" % (r["grads"] / MB),
+               "%.1f" % (r["optimizer"] / MB), "%.1f" % (r["buffers"] / MB), "%.1f" % (r["activations"] / MB)]
+        row += ["%.1f" % (r["workspace"] / MB)] if cuda else []
+        row += ["%.1f" % (state(r) / MB), "%.1f" % (state(r, "plan_") / MB), "%.1f" % (r["measured"] / MB),
+                "%.2f" % (r["rs"] / MB), "%.2f" % (r["ag"] / MB), "%.2f" % ((r["plan_rs"] + r["plan_ag"]) / MB),
+                "%.0f" % r["ms"], "%.0f" % r["tok_s"], r["losses"][-1]]
+        rows.append(row)
+    note = "per-rank bytes; MB = 2^20 bytes; bus bytes as nccl-tests count them"
+    if cuda:
+        note += "; GPU allocated: every row, the largest rank"
+    lines = ["%s; %s)" % (caption(args, results), note), "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    if auto is not None:
+        lines += ["", auto_line(args, auto)]
     return "\n".join(lines) + "\n"
 
 
-def charts(args, results, plan_rows):
+def charts(args, results, plan_rows, auto):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -109,19 +248,35 @@ def charts(args, results, plan_rows):
     labels = ["stage " + STAGE_NAMES[r["stage"]] for r in results]
     x = range(len(results))
     title = "%s, %d ranks, B=%d T=%d" % (os.path.basename(args.model), args.ranks, args.batch, args.seq_len)
+    if args.is_cuda:
+        title = "%s: %s" % (os.path.basename(args.trainer), title)
+    if results[0]["recompute"] != (1 if args.is_cuda else 0):
+        title += " r=%d" % results[0]["recompute"]
 
-    # memory: stacked categories, with the measured peak RSS as a marker
+    # memory: stacked categories, with the measured peak (RSS; CUDA: allocated) as a marker, and
+    # -z auto's budget, candidate totals and pick
     fig, ax = plt.subplots(figsize=(9.5, 4.5))
     bottom = [0.0] * len(results)
-    for key, color in [("params", "#4c72b0"), ("grads", "#dd8452"), ("optimizer", "#55a868"),
-                       ("buffers", "#8172b3"), ("activations", "#937860")]:
+    cats = [("params", "#4c72b0"), ("grads", "#dd8452"), ("optimizer", "#55a868"), ("buffers", "#8172b3"),
+            ("activations", "#937860")] + ([("workspace", "#8c8c8c")] if args.is_cuda else [])
+    for key, color in cats:
         vals = [r[key] / MB for r in results]
         ax.bar(x, vals, bottom=bottom, color=color, label=key)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.plot(list(x), [r["rss"] / MB for r in results], "k_", markersize=40, mew=2, label="measured peak RSS")
+    ax.plot(list(x), [r["measured"] / MB for r in results], "k_", markersize=40, mew=2,
+            label="GPU memory allocated (max rank)" if args.is_cuda else "measured peak RSS")
+    if auto is not None:
+        ax.axhline(auto["budget"], color="#c44e52", ls="--", lw=1.5, label="-z auto budget (-zm %g)" % args.auto)
+        ax.plot(list(x), [c["total"] for c in auto["candidates"]], "o", color="#c44e52", markersize=7,
+                label="-z auto total (plan + outside)")
+        if auto["picked"] is not None:
+            p = auto["picked"]
+            ax.annotate("-z auto\npicks", (p, max(auto["candidates"][p]["total"], results[p]["measured"] / MB)),
+                        xytext=(0, 8), textcoords="offset points", ha="center", va="bottom", fontsize=8, color="#c44e52")
+            ax.margins(y=0.15)
     ax.set_xticks(list(x), labels)
     ax.set_ylabel("memory per rank (MB)")
-    ax.set_title("Memory per rank by ZeRO stage: " + title)
+    ax.set_title("Memory per rank by ZeRO stage: " + title, fontsize=10 if len(title) > 45 else None)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), markerscale=0.3)
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "memory.png"), dpi=100)
@@ -146,7 +301,8 @@ def charts(args, results, plan_rows):
     ax.bar(x, [r["tok_s"] for r in results], color="#55a868")
     ax.set_xticks(list(x), labels)
     ax.set_ylabel("tokens per second (all ranks)")
-    ax.set_title("Throughput (CPU, %d cores shared by the ranks): %s" % (os.cpu_count() or 1, title), fontsize=10)
+    where = ("%s" % results[0]["device"]) if args.is_cuda else ("CPU, %d cores shared by the ranks" % (os.cpu_count() or 1))
+    ax.set_title("Throughput (%s): %s" % (where, title), fontsize=10)
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "throughput.png"), dpi=100)
     plt.close(fig)
@@ -164,21 +320,23 @@ def charts(args, results, plan_rows):
     fig.savefig(os.path.join(args.out, "loss.png"), dpi=100)
     plt.close(fig)
 
-    # memory per rank vs N: the plan for 1, 2, 4, 8 ranks, measured where it ran
+    # memory per rank vs N: the plan for 1, 2, 4, 8 ranks (and this run's N), measured where it ran
     fig, ax = plt.subplots(figsize=(8, 4.5))
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
     for s in STAGES:
         pts = [(p["ranks"], p["plan_total"] / MB) for p in plan_rows if p["stage"] == s]
         ax.plot([n for n, _ in pts], [v for _, v in pts], "o-", color=colors[s], label="stage %s (plan)" % STAGE_NAMES[s])
     for r in results:
-        alloc = (r["params"] + r["grads"] + r["optimizer"] + r["buffers"]) / MB
-        ax.plot([args.ranks], [alloc], "x", color=colors[r["stage"]], markersize=12, mew=2)
+        ax.plot([args.ranks], [state(r) / MB], "x", color=colors[r["stage"]], markersize=12, mew=2)
     ax.plot([], [], "kx", markersize=10, label="allocated in this run")
+    ticks = sorted(set(p["ranks"] for p in plan_rows))
     ax.set_xscale("log", base=2)
-    ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
+    ax.set_xticks(ticks, [str(n) for n in ticks])
     ax.set_xlabel("ranks N")
     ax.set_ylabel("params + grads + optimizer + buffers per rank (MB)")
-    ax.set_title("Model state per rank vs ranks: " + os.path.basename(args.model))
+    bytes_of = ("%s's bytes: %s params and grads" % (os.path.basename(args.trainer), results[0]["precision"])) if args.is_cuda else ""
+    ax.set_title("Model state per rank vs ranks: " + os.path.basename(args.model) + (" (%s)" % bytes_of if bytes_of else ""),
+                 fontsize=10 if bytes_of else None)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(args.out, "memory_vs_ranks.png"), dpi=100)
@@ -187,40 +345,83 @@ def charts(args, results, plan_rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="gpt2_tiny.bin", help="model file (default: the tiny reference model)")
+    ap.add_argument("--trainer", default="./train_gpt2",
+                    help="the trainer: ./train_gpt2 (default), or a CUDA one: ./train_gpt2cu, ./train_gpt2fp32cu, "
+                         "./train_gpt2cu_emu (the CPU emulator)")
+    ap.add_argument("--model", default=None,
+                    help="model file (default: the tiny reference model, %s; %s for a CUDA trainer)" % (CPU_MODEL, CUDA_MODEL))
     ap.add_argument("--ranks", type=int, default=4, help="N ranks (mpirun -np N)")
     ap.add_argument("--batch", "-b", type=int, default=2, help="B per rank")
     ap.add_argument("--seq_len", "-t", type=int, default=32, help="T")
     ap.add_argument("--steps", type=int, default=6, help="steps per stage")
+    ap.add_argument("--recompute", "-r", type=int, choices=[0, 1, 2], default=None,
+                    help="pass -r R to every run (default: the trainer's own, 0 on the CPU, 1 on CUDA)")
+    ap.add_argument("--auto", type=float, default=None, metavar="MB",
+                    help="one more run with -z auto -zm MB: the stage it picks and every stage's total")
     ap.add_argument("--out", default="log_compare", help="output folder")
-    ap.add_argument("--cuda", action="store_true", help="compare the CUDA trainer's stages (not built yet)")
+    ap.add_argument("--cuda", action="store_true", help=argparse.SUPPRESS)  # gone: refused with a pointer to --trainer
     args = ap.parse_args()
     if args.cuda:
-        die("--cuda: the CUDA trainer (train_gpt2cu) does not exist yet; only the CPU trainer can be compared")
+        die("--cuda is gone: name the trainer instead, --trainer ./train_gpt2cu (bf16; ./train_gpt2fp32cu for fp32) "
+            "on a GPU machine, or --trainer ./train_gpt2cu_emu on the CPU emulator")
     if args.ranks < 1 or args.batch < 1 or args.seq_len < 1 or args.steps < 1:
         die("--ranks, --batch, --seq_len and --steps must be >= 1")
-    for path in ["train_gpt2", "dev/bench/zero_plan_print", args.model]:
+    if args.auto is not None and not args.auto > 0:
+        die("--auto expects MB > 0, got %g" % args.auto)
+    if not os.path.exists(os.path.join(ROOT, args.trainer)):
+        die("'%s' not found (make; make cuda or make emu for the CUDA trainers)" % args.trainer)
+    args.is_cuda = is_cuda_trainer(args.trainer)
+    if args.model is None:
+        args.model = CUDA_MODEL if args.is_cuda else CPU_MODEL
+    for path in ["dev/bench/zero_plan_print", args.model]:
         if not os.path.exists(os.path.join(ROOT, path)):
             die("'%s' not found (run make, and make references for the models)" % path)
+    args.hostid_per_rank = False
+    if args.is_cuda and args.ranks > 1:
+        gpus = visible_gpus()
+        args.hostid_per_rank = args.ranks > gpus
+        if args.hostid_per_rank:
+            print("%d ranks on %d GPU(s): each rank gets its own NCCL_HOSTID (NCCL then talks over sockets)"
+                  % (args.ranks, gpus), flush=True)
     os.makedirs(args.out, exist_ok=True)
     args.out = os.path.abspath(args.out)
     results = [run_stage(args, s) for s in STAGES]
-    plan_rows = plan_for_ranks(args.model, [1, 2, 4, 8])
+    if len(set(r["recompute"] for r in results)) != 1:
+        die("the stages ran with different recompute: %s" % [r["recompute"] for r in results])
+    args.precision = results[0].get("precision")
+    auto = run_auto(args, results) if args.auto is not None else None
+    plan_rows = plan_for_ranks(args, sorted(set([1, 2, 4, 8, args.ranks])))
+    for r in results:  # the chart's plan (zero_plan_print) is the one the trainer printed, at this N
+        p = [q for q in plan_rows if q["ranks"] == args.ranks and q["stage"] == r["stage"]][0]
+        if p["plan_total"] != state(r, "plan_"):
+            die("zero_plan_print says stage %d holds %d bytes per rank at N=%d, the trainer's plan %d: its bytes "
+                "per element are not this trainer's" % (r["stage"], p["plan_total"], args.ranks, state(r, "plan_")))
 
-    md = table(args, results)
+    md = table(args, results, auto)
     print(md)
     with open(os.path.join(args.out, "compare.md"), "w") as f:
         f.write(md)
-    keys = ["stage", "params", "grads", "optimizer", "buffers", "activations", "plan_params", "plan_grads",
-            "plan_optimizer", "plan_buffers", "rss", "rs", "ag", "scalars", "plan_rs", "plan_ag", "plan_scalars",
-            "ms", "tok_s"]
+    measured = "gpu_alloc" if args.is_cuda else "rss"
+    keys = ["stage", "params", "grads", "optimizer", "buffers", "activations"] + (["workspace"] if args.is_cuda else []) + [
+            "plan_params", "plan_grads", "plan_optimizer", "plan_buffers", measured, "rs", "ag", "scalars", "plan_rs",
+            "plan_ag", "plan_scalars", "ms", "tok_s"]
     with open(os.path.join(args.out, "compare.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["ranks"] + keys + ["losses"])
         for r in results:
+            r[measured] = r["measured"]
             w.writerow([args.ranks] + [r[k] for k in keys] + [" ".join(r["losses"])])
-    charts(args, results, plan_rows)
-    print("wrote %s/{compare.md, compare.csv, memory.png, comm.png, throughput.png, loss.png, memory_vs_ranks.png}" % args.out)
+    written = "compare.md, compare.csv"
+    if auto is not None:
+        with open(os.path.join(args.out, "auto.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["budget_mb", "stage", "plan_mb", "outside_mb", "total_mb", "picked", "verdict"])
+            for c in auto["candidates"]:
+                w.writerow([auto["budget"], c["stage"], c["plan"], auto["outside"], c["total"],
+                            int(c["stage"] == auto["picked"]), c["verdict"]])
+        written += ", auto.csv"
+    charts(args, results, plan_rows, auto)
+    print("wrote %s/{%s, memory.png, comm.png, throughput.png, loss.png, memory_vs_ranks.png}" % (args.out, written))
 
 
 if __name__ == "__main__":

@@ -2,13 +2,30 @@
 Prints the sharding plan (llmc/zero_plan.h) of a model for several world sizes as CSV: the bytes
 per rank each stage holds and moves per step, without running anything. compare_stages.py uses
 it for the world sizes it does not run (the memory-vs-ranks chart).
-    dev/bench/zero_plan_print MODEL_FILE|dN N [N ...]
+    dev/bench/zero_plan_print [--cuda FLOATX_BYTES] MODEL_FILE|dN N [N ...]
+Bytes per element are the CPU trainer's (ZERO_STATE_BYTES_CPU) unless --cuda gives the CUDA
+trainer's floatX size: --cuda 2 for train_gpt2cu (bf16), --cuda 4 for train_gpt2fp32cu
+(ZERO_STATE_BYTES_CUDA: floatX params and grads, fp32 master + m + v, in-place reduce-scatter).
 */
 #include <stdio.h>
+#include <string.h>
 #include "../../llmc/zero_plan.h"
 
+#define USAGE "usage: %s [--cuda FLOATX_BYTES] MODEL_FILE|dN N [N ...]"
+
 int main(int argc, char** argv) {
-    if (argc < 3) { fail("usage: %s MODEL_FILE|dN N [N ...]", argv[0]); }
+    const char* prog = argv[0];
+    StateBytes bytes = ZERO_STATE_BYTES_CPU; // the CPU trainer's fp32 params and grads, m and v
+    if (argc > 1 && strcmp(argv[1], "--cuda") == 0) {
+        if (argc < 3) { fail(USAGE, prog); }
+        int floatx = (int)parse_long("--cuda FLOATX_BYTES", argv[2]);
+        if (floatx != 2 && floatx != 4) { fail("--cuda expects the floatX size in bytes, 2 (bf16) or 4 (fp32), got %d", floatx); }
+        StateBytes cuda = ZERO_STATE_BYTES_CUDA(floatx); // what train_gpt2.cu's gpt2_init gives its plan
+        bytes = cuda;
+        argv += 2; // the model and the Ns follow, as without the flag
+        argc -= 2;
+    }
+    if (argc < 3) { fail(USAGE, prog); }
     GPT2Config c;
     if (argv[1][0] == 'd' && argv[1][1] >= '1' && argv[1][1] <= '9') {
         int depth = (int)parse_long("depth", argv[1] + 1);
@@ -20,14 +37,13 @@ int main(int argc, char** argv) {
         config_from_header(&c, header, argv[1]);
         fclose(fp);
     }
-    StateBytes cpu = ZERO_STATE_BYTES_CPU; // the CPU trainer's fp32 params and grads, m and v
     printf("ranks,stage,params,grads,optimizer,buffers,plan_total,reduce_scatter,all_gather\n");
     for (int i = 2; i < argc; i++) {
         int N = (int)parse_long("N", argv[i]);
         if (N < 1) { fail("N must be >= 1, got %d", N); }
         for (int stage = 0; stage < 4; stage++) {
             ZeroPlan p;
-            zero_plan_init(&p, &c, stage, N, 1, RESHARD_DEFAULT, 1, cpu, 16); // the trainer's defaults
+            zero_plan_init(&p, &c, stage, N, 1, RESHARD_DEFAULT, 1, bytes, UNIT_ALIGN); // the trainer's defaults
             printf("%d,%d,%zu,%zu,%zu,%zu,%zu,%.0f,%.0f\n", N, stage, p.mem_params, p.mem_grads, p.mem_optimizer,
                    p.mem_buffers, p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers,
                    p.comm_reduce_scatter, p.comm_all_gather);

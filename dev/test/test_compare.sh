@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# The stage comparison (dev/bench/compare_stages.py) on the tiny model, 4 ranks: its table must
-# agree with the plan (bytes sent per step and bytes allocated per category, stage by stage),
-# all four stages must print the same losses, and every chart must be written. Then
-# dev/plot_log.py must draw a run's log. Timing columns are reported, never asserted.
+# The stage comparison (dev/bench/compare_stages.py):
+#  - the CPU trainer on the tiny model, 4 ranks: its table must agree with the plan (bytes sent
+#    per step and bytes allocated per category, stage by stage), all four stages must print the
+#    same losses, and every chart must be written; dev/plot_log.py must draw a run's log;
+#  - --recompute 2 --auto MB (2 steps): every stage's activations column is smaller than without
+#    -r, the losses are the same, and -z auto's reported pick is a stage whose total fits the
+#    budget while the next lower stage's does not (the budget is stage 0's total less 0.1 MB,
+#    from a probe run of the trainer with -z auto, so the pick is never stage 0);
+#  - a CUDA trainer (COMPARE_CUDA, default ./train_gpt2cu_emu; skipped where not built), 2 ranks,
+#    2 steps: the same table = plan and equal-losses checks, its workspace column, GPU allocated =
+#    the sum of its rows;
+#  - the old --cuda flag is refused, naming --trainer.
+# Timing columns are reported, never asserted.
 set -u
 cd "$(dirname "$0")/../.."
 source dev/test/lib.sh
-if ! /usr/bin/python3 dev/bench/compare_stages.py --out "$tmp/cmp" > "$tmp/out.txt" 2>&1; then
-    bad "compare_stages.py ran"; tail -5 "$tmp/out.txt"
-else
-    ok "compare_stages.py ran ($(grep -c '^| [0-3] ' "$tmp/out.txt") stage rows in the printed table)"
-    /usr/bin/python3 - "$tmp/cmp/compare.csv" > "$tmp/check.txt" <<'PY'
+CUDA_TRAINER=${COMPARE_CUDA:-./train_gpt2cu_emu}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+# consistent CSV: stages 0-3, every measured byte count = the plan's, one loss column for all,
+# bytes sent per stage 0 = 1 = 2 < 3 (DESIGN.md §5.1); prints "consistent" or what is not
+cat > "$tmp/check.py" <<'PY'
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 fails = []
@@ -25,10 +35,16 @@ losses = {r["losses"] for r in rows}
 if len(losses) != 1:
     fails.append("loss columns differ: %s" % losses)
 # and the stage ratios of DESIGN.md §5.1: stage 3 gathers more than stages 0-2, which move the same
-if not (int(rows[0]["rs"]) + int(rows[0]["ag"]) == int(rows[1]["rs"]) + int(rows[1]["ag"]) == int(rows[2]["rs"]) + int(rows[2]["ag"]) < int(rows[3]["rs"]) + int(rows[3]["ag"])):
+if len(rows) == 4 and not (int(rows[0]["rs"]) + int(rows[0]["ag"]) == int(rows[1]["rs"]) + int(rows[1]["ag"]) == int(rows[2]["rs"]) + int(rows[2]["ag"]) < int(rows[3]["rs"]) + int(rows[3]["ag"])):
     fails.append("bytes per stage do not follow stages 0 = 1 = 2 < 3")
 print("\n".join(fails) if fails else "consistent")
 PY
+
+if ! /usr/bin/python3 dev/bench/compare_stages.py --out "$tmp/cmp" > "$tmp/out.txt" 2>&1; then
+    bad "compare_stages.py ran"; tail -5 "$tmp/out.txt"
+else
+    ok "compare_stages.py ran ($(grep -c '^| [0-3] ' "$tmp/out.txt") stage rows in the printed table)"
+    /usr/bin/python3 "$tmp/check.py" "$tmp/cmp/compare.csv" > "$tmp/check.txt"
     [ "$(cat "$tmp/check.txt")" = "consistent" ] && ok "table = plan (bytes sent and allocated, every stage); the 4 loss columns match" \
         || { bad "table vs plan"; cat "$tmp/check.txt"; }
     good=1
@@ -42,7 +58,71 @@ PY
     printf 's:0 trl:10.5\ngarbage\n' > "$tmp/bad.log"
     /usr/bin/python3 dev/plot_log.py "$tmp/bad.log" -o "$tmp/bad.png" 2> "$tmp/err.txt"; rc=$?
     [ $rc -ne 0 ] && grep -q "line 2 is not" "$tmp/err.txt" && ok "plot_log.py names a malformed log line" || bad "plot_log.py on a bad log: exit $rc"
-    /usr/bin/python3 dev/bench/compare_stages.py --cuda > /dev/null 2> "$tmp/err.txt"; rc=$?
-    [ $rc -ne 0 ] && grep -q "does not exist yet" "$tmp/err.txt" && ok "--cuda says the CUDA trainer is not there yet" || bad "--cuda: exit $rc"
+
+    # --recompute 2 and --auto, on the first run's ranks, B and T (the script's defaults: 4, 2, 32).
+    # The budget: stage 0's total with -r 2 (as -z auto prints it, 0.1 MB steps) less 0.1 MB.
+    OMP_NUM_THREADS=1 timeout 600 mpirun --bind-to none -np 4 ./train_gpt2 -e "$MODEL" -b 2 -t 32 -x 1 -v 0 -s 0 -r 2 \
+        -z auto -zm 100000 > "$tmp/probe.txt" 2>&1
+    total0=$(sed -n 's/^  stage 0: plan .* = \([0-9.]*\) MB: .*/\1/p' "$tmp/probe.txt")
+    budget=$(awk -v x="$total0" 'BEGIN { if (x != "") printf "%.1f", x - 0.1 }')
+    if [ -z "$budget" ]; then bad "probe -z auto -zm 100000 printed no stage-0 total"; tail -5 "$tmp/probe.txt"
+    elif ! /usr/bin/python3 dev/bench/compare_stages.py --ranks 4 --batch 2 --seq_len 32 --steps 2 --recompute 2 \
+            --auto "$budget" --out "$tmp/r2" > "$tmp/r2.txt" 2>&1; then
+        bad "compare_stages.py --recompute 2 --auto $budget ran"; tail -5 "$tmp/r2.txt"
+    else
+        ok "compare_stages.py --recompute 2 --auto $budget ran"
+        # every stage's activations smaller than without -r; the first 2 losses the same; the caption says -r 2
+        /usr/bin/python3 - "$tmp/cmp/compare.csv" "$tmp/r2/compare.csv" > "$tmp/check.txt" <<'PY'
+import csv, sys
+base, r2 = (list(csv.DictReader(open(p))) for p in sys.argv[1:3])
+fails = []
+for a, b in zip(base, r2):
+    if not int(b["activations"]) < int(a["activations"]):
+        fails.append("stage %s: activations %s with -r 2, %s without" % (a["stage"], b["activations"], a["activations"]))
+    if b["losses"].split() != a["losses"].split()[:2]:
+        fails.append("stage %s: losses %s with -r 2, %s without" % (a["stage"], b["losses"], a["losses"]))
+print("\n".join(fails) if fails or len(r2) != 4 else "smaller")
+PY
+        if [ "$(cat "$tmp/check.txt")" = "smaller" ] && grep -q "^gpt2_tiny.bin, 4 ranks, .*, recompute 2 (-r 2;" "$tmp/r2/compare.md"; then
+            ok "--recompute 2: every stage's activations column smaller than without, same losses, caption says so ($(grep '^| 0 ' "$tmp/r2/compare.md" | cut -d'|' -f7 | tr -d ' ') MB vs $(grep '^| 0 ' "$tmp/cmp/compare.md" | cut -d'|' -f7 | tr -d ' ') MB at stage 0)"
+        else bad "--recompute 2"; cat "$tmp/check.txt"; head -1 "$tmp/r2/compare.md"; fi
+        # the pick: fits the budget we gave, the next lower stage does not; the report's line says it
+        picked=$(awk -F, 'NR > 1 && $6 == 1 { print $2 }' "$tmp/r2/auto.csv")
+        fits() { awk -F, -v s="$1" -v b="$budget" 'NR > 1 && $2 == s { found = 1; ok = ($5 <= b) } END { exit !(found && ok) }' "$tmp/r2/auto.csv"; }
+        if [ -n "$picked" ] && [ "$picked" -ge 1 ] && fits "$picked" && ! fits $((picked - 1)) \
+            && grep -q "^-z auto -zm $budget: picked stage $picked, " "$tmp/r2/compare.md"; then
+            ok "--auto $budget: picked stage $picked ($(awk -F, -v s="$picked" '$2 == s { print $5 }' "$tmp/r2/auto.csv") MB fits), stage $((picked - 1)) does not ($(awk -F, -v s=$((picked - 1)) '$2 == s { print $5 }' "$tmp/r2/auto.csv") MB)"
+        else bad "--auto $budget: picked '$picked'"; cat "$tmp/r2/auto.csv"; grep "^-z auto" "$tmp/r2/compare.md"; fi
+    fi
 fi
+
+# the CUDA trainer (on the emulator here: slow, so 2 ranks and 2 steps)
+if [ ! -x "$CUDA_TRAINER" ]; then
+    echo "skip $CUDA_TRAINER not built (make emu; COMPARE_CUDA=./train_gpt2cu on a GPU machine)"
+else
+    start=$SECONDS
+    if ! /usr/bin/python3 dev/bench/compare_stages.py --trainer "$CUDA_TRAINER" --ranks 2 --steps 2 --out "$tmp/cu" > "$tmp/cu.txt" 2>&1; then
+        bad "compare_stages.py --trainer $CUDA_TRAINER ran"; tail -5 "$tmp/cu.txt"
+    else
+        ok "compare_stages.py --trainer $CUDA_TRAINER --ranks 2 --steps 2 ran ($((SECONDS - start)) s)"
+        /usr/bin/python3 "$tmp/check.py" "$tmp/cu/compare.csv" > "$tmp/check.txt"
+        [ "$(cat "$tmp/check.txt")" = "consistent" ] && ok "$CUDA_TRAINER: table = plan (bytes sent and allocated, every stage); the 4 loss columns match" \
+            || { bad "$CUDA_TRAINER: table vs plan"; cat "$tmp/check.txt"; }
+        # GPU allocated (printed in 0.1 MB) = every row of its table, workspace included
+        /usr/bin/python3 - "$tmp/cu/compare.csv" > "$tmp/check.txt" <<'PY'
+import csv, sys
+fails = []
+for r in csv.DictReader(open(sys.argv[1])):
+    rows = sum(int(r[k]) for k in ["params", "grads", "optimizer", "buffers", "activations", "workspace"])
+    if int(r["workspace"]) <= 0 or abs(float(r["gpu_alloc"]) - rows) > 0.051 * 1048576:
+        fails.append("stage %s: GPU allocated %s, rows %d (workspace %s)" % (r["stage"], r["gpu_alloc"], rows, r["workspace"]))
+print("\n".join(fails) if fails else "sums")
+PY
+        [ "$(cat "$tmp/check.txt")" = "sums" ] && grep -q "| workspace MB | .* | GPU allocated MB |" "$tmp/cu/compare.md" \
+            && ok "$CUDA_TRAINER: workspace column; GPU allocated = the sum of the rows" || { bad "$CUDA_TRAINER: GPU allocated"; cat "$tmp/check.txt"; }
+    fi
+fi
+
+/usr/bin/python3 dev/bench/compare_stages.py --cuda > /dev/null 2> "$tmp/err.txt"; rc=$?
+[ $rc -ne 0 ] && grep -q -- "--cuda is gone.*--trainer ./train_gpt2cu" "$tmp/err.txt" && ok "--cuda refused, pointing to --trainer" || bad "--cuda: exit $rc"
 summary "compare"

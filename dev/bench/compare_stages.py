@@ -149,7 +149,7 @@ def run_stage(args, stage):
 def run_auto(args, results):
     """One run with -z auto -zm MB (one step: the pick and its allocations come before it).
     Returns the budget, what is outside the plan, the candidates and the pick (None: no stage fits)."""
-    rc, text = launch(args, "auto", ["-x", "1", "-z", "auto", "-zm", "%g" % (args.auto * 1.1)])
+    rc, text = launch(args, "auto", ["-x", "1", "-z", "auto", "-zm", "%g" % args.auto])
     m = re.search(r"^-z auto: ([0-9.]+) MB per rank \(([^)]*)\); outside the plan ([0-9.]+) MB \(([^)]*)\)", text, re.M)
     cands = re.findall(r"^  stage (\d): plan ([0-9.]+) MB \+ ([0-9.]+) MB = ([0-9.]+) MB: (.*)$", text, re.M)
     if not m or [int(c[0]) for c in cands] != STAGES:

@@ -123,6 +123,6 @@ PY
     fi
 fi
 
-/usr/bin/python3 dev/bench/compare_stages.py --cuda > /dev/null 2> "$tmp/err.txt"; rc=$?
+/usr/bin/python3 dev/bench/compare_stages.py --cuda --out "$tmp/cuda_flag" > /dev/null 2> "$tmp/err.txt"; rc=$?
 [ $rc -ne 0 ] && grep -q -- "--cuda is gone.*--trainer ./train_gpt2cu" "$tmp/err.txt" && ok "--cuda refused, pointing to --trainer" || bad "--cuda: exit $rc"
 summary "compare"

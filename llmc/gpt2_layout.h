@@ -144,9 +144,12 @@ static inline void config_from_header(GPT2Config* c, const int* header, const ch
     }
 }
 
-// A fresh model "dN": depth N, channels 64*N, N heads (d12 is GPT-2 124M), GPT-2's vocabulary.
+// A fresh model "dN" with GPT-2's vocabulary: the four published GPT-2 sizes at depths 12, 24, 36
+// and 48 (124M, 350M, 774M, 1558M: C 768, 1024, 1280, 1600, heads of 64 channels, as llm.c's dN),
+// and for any other depth N channels 64*N in N heads (the small models the tests train).
 static inline GPT2Config config_for_depth(int depth, int max_seq_len) {
-    GPT2Config c = {max_seq_len, 50257, 50304, depth, depth, 64 * depth};
+    int channels = depth == 24 ? 1024 : depth == 36 ? 1280 : depth == 48 ? 1600 : 64 * depth;
+    GPT2Config c = {max_seq_len, 50257, 50304, depth, channels / 64, channels};
     return c;
 }
 

@@ -266,7 +266,26 @@ static void check_pick_stage(const char* name, const GPT2Config* c, int N, State
     CHECK(zero_pick_stage(got, c, N, opt, sb, 16, other, other) == -1, "%s N=%d -z auto: nothing fits in the activations alone", name, N);
 }
 
+// -e d12/d24/d36/d48 are OpenAI's four GPT-2 sizes: their parameter counts with the real
+// vocabulary (50257 rows of wte, as published) are 124,439,808 / 354,823,168 / 774,030,080 /
+// 1,557,611,200; our slab also holds the 47 zero rows of the padded vocabulary.
+static void check_gpt2_sizes(void) {
+    const int depth[4] = {12, 24, 36, 48};
+    const size_t published[4] = {124439808, 354823168, 774030080, 1557611200};
+    for (int i = 0; i < 4; i++) {
+        GPT2Config c = config_for_depth(depth[i], 1024);
+        ParamLayout lay;
+        layout_init(&lay, &c, 1);
+        size_t real_vocab = lay.num_parameters - (size_t)(c.padded_vocab_size - c.vocab_size) * c.channels;
+        CHECK(real_vocab == published[i] && c.channels / c.num_heads == 64,
+              "d%d: %zu parameters (C %d, NH %d), GPT-2 has %zu", depth[i], real_vocab, c.channels, c.num_heads, published[i]);
+    }
+    GPT2Config d4 = config_for_depth(4, 1024);
+    CHECK(d4.channels == 256 && d4.num_heads == 4, "d4: C %d NH %d, expected 64*4 channels in 4 heads", d4.channels, d4.num_heads);
+}
+
 int main(int argc, char** argv) {
+    check_gpt2_sizes();
     const char* shard = argc > 1 ? argv[1] : "dev/data/tinyshakespeare/tiny_shakespeare_val.bin";
     GPT2Config d12 = {1024, 50257, 50304, 12, 12, 768};
     GPT2Config tiny = {1024, 50257, 50304, 2, 4, 64};

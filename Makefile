@@ -15,7 +15,7 @@ DATA_DIR = dev/data/tinyshakespeare
 DATA = $(DATA_DIR)/tiny_shakespeare_train.bin $(DATA_DIR)/tiny_shakespeare_val.bin
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all cuda emu test demo compare data fineweb references clean
+.PHONY: all cuda emu test demo compare data fineweb hellaswag references clean
 
 all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda
 
@@ -210,6 +210,11 @@ data: $(DATA) gpt2_tokenizer.bin
 # FINEWEB_FLAGS="--edu" for FineWeb-Edu, "--local DIR" for parquet files already downloaded
 fineweb: node_modules/js-tiktoken/package.json
 	$(NODE) dev/data/fineweb.js $(FINEWEB_FLAGS)
+
+# HellaSwag's validation set as llm.c's eval file, for the trainers' -h 1 (network, 11 MB of jsonl;
+# not part of make test): HELLASWAG_FLAGS="--local FILE" for a hellaswag_val.jsonl already downloaded
+hellaswag: node_modules/js-tiktoken/package.json
+	$(NODE) dev/data/hellaswag.js $(HELLASWAG_FLAGS)
 
 # --- the PyTorch reference: GPT-2 124M (d12) and a tiny config for multi-rank tests
 gpt2_124M.bin gpt2_124M_bf16.bin gpt2_124M_debug_state.bin gpt2_124M_losses.bin &: train_gpt2.py $(DATA)

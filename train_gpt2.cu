@@ -40,6 +40,7 @@ schedule -> sampling -> checkpoints -> training loop and main.
 #include "llmc/rand.h"
 #include "llmc/gpt2_layout.h"
 #include "llmc/dataloader.h"
+#include "llmc/hellaswag.h"
 #include "llmc/tokenizer.h"
 #include "llmc/schedulers.h"
 #include "llmc/zero_plan.h"
@@ -462,6 +463,13 @@ float gpt2_mean_loss(GPT2* model) {
     return (float)(sum / BT);
 }
 
+// The last forward's per-position losses (B,T) on the host (it must have had targets); waits for the GPU.
+const float* gpt2_losses(GPT2* model) {
+    if (!model->has_targets) { fail("internal: no forward with targets to take the losses of"); }
+    comm_sync(model->comm, model->stream, "the losses");
+    return model->losses_host;
+}
+
 // ----------------------------------------------------------------------------
 // backward
 
@@ -775,6 +783,7 @@ static void grads_finish_reduction(GPT2* model) {
 // stage gets the same bits. (Evaluation averages its loss the same way.)
 static double norm_squared_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); }
 static inline double mean_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine) / comm->world_size; }
+static inline double sum_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); } // counts: exact
 
 // Stages 1-2: every rank updated its own slices; gather them back into the full params, all
 // units queued at once, before the next forward reads them.
@@ -968,6 +977,20 @@ static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     return loss;
 }
 
+// HellaSwag accuracy (-h 1): each rank scores its examples (llmc/hellaswag.h) with forwards like
+// the val loss's; the correct counts are summed over the ranks in rank order.
+static float evaluate_hellaswag(GPT2* model, EvalLoader* ev, int* correct) {
+    evalloader_reset(ev);
+    int mine = 0;
+    for (int i = 0; i < ev->num_batches; i++) {
+        evalloader_next_batch(ev);
+        gpt2_forward_only(model, ev->inputs, ev->targets, ev->B, ev->T);
+        mine += evalloader_score(ev, gpt2_losses(model), NULL, NULL);
+    }
+    *correct = (int)sum_over_ranks(model->comm, (double)mine);
+    return (float)*correct / (float)ev->num_examples;
+}
+
 // One optimizer step: grad_accum micro-steps, each rank on its own batches, the gradient
 // reductions of the last micro-step (queued during its backward), the update. Returns the loss
 // averaged over micro-steps and ranks; *norm gets the gradient norm.
@@ -999,10 +1022,10 @@ static cudaDeviceProp select_device(const Comm* comm, int* device_count) {
     return prop;
 }
 
-// The training loop, as llm.c's: at each step the val loss every -v steps and a sample every -s
+// The training loop, as llm.c's: at each step the val loss (and -h 1 HellaSwag) every -v steps and a sample every -s
 // steps, then one optimizer step, its line (with MFU against the GPU's peak) and its log line,
 // and a checkpoint every -n steps; after the last step a last val loss and sample.
-static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, const Tokenizer* tokenizer, Rng* sample_rng,
+static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoader* hellaswag, const Tokenizer* tokenizer, Rng* sample_rng,
                        const TrainArgs* args, const TrainSizes* sz, int start_step, int max_steps, FILE* logfile,
                        double peak_tflops) {
     Comm* comm = model->comm;
@@ -1013,6 +1036,12 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, const To
             float val_loss = evaluate(model, val, args->val_max_steps);
             if (comm->rank == 0) { printf("val loss %f\n", val_loss); }
             if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
+        }
+        if (hellaswag != NULL && ((args->val_every > 0 && step % args->val_every == 0) || last)) {
+            int correct;
+            float acc = evaluate_hellaswag(model, hellaswag, &correct);
+            if (comm->rank == 0) { printf("HellaSwag: %d/%d = %f\n", correct, hellaswag->num_examples, acc); }
+            if (logfile) { fprintf(logfile, "s:%d eval:%.4f\n", step, acc); fflush(logfile); }
         }
         if (args->sample_every > 0 && ((step > 0 && step % args->sample_every == 0) || last)) {
             gpt2_sample(model, tokenizer, sample_rng, args->gen_len);
@@ -1103,6 +1132,8 @@ int main(int argc, char** argv) {
     DataLoader train, val;
     dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);
     dataloader_init(&val, args.val_pattern, args.B, args.T, rank, N, config.vocab_size, 0, 0);
+    EvalLoader hellaswag_loader;
+    EvalLoader* hellaswag = train_hellaswag_init(&args, &hellaswag_loader, config.vocab_size, rank, N);
     int max_steps = train_max_steps(&args, &train, sz.grad_accum);
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, "gpt2_tokenizer.bin");
@@ -1168,7 +1199,7 @@ int main(int argc, char** argv) {
     // -wt, must not wait for a slower rank's disk
     comm_io_barrier(&comm, "every rank to read the model and the checkpoint");
 
-    train_loop(&model, &train, &val, &tokenizer, &sample_rng, &args, &sz, start_step, max_steps, logfile, peak);
+    train_loop(&model, &train, &val, hellaswag, &tokenizer, &sample_rng, &args, &sz, start_step, max_steps, logfile, peak);
     if (args.output_dir != NULL) {
         float* params = gpt2_full_params(&model); // collective from stage 1: every rank takes part
         if (rank == 0) {
@@ -1183,6 +1214,7 @@ int main(int argc, char** argv) {
     print_peak_memory(&model);
     dataloader_free(&train);
     dataloader_free(&val);
+    if (hellaswag != NULL) { evalloader_free(hellaswag); }
     tokenizer_free(&tokenizer);
     gpt2_free(&model);
     comm_finalize(&comm);

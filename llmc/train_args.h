@@ -14,6 +14,10 @@ trainer does not support is refused there with a message, never accepted and ign
 #include "zero_plan.h"
 #include "model_file.h"
 #include "dataloader.h"
+#include "hellaswag.h"
+#include <unistd.h>
+
+#define HELLASWAG_DEFAULT_FILE "dev/data/hellaswag/hellaswag_val.bin"
 
 typedef struct {
     const char* train_pattern; // -i
@@ -45,6 +49,8 @@ typedef struct {
     float wait_timeout;        // -wt seconds
     float io_timeout;          // -wi seconds (-1: 10 x -wt); see io_wait_seconds
     int recompute;             // -r: 0 none, 1 GELU, 2 GELU + layernorms (-1: not given: 1 CUDA, 0 CPU)
+    int hellaswag;             // -h 1: HellaSwag accuracy every -v steps and at the end
+    const char* hellaswag_file; // -hf (NULL: not given, HELLASWAG_DEFAULT_FILE)
     // CUDA trainer, processes started without mpirun (llmc/nccl_comm.cuh)
     int num_processes;         // -pn (-1: not given)
     int process_rank;          // -pr (-1: not given)
@@ -65,7 +71,7 @@ static inline TrainArgs train_args_defaults(void) {
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
-        .recompute = -1, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
+        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
     return a;
 }
@@ -104,6 +110,8 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-wt", ARG_FLOAT, wait_timeout, "seconds a rank waits for one collective before it aborts the job (0: forever)"),
     ARG("-wi", ARG_FLOAT, io_timeout, "seconds ranks wait for each other's model and checkpoint file I/O, at least -wt (0: forever; -1: 10 x -wt)"),
     ARG("-r", ARG_INT, recompute, "recompute in the backward, less activation memory for more compute: 0 nothing, 1 GELU, 2 GELU + layernorms (-1: 1 on the CUDA trainer, 0 on the CPU, which keeps every activation)"),
+    ARG("-h", ARG_INT, hellaswag, "1: HellaSwag accuracy every -v steps and at the end (needs -b >= 4; -h alone: this help)"),
+    ARG("-hf", ARG_STR, hellaswag_file, "HellaSwag eval file for -h 1 (none: " HELLASWAG_DEFAULT_FILE ", from make hellaswag)"),
     ARG("-pn", ARG_INT, num_processes, "CUDA trainer without mpirun: number of processes (-1: one, or mpirun's)"),
     ARG("-pr", ARG_INT, process_rank, "CUDA trainer without mpirun: this process's rank 0..pn-1"),
     ARG("-pi", ARG_STR, init_method, "CUDA trainer without mpirun: how ranks find each other: fs (with -pf) or tcp (with -ps)"),
@@ -129,10 +137,17 @@ static inline void print_usage(const TrainArgs* defaults, const char* program, c
     printf("%s\n", note);
 }
 
+// "-b", "--help": a flag's name, not a value (a negative number is a value)
+static inline int is_flag_name(const char* s) {
+    return s[0] == '-' && ((s[1] >= 'a' && s[1] <= 'z') || (s[1] >= 'A' && s[1] <= 'Z') || s[1] == '-');
+}
+
 static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, const char* usage_note) {
     TrainArgs defaults = *args;
     for (int i = 1; i < argc; i += 2) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        // -h VALUE is HellaSwag (llm.c's flag); -h last or before another flag, or --help, is the usage
+        int help = strcmp(argv[i], "--help") == 0 || (strcmp(argv[i], "-h") == 0 && (i + 1 >= argc || is_flag_name(argv[i + 1])));
+        if (help) {
             if (rank == 0) { print_usage(&defaults, argv[0], usage_note); }
             exit(0);
         }
@@ -173,6 +188,9 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
     if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
     if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }
     if (args->io_timeout < 0.0f && args->io_timeout != -1.0f) { fail("flag -wi expects seconds >= 0, or -1 for 10 x -wt, got %g", args->io_timeout); }
+    if (args->hellaswag != 0 && args->hellaswag != 1) { fail("flag -h expects 0 or 1 (HellaSwag off/on; -h alone prints the flags), got %d", args->hellaswag); }
+    if (args->hellaswag == 1 && args->B < 4) { fail("flag -h 1 needs -b >= 4: each HellaSwag example is 4 rows of a batch, got -b %d", args->B); }
+    if (args->hellaswag == 0 && args->hellaswag_file != NULL) { fail("flag -hf applies only to -h 1 (got -h 0)"); }
     if (args->checkpoint_every < 0 || args->checkpoint_keep < 0) { fail("flags -n and -nk expect counts >= 0"); }
     if ((args->checkpoint_every > 0 || args->resume) && args->output_dir == NULL) {
         fail("flags -n and -y need an output dir -o for the checkpoints");
@@ -236,6 +254,15 @@ static inline FILE* train_model_config(const TrainArgs* args, GPT2Config* config
     else { fp = model_file_open(args->model, config, version); }
     if (args->T > config->max_seq_len) { fail("flag -t %d exceeds the model's maximum sequence length %d", args->T, config->max_seq_len); }
     return fp;
+}
+
+// -h 1: the HellaSwag examples of this rank, checked now (NULL with -h 0).
+static inline EvalLoader* train_hellaswag_init(const TrainArgs* args, EvalLoader* ev, int vocab_size, int rank, int N) {
+    if (!args->hellaswag) { return NULL; }
+    const char* path = args->hellaswag_file != NULL ? args->hellaswag_file : HELLASWAG_DEFAULT_FILE;
+    if (access(path, F_OK) != 0) { fail("no HellaSwag eval file '%s' (flag -hf; prepare it with: make hellaswag)", path); }
+    evalloader_init(ev, path, args->B, args->T, rank, N, vocab_size);
+    return ev;
 }
 
 // -x, or one epoch of the train data (-x -1)

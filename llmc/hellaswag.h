@@ -124,6 +124,9 @@ static inline void evalloader_init(EvalLoader* ev, const char* path, int B, int 
     freadCheck(ev->data, sizeof(uint16_t), n16, fp, path);
     fclose(fp);
     ev->num_examples = header[2];
+    if ((size_t)ev->num_examples > n16 / EVAL_FIELDS) { // before allocating by it
+        fail("'%s' claims %d examples, but its %zu bytes hold at most %zu", path, ev->num_examples, 2 * n16, n16 / EVAL_FIELDS);
+    }
     ev->start = (size_t*)mallocCheck((size_t)ev->num_examples * sizeof(size_t));
     size_t at = 0, longest_bytes = 0;
     int longest = 0, longest_at = 0;

@@ -1,6 +1,7 @@
 /*
-libFuzzer harness for the file loaders: the model file (header, config, size), token shards and
-the tokenizer. Built three times by dev/test/fuzz_loaders.sh, with -DFUZZ_TARGET=1, 2 or 3.
+libFuzzer harness for the file loaders: the model file (header, config, size), token shards, the
+tokenizer and the HellaSwag eval file. Built four times by dev/test/fuzz_loaders.sh, with
+-DFUZZ_TARGET=1, 2, 3 or 4.
 A loader that rejects its input calls fail(), which here jumps back instead of exiting, so the
 fuzzer goes on; what it looks for is a crash, a sanitizer report, or a hang.
 */
@@ -41,6 +42,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         dataloader_init(&dl, path, 1, 4, 0, 1, 50257, 0, 0);
         for (int i = 0; i < 3; i++) { dataloader_next_batch(&dl); }
         dataloader_free(&dl);
+#elif FUZZ_TARGET == 4
+        EvalLoader ev; // B 8 T 16: two examples a batch, each up to 16 tokens
+        evalloader_init(&ev, path, 8, 16, 0, 1, 50257);
+        float losses[8 * 16] = {0};
+        for (int i = 0; i < ev.num_batches; i++) { evalloader_next_batch(&ev); (void)evalloader_score(&ev, losses, NULL, NULL); }
+        evalloader_free(&ev);
 #else
         Tokenizer t;
         tokenizer_init(&t, path);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the model-file, token-shard and tokenizer loaders with libFuzzer (clang) under ASan +
+# Fuzzes the model-file, token-shard, tokenizer and HellaSwag eval-file loaders with libFuzzer (clang) under ASan +
 # UBSan for a bounded time each, from small valid seeds; fails on any crash, sanitizer report or
 # hang. Leak checks are off: a rejected input leaves what the loader had allocated (the real
 # trainer exits at that point).
@@ -16,7 +16,7 @@ random.seed(0)
 # a micro model: maxT 8, V 100, L 1, NH 1, C 4, Vp 128 (tensors as in llmc/gpt2_layout.h)
 maxT, V, L, NH, C, Vp = 8, 100, 1, 1, 4, 128
 n = Vp * C + maxT * C + L * (C + C + 3 * C * C + 3 * C + C * C + C + C + C + 4 * C * C + 4 * C + 4 * C * C + C) + C + C
-for d in ("model", "shard", "tokenizer"):
+for d in ("model", "shard", "tokenizer", "eval"):
     os.makedirs(f"{out}/{d}", exist_ok=True)
 with open(f"{out}/model/seed", "wb") as f:
     f.write(struct.pack("<256i", 20240326, 3, maxT, V, L, NH, C, Vp, *([0] * 248)))
@@ -27,8 +27,16 @@ with open(f"{out}/tokenizer/seed", "wb") as f:
     f.write(struct.pack("<256i", 20240328, 2, 3, 2, *([0] * 252)))
     for tok in (b"a", b"bc", b"<|endoftext|>"):
         f.write(bytes([len(tok)]) + tok)
+with open(f"{out}/eval/seed", "wb") as f:  # two examples in llm.c's eval format (llmc/hellaswag.h)
+    ex = lambda i, label, ctx, ends: [65535, 0, i, label, 4, len(ctx)] + ctx + sum(([len(e)] + e for e in ends), [])
+    data = [ex(0, 1, [10, 11], [[12], [13, 14], [15], [16]]), ex(1, 3, [20, 21, 22], [[1, 2], [3], [4, 5, 6], [9]])]
+    for d in data:
+        d[1] = 2 * len(d)
+    flat = sum(data, [])
+    f.write(struct.pack("<256i", 20240522, 1, 2, max(d[1] for d in data), *([0] * 252)))
+    f.write(struct.pack("<%dH" % len(flat), *flat))
 PY
-for target in 1:model 2:shard 3:tokenizer; do
+for target in 1:model 2:shard 3:tokenizer 4:eval; do
     id=${target%%:*}; name=${target#*:}
     if ! clang -O1 -g -fopenmp -fno-math-errno -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
             -DFUZZ_TARGET=$id dev/test/fuzz_loaders.c -o "$tmp/fuzz_$name" -lm 2> "$tmp/build_$name.txt"; then

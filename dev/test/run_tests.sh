@@ -32,6 +32,7 @@ run_test "-z auto (CPU)" bash dev/test/test_zero_auto.sh
 run_test "OpenAI's GPT-2 weights from safetensors (synthetic files)" bash dev/test/test_openai_weights.sh
 run_test "FineWeb prep (local parquet fixture: decode, resume, bad input, trainer)" bash dev/test/test_fineweb.sh
 run_test "the GPT-2 recipe, shrunk (fixture data, 2 ranks, a failure resumed, Slurm on the emulator)" bash dev/test/test_recipe.sh
+run_test "HellaSwag (prep fixture, known answers, PyTorch, ranks, emulated CUDA)" bash dev/test/test_hellaswag.sh
 run_test "bf16 tolerances vs a PyTorch twin of the rounding (tiny)" bash dev/test/test_bf16_bounds.sh
 run_test "the reduce-scatter over MPI (order, memory)" bash dev/test/test_mpi_comm.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh

@@ -51,6 +51,27 @@ shard "$tmp/shard_magic.bin" 20240519 1 5000 5000
 shard "$tmp/shard_version.bin" 20240520 2 5000 5000
 shard "$tmp/shard_trunc.bin" 20240520 1 5000 3000
 shard "$tmp/shard_vocab.bin" 20240520 1 5000 5000 60000
+# HellaSwag eval files (llmc/hellaswag.h): a good one (2 examples; the second needs 9 tokens) and
+# broken copies: evalfile PATH [FIELD_INDEX VALUE] sets one uint16 of the examples
+evalfile() {
+    python3 - "$@" <<'PY'
+import struct, sys
+path = sys.argv[1]
+ex = lambda i, label, ctx, ends: [65535, 0, i, label, 4, len(ctx)] + ctx + sum(([len(e)] + e for e in ends), [])
+data = [ex(0, 1, [10, 11], [[12], [13, 14], [15], [16]]), ex(1, 3, [20, 21, 22, 23], [[1, 2], [3], [4, 5, 6, 7, 8], [9]])]
+for d in data: d[1] = 2 * len(d)
+flat = sum(data, [])
+if len(sys.argv) > 3: flat[int(sys.argv[2])] = int(sys.argv[3])
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", 20240522, 1, 2, max(d[1] for d in data), *([0] * 252)))
+    f.write(struct.pack("<%dH" % len(flat), *flat))
+PY
+}
+evalfile "$tmp/eval_good.bin"
+evalfile "$tmp/eval_label.bin" 3 7
+evalfile "$tmp/eval_delim.bin" 17 65534
+evalfile "$tmp/eval_vocab.bin" 7 60000
+head -c 1060 "$tmp/eval_good.bin" > "$tmp/eval_trunc.bin"
 
 passed=0; failed=0
 # case NAME EXPECTED_SUBSTRING ARGS...
@@ -100,6 +121,17 @@ case_ "-r 3 (both trainers)" "flag -r expects 0, 1 or 2, got 3" "${M[@]}" -r 3
 case_ "-d not a multiple"    "flag -d 1000 must be a positive multiple of B*T*ranks = 4*64*1 = 256" "${M[@]}" -d 1000
 case_ "bad -e depth"         "flag -e: fresh model depth must be 1..48, got 'd99'" -e d99 -i "$TRAIN" -j "$VAL"
 case_ "output dir unusable"  "cannot open '$tmp/empty.bin/main.log'" "${M[@]}" -o "$tmp/empty.bin"
+# -h 1 (HellaSwag): flags and eval files, checked at start-up
+case_ "-h 2"                 "flag -h expects 0 or 1 (HellaSwag off/on; -h alone prints the flags), got 2" "${M[@]}" -h 2
+case_ "-h 1 with -b 2"       "flag -h 1 needs -b >= 4: each HellaSwag example is 4 rows of a batch, got -b 2" "${M[@]}" -h 1 -b 2
+case_ "-hf without -h 1"     "flag -hf applies only to -h 1 (got -h 0)" "${M[@]}" -hf "$tmp/eval_good.bin"
+case_ "-hf missing"          "no HellaSwag eval file '$tmp/none.bin' (flag -hf; prepare it with: make hellaswag)" "${M[@]}" -h 1 -hf "$tmp/none.bin"
+case_ "-hf a token shard"    "'$TRAIN' has magic 20240520, expected 20240522" "${M[@]}" -h 1 -hf "$TRAIN"
+case_ "-hf truncated"        "'$tmp/eval_trunc.bin' example 1: the file ends inside its header fields (truncated)" "${M[@]}" -h 1 -hf "$tmp/eval_trunc.bin"
+case_ "-hf label 7"          "'$tmp/eval_label.bin' example 0: label 7, expected 0..3" "${M[@]}" -h 1 -hf "$tmp/eval_label.bin"
+case_ "-hf no delimiter"     "'$tmp/eval_delim.bin' example 1: starts with 65534, expected the delimiter 65535" "${M[@]}" -h 1 -hf "$tmp/eval_delim.bin"
+case_ "-hf token 60000"      "'$tmp/eval_vocab.bin' example 0: token 60000 is outside the vocabulary of 50257" "${M[@]}" -h 1 -hf "$tmp/eval_vocab.bin"
+case_ "-hf example > T"      "'$tmp/eval_good.bin' example 1 needs 9 tokens (context + its longest ending), more than -t 8: run with -t 9 or more" "${M[@]}" -h 1 -hf "$tmp/eval_good.bin" -t 8
 if [ $cuda -eq 1 ]; then # the process flags, checked before the GPU (llmc/nccl_comm.cuh, llmc/rendezvous.h)
 case_ "-pn without -pi"      "flags -pn/-pr need -pi fs (with -pf DIR) or -pi tcp (with -ps HOST[:PORT])" "${M[@]}" -pn 2 -pr 0
 case_ "-pr beyond -pn"       "flag -pr 2 must be below -pn 2"    "${M[@]}" -pn 2 -pr 2 -pi fs -pf "$tmp/rdv"

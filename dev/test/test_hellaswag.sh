@@ -5,6 +5,7 @@
 #     text back through gpt2_tokenizer.bin; header fields; bad lines refused with one line naming
 #     the file and line, nothing written; the download path against a mock on 127.0.0.1 only
 #     (same bytes, the jsonl kept, a rerun asks nothing); train_gpt2 -h 1 reads the output.
+#     -h alone, before another flag, or --help still prints the usage.
 #  2. known answers: a model built to predict "the next token repeats this one"
 #     (hellaswag_fixture.py repeat-model) on an eval file whose right ending repeats the
 #     context's last token: accuracy 1, and 0 with every label moved to a wrong ending; the
@@ -66,6 +67,12 @@ if cmp -s "$tmp/dl/hellaswag_val.bin" "$tmp/prep/hellaswag_val.bin" && cmp -s "$
 else bad "download from the mock: requests $n1 then $n2"; cat "$tmp/dl1.txt" "$tmp/dl2.txt" | tail -4; fi
 got=$(run prep ./train_gpt2 -e "$MODEL" -b 4 -t 64 -hf "$tmp/prep/hellaswag_val.bin")
 [[ "$got" == */7 ]] && ok "train_gpt2 -h 1 reads the prepared file: $got" || bad "train_gpt2 on the prepared file: '$got'"
+
+# -h is llm.c's HellaSwag flag; alone, before another flag, or --help: the usage, as before
+for args in "-h" "-b 4 -h" "-h -b 4" "--help"; do
+    out=$(./train_gpt2 $args 2>&1); rc=$?
+    [ $rc -eq 0 ] && [[ "$out" == usage:* ]] && grep -q -- "-hf " <<< "$out" && ok "train_gpt2 $args: the usage" || bad "train_gpt2 $args: exit $rc"
+done
 
 echo "--- 2. known answers (a model that predicts a repeat of its input token)"
 $PY $FX repeat-model "$MODEL" "$tmp/repeat_model.bin" > /dev/null

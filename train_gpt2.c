@@ -1173,11 +1173,11 @@ static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr
     return (float)mean_over_ranks(comm, loss_sum / grad_accum);
 }
 
-// The training loop, as llm.c's: at each step the val loss (and -h 1 HellaSwag) every -v steps and a sample every -s
+// The training loop, as llm.c's: at each step the val loss every -v steps and a sample every -s
 // steps, then one optimizer step, its line and its log line, and a checkpoint every -n steps;
 // after the last step a last val loss and sample.
-static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoader* hellaswag, const Tokenizer* tokenizer, Rng* sample_rng,
-                       const TrainArgs* args, const TrainSizes* sz, int start_step, int max_steps, FILE* logfile) {
+static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoader* hellaswag, const Tokenizer* tokenizer,
+                       Rng* sample_rng, const TrainArgs* args, const TrainSizes* sz, int start_step, int max_steps, FILE* logfile) {
     Comm* comm = model->comm;
     for (int step = start_step; step <= max_steps; step++) {
         int last = step == max_steps;
@@ -1186,6 +1186,7 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
             if (comm->rank == 0) { printf("val loss %f\n", val_loss); }
             if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
         }
+        // -h 1: HellaSwag with the val loss (with -v 0: only after the last step)
         if (hellaswag != NULL && ((args->val_every > 0 && step % args->val_every == 0) || last)) {
             int correct;
             float acc = evaluate_hellaswag(model, hellaswag, &correct);

@@ -1022,11 +1022,11 @@ static cudaDeviceProp select_device(const Comm* comm, int* device_count) {
     return prop;
 }
 
-// The training loop, as llm.c's: at each step the val loss (and -h 1 HellaSwag) every -v steps and a sample every -s
+// The training loop, as llm.c's: at each step the val loss every -v steps and a sample every -s
 // steps, then one optimizer step, its line (with MFU against the GPU's peak) and its log line,
 // and a checkpoint every -n steps; after the last step a last val loss and sample.
-static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoader* hellaswag, const Tokenizer* tokenizer, Rng* sample_rng,
-                       const TrainArgs* args, const TrainSizes* sz, int start_step, int max_steps, FILE* logfile,
+static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoader* hellaswag, const Tokenizer* tokenizer,
+                       Rng* sample_rng, const TrainArgs* args, const TrainSizes* sz, int start_step, int max_steps, FILE* logfile,
                        double peak_tflops) {
     Comm* comm = model->comm;
     double flops_per_gpu_step = flops_per_token(model, args->T) * sz->total_batch / comm->world_size;
@@ -1037,6 +1037,7 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
             if (comm->rank == 0) { printf("val loss %f\n", val_loss); }
             if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
         }
+        // -h 1: HellaSwag with the val loss (with -v 0: only after the last step)
         if (hellaswag != NULL && ((args->val_every > 0 && step % args->val_every == 0) || last)) {
             int correct;
             float acc = evaluate_hellaswag(model, hellaswag, &correct);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPT-2 recipe (dev/scripts/gpt2_recipe.sh and the run_gpt2_SIZE.sh scripts), shrunk to run
 # here: the same script, with a 2-layer model, FineWeb prepared from the local parquet fixture of
-# dev/test/test_fineweb.sh, the CPU trainer on 2 ranks, a few steps.
-#  1. end to end: data prep, training with checkpoints, a failure after checkpoint 8 that the
+# dev/test/test_fineweb.sh, HellaSwag from the jsonl fixture of dev/test/test_hellaswag.sh, the
+# CPU trainer on 2 ranks, a few steps.
+#  1. end to end: data prep, training with checkpoints and HellaSwag, a failure after checkpoint 8 that the
 #     recipe's loop resumes from, the final model, the log and its plot; the resumed stage-3 run
 #     ends with the final model of an uninterrupted stage-0 run, byte for byte (resume is exact and
 #     the stages give the same bits, so any flag the loop changed between attempts would show);
@@ -22,9 +23,11 @@ export RETRY_SLEEP=0
 if ! node dev/test/fineweb_fixture.mjs write "$tmp/src" > "$tmp/fixture.txt" 2>&1; then
     bad "fixture: could not write the parquet files (npm ci?)"; cat "$tmp/fixture.txt"; summary recipe; exit 1
 fi
+node dev/test/hellaswag_fixture.mjs write "$tmp/hs_src" > /dev/null 2>&1 || bad "fixture: could not write the HellaSwag jsonl"
 # the shrunk recipe: every variable the size scripts set, for a tiny model
 tiny=(SIZE=tiny MODEL=d2 B=4 T=32 TOKENS=512 STEPS=12 LR=0.001 WARMUP=2 FINAL_LR_FRAC=1.0 EVAL_EVERY=4 VAL_BATCHES=2
-      SAMPLE_EVERY=0 CKPT_EVERY=4 CKPT_KEEP=0 GPUS=2 LAUNCH=mpirun HELLASWAG=0 DATA="$tmp/fineweb")
+      SAMPLE_EVERY=0 CKPT_EVERY=4 CKPT_KEEP=0 GPUS=2 LAUNCH=mpirun DATA="$tmp/fineweb"
+      HELLASWAG=1 HELLASWAG_FILE="$tmp/hellaswag/hellaswag_val.bin")
 recipe() { env "${tiny[@]}" "$@" bash dev/scripts/gpt2_recipe.sh; }
 
 # --- 1. end to end, with a failure after checkpoint 8. The stand-in trainer runs the real one,
@@ -42,19 +45,23 @@ exec ./train_gpt2 "\$@"
 EOF
 chmod +x "$tmp/flaky"
 start=$SECONDS
-recipe ZERO=3 TRAINER="$tmp/flaky" OUT="$tmp/run" FINEWEB_LOCAL="$tmp/src" FINEWEB_FLAGS="--shard-size 2000" > "$tmp/run.txt" 2>&1
+recipe ZERO=3 TRAINER="$tmp/flaky" OUT="$tmp/run" FINEWEB_LOCAL="$tmp/src" FINEWEB_FLAGS="--shard-size 2000" \
+    HELLASWAG_LOCAL="$tmp/hs_src/val.jsonl" > "$tmp/run.txt" 2>&1
 rc=$?
 log="$tmp/run/main.log"
-if [ $rc -eq 0 ] && ls "$tmp/fineweb"/fineweb_train_*.bin > /dev/null 2>&1; then ok "the recipe ran to the end, FineWeb prepared from the fixture ($((SECONDS - start)) s)"
+if [ $rc -eq 0 ] && ls "$tmp/fineweb"/fineweb_train_*.bin > /dev/null 2>&1 && [ -s "$tmp/hellaswag/hellaswag_val.bin" ]; then
+    ok "the recipe ran to the end, FineWeb and HellaSwag prepared from the fixtures ($((SECONDS - start)) s)"
 else bad "recipe: exit $rc"; tail -20 "$tmp/run.txt"; fi
 if [ "$(grep -c 'the trainer failed (attempt' "$tmp/run.txt")" = 1 ] && grep -q "resumed from checkpoint 8" "$tmp/run.txt"; then
     ok "a failed attempt is retried once, resuming from checkpoint 8"
 else bad "retry/resume not seen"; grep -E "failed|resumed" "$tmp/run.txt"; fi
 trl=$(grep -o '^s:[0-9]* trl' "$log" 2>/dev/null | sort -u | wc -l); tel=$(grep -c '^s:12 tel:' "$log" 2>/dev/null)
-if [ "$trl" = 12 ] && [ "$tel" = 1 ] && [ -f "$tmp/run/model_00000012.bin" ] && [ -s "$tmp/run/loss.png" ]; then
-    ok "main.log has the 12 steps and the last val loss; final model and loss.png written"
-else bad "log/outputs: $trl train steps, $tel final val lines"; ls "$tmp/run"; fi
-grep -q "== GPT-2 tiny done: val loss [0-9.]*" "$tmp/run.txt" && ok "the closing line names the val loss" || bad "closing line"
+hs=$(grep -c '^s:12 eval:' "$log" 2>/dev/null)
+if [ "$trl" = 12 ] && [ "$tel" = 1 ] && [ "$hs" = 1 ] && [ -f "$tmp/run/model_00000012.bin" ] && [ -s "$tmp/run/loss.png" ]; then
+    ok "main.log has the 12 steps, the last val loss and HellaSwag accuracy; final model and loss.png written"
+else bad "log/outputs: $trl train steps, $tel final val lines, $hs final HellaSwag lines"; ls "$tmp/run"; fi
+grep -q "== GPT-2 tiny done: val loss [0-9.]*.*HellaSwag [0-9.]*" "$tmp/run.txt" && ok "the closing line names the val loss and HellaSwag" \
+    || bad "closing line: $(tail -1 "$tmp/run.txt")"
 recipe ZERO=0 TRAINER=./train_gpt2 OUT="$tmp/plain" > "$tmp/plain.txt" 2>&1
 if cmp -s "$tmp/run/model_00000012.bin" "$tmp/plain/model_00000012.bin"; then
     ok "failed at step 8 and resumed (stage 3) = uninterrupted (stage 0): the same final model, byte for byte"
@@ -107,7 +114,7 @@ done
 rc=0; for p in "${pids[@]}"; do wait "$p" || rc=$?; done; exit $rc
 EOF
 chmod +x "$tmp/bin/srun"
-slurm=(STEPS=4 EVAL_EVERY=0 CKPT_EVERY=0 ZERO=2)
+slurm=(STEPS=4 EVAL_EVERY=0 CKPT_EVERY=0 ZERO=2 HELLASWAG=0)
 start=$SECONDS
 PATH="$tmp/bin:$PATH" SLURM_JOB_ID=42 recipe "${slurm[@]}" LAUNCH=slurm TRAINER=./train_gpt2fp32cu_emu OUT="$tmp/slurm" > "$tmp/slurm.txt" 2>&1
 rc=$?

@@ -416,7 +416,9 @@ typedef struct { size_t params, grads, optimizer, activations, buffers; } Memory
 typedef struct {
     GPT2Config config;
     ZeroPlan plan;         // units, shards, memory and traffic for this stage and world size
-    Comm* comm;
+    Comm* comm;            // all N ranks: the step's scalars, barriers
+    Comm group;            // the G ranks of this rank's shard group (all N unless -zg): the ZeRO collectives
+    Comm across;           // the R = N/G ranks holding this rank's shard, one per group: the grads' all-reduce
     // parameters
     float* params;         // (layout.total) full unit-major slab, stages 0-2; padding stays 0
     float* param_shard;    // (plan.shard_total) this rank's slice of every unit, stage 3
@@ -480,9 +482,12 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     if (recompute < 0 || recompute > 2) { fail("recompute expects 0, 1 or 2, got %d", recompute); }
     model->recompute = recompute;
     StateBytes cpu_bytes = ZERO_STATE_BYTES_CPU; // fp32 params and grads; m and v; MPI needs a reduce-scatter buffer
-    zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.grad_accum, opt.reshard,
+    zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.group_size, opt.grad_accum, opt.reshard,
                    opt.prefetch, cpu_bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
+    // groups of G consecutive ranks; across them, the ranks with the same place in their group
+    comm_split(comm, comm->rank / p->group_size, comm->rank, &model->group);
+    comm_split(comm, comm->rank % p->group_size, comm->rank, &model->across);
     const ParamLayout* lay = &p->layout;
     MemoryUse* mem = &model->mem;
     size_t unit0 = lay->unit_size[0], block = lay->num_units > 1 ? lay->unit_size[1] : 0;
@@ -527,7 +532,7 @@ void gpt2_set_params(GPT2* model, const float* full) {
 void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path, int recompute) {
     GPT2Config config;
     FILE* fp = model_file_open(path, &config, NULL);
-    ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0};
+    ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0, 0};
     gpt2_init(model, &config, comm, opt, recompute);
     float* full = (float*)callocCheck(model->plan.layout.total, sizeof(float));
     model_file_read(fp, path, &config, &model->plan.layout, full, MODEL_VERSION_FP32);
@@ -831,15 +836,20 @@ static float* grad_shard_of(GPT2* model, int u) {
     return model->grads + zero_slice_offset(p, u, model->comm->rank);
 }
 
-static double norm_squared_over_ranks(Comm* comm, double mine); // in the sharding section
+static double norm_squared_over_ranks(const GPT2* model, double mine); // in the sharding section
 
-// The global gradient norm: each rank sums the squares of its slices, unit by unit, and the
-// ranks' partial sums are added in rank order, so every stage gets the same bits.
+// The global gradient norm: each rank sums the squares of the N-way slice it answers for
+// (zero_rank_slice: its own slice unless -zg), unit by unit, and the partial sums are added in
+// slice order, so every stage and every group size gets the same bits.
 float gpt2_grad_norm(GPT2* model) {
     const ZeroPlan* p = &model->plan;
     double mine = 0.0;
-    for (int u = 0; u < p->layout.num_units; u++) { mine += sum_of_squares(grad_shard_of(model, u), p->shard_size[u]); }
-    return (float)sqrt(norm_squared_over_ranks(model->comm, mine));
+    int part = model->comm->rank / p->group_size; // which of the shard's R slices
+    for (int u = 0; u < p->layout.num_units; u++) {
+        size_t n = p->layout.unit_size[u] / p->world_size;
+        mine += sum_of_squares(grad_shard_of(model, u) + part * n, n);
+    }
+    return (float)sqrt(norm_squared_over_ranks(model, mine));
 }
 
 static void params_all_gather(GPT2* model); // stages 1-2, in the sharding section
@@ -850,7 +860,7 @@ static void params_all_gather(GPT2* model); // stages 1-2, in the sharding secti
 float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay,
                   float grad_clip, int t) {
     const ZeroPlan* p = &model->plan;
-    int rank = model->comm->rank;
+    int rank = zero_group_rank(p, model->comm->rank);
     float norm = gpt2_grad_norm(model);
     AdamWParams hp = {lr, beta1, beta2, eps, weight_decay, t, grad_clip_scale(norm, grad_clip)};
     for (int u = 0; u < p->layout.num_units; u++) {
@@ -873,6 +883,7 @@ void gpt2_free(GPT2* model) {
     free(model->grads); free(model->grad_shard); free(model->grad_unit0); free(model->grad_blocks);
     free(model->rs_buffer); free(model->m); free(model->v);
     free(model->acts_memory); free(model->inputs); free(model->targets);
+    comm_free(&model->group); comm_free(&model->across);
 }
 
 // ----------------------------------------------------------------------------
@@ -903,17 +914,17 @@ static float* unit_params(GPT2* model, int u) {
     ZeroUse use = zero_walk_use(&model->walk, p, u);
     for (int k = 0; k < use.num_gather; k++) {
         int g = use.gather[k];
-        comm_all_gather_start(model->comm, model->param_shard + p->shard_offset[g], gather_buffer(model, g),
+        comm_all_gather_start(&model->group, model->param_shard + p->shard_offset[g], gather_buffer(model, g),
                               p->shard_size[g], &model->gather_req[g]);
     }
-    if (use.wait) { comm_wait(model->comm, &model->gather_req[u]); }
+    if (use.wait) { comm_wait(&model->group, &model->gather_req[u]); }
     return gather_buffer(model, u);
 }
 
 // A gather still in flight (prefetched, never used) must land before its slot is reused.
 static void unit_release(GPT2* model, int u) {
     if (model->plan.stage < 3) { return; }
-    if (zero_walk_release(&model->walk, &model->plan, u) == UNIT_GATHERING) { comm_wait(model->comm, &model->gather_req[u]); }
+    if (zero_walk_release(&model->walk, &model->plan, u) == UNIT_GATHERING) { comm_wait(&model->group, &model->gather_req[u]); }
 }
 
 // After a unit's forward: released unless the reshard_after_forward policy keeps it (zero_plan.h).
@@ -953,7 +964,7 @@ static float* unit_grads(GPT2* model, int u) {
     if (model->plan.full_grads) { return buf; }
     if (u > 0) {
         int previous = zero_walk_grad_slot(&model->walk, u);
-        if (previous != -1) { comm_wait(model->comm, &model->reduce_req[previous]); }
+        if (previous != -1) { comm_wait(&model->group, &model->reduce_req[previous]); }
     }
     memset(buf, 0, model->plan.layout.unit_size[u] * sizeof(float));
     return buf;
@@ -968,11 +979,11 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
     int rank = model->comm->rank;
     const float* full = unit_grad_buffer(model, u);
     if (p->stage >= 2) {
-        comm_reduce_scatter_start(model->comm, full, model->grad_shard + p->shard_offset[u], p->shard_size[u], &model->reduce_req[u]);
+        comm_reduce_scatter_start(&model->group, full, model->grad_shard + p->shard_offset[u], p->shard_size[u], &model->reduce_req[u]);
     } else {
         CommRequest req;
-        comm_reduce_scatter_start(model->comm, full, model->rs_buffer, p->shard_size[u], &req);
-        comm_wait(model->comm, &req);
+        comm_reduce_scatter_start(&model->group, full, model->rs_buffer, p->shard_size[u], &req);
+        comm_wait(&model->group, &req);
         memcpy(model->grads + zero_slice_offset(p, u, rank), model->rs_buffer, p->shard_size[u] * sizeof(float));
     }
 }
@@ -982,9 +993,9 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
 static void all_gather_units_inplace(GPT2* model, float* slab, CommRequest* reqs) {
     const ZeroPlan* p = &model->plan;
     for (int u = 0; u < p->layout.num_units; u++) {
-        comm_all_gather_inplace_start(model->comm, slab + p->layout.unit_offset[u], p->shard_size[u], &reqs[u]);
+        comm_all_gather_inplace_start(&model->group, slab + p->layout.unit_offset[u], p->shard_size[u], &reqs[u]);
     }
-    for (int u = 0; u < p->layout.num_units; u++) { comm_wait(model->comm, &reqs[u]); }
+    for (int u = 0; u < p->layout.num_units; u++) { comm_wait(&model->group, &reqs[u]); }
 }
 
 // After the last micro-step's backward: wait for the reductions; stage 0 then all-gathers the
@@ -992,16 +1003,29 @@ static void all_gather_units_inplace(GPT2* model, float* slab, CommRequest* reqs
 static void grads_finish_reduction(GPT2* model) {
     const ZeroPlan* p = &model->plan;
     for (int u = 0; u < p->layout.num_units; u++) {
-        if (p->stage >= 2) { comm_wait(model->comm, &model->reduce_req[u]); }
+        if (p->stage >= 2) { comm_wait(&model->group, &model->reduce_req[u]); }
     }
     zero_walk_reductions_done(&model->walk);
     if (p->stage == 0) { all_gather_units_inplace(model, model->grads, model->reduce_req); }
+    // -zg: the groups' reduced shards, summed across the groups (each a ring in a fixed order)
+    for (int u = 0; u < p->layout.num_units && p->replicas > 1; u++) {
+        comm_all_reduce(&model->across, grad_shard_of(model, u), p->shard_size[u]);
+    }
 }
 
 // The step's scalars ("scalars" in the table above): each rank's part of the gradient norm's sum
-// of squares, and of the loss, all-gathered and summed in rank order, so every rank and every
-// stage gets the same bits. (Evaluation averages its loss the same way.)
-static double norm_squared_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); }
+// of squares, and of the loss, all-gathered and summed in order (the norm's by N-way slice,
+// which is rank order unless -zg), so every rank, every stage and every G gets the same bits.
+// (Evaluation averages its loss the same way.)
+static double norm_squared_over_ranks(const GPT2* model, double mine) {
+    Comm* comm = model->comm;
+    double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
+    comm_gather_doubles(comm, mine, all);
+    double sum = 0.0;
+    for (int j = 0; j < comm->world_size; j++) { sum += all[zero_slice_rank(&model->plan, j)]; }
+    free(all);
+    return sum;
+}
 static inline double mean_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine) / comm->world_size; }
 static inline double sum_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); } // counts: exact
 
@@ -1015,9 +1039,9 @@ float* gpt2_full_params(GPT2* model) {
     if (p->stage < 3) { memcpy(full, model->params, p->layout.total * sizeof(float)); return full; }
     for (int u = 0; u < p->layout.num_units; u++) {
         CommRequest req;
-        comm_all_gather_start(model->comm, model->param_shard + p->shard_offset[u], full + p->layout.unit_offset[u],
+        comm_all_gather_start(&model->group, model->param_shard + p->shard_offset[u], full + p->layout.unit_offset[u],
                               p->shard_size[u], &req);
-        comm_wait(model->comm, &req);
+        comm_wait(&model->group, &req);
     }
     return full;
 }
@@ -1029,6 +1053,7 @@ void print_memory_table(const GPT2* model) {
     const MemoryUse* m = &model->mem;
     const double MB = 1024.0 * 1024.0;
     printf("ZeRO stage %d, %d ranks", p->stage, p->world_size);
+    if (p->replicas > 1) { printf(" in %d shard groups of %d", p->replicas, p->group_size); }
     if (p->stage == 3) { printf(", reshard_after_forward %s, prefetch %d", RESHARD_NAMES[p->reshard], p->prefetch); }
     printf(", %zu parameters padded to %zu\n", p->layout.num_parameters, p->layout.total);
     printf("memory per rank  | allocated (bytes) |      plan (bytes) | ZeRO formula\n");
@@ -1041,6 +1066,13 @@ void print_memory_table(const GPT2* model) {
     printf("comm scratch     | (while in flight) | %17zu |\n", p->mem_comm_scratch);
     printf("comm per step (plan, bus bytes): reduce-scatter %.0f, all-gather %.0f, scalars %.0f\n",
            p->comm_reduce_scatter, p->comm_all_gather, p->comm_scalars);
+    if (p->replicas > 1) { printf("comm per step across groups (plan, bus bytes): all-reduce %.0f\n", p->comm_all_reduce_across); }
+}
+
+// The counters of every communicator the model uses, zeroed (at a step's or an evaluation's start).
+static void model_reset_counters(GPT2* model, int step) {
+    Comm* comms[] = {model->comm, &model->group, &model->across};
+    for (int i = 0; i < 3; i++) { comm_reset_counters(comms[i]); comms[i]->step = step; }
 }
 #ifndef TESTING
 // ----------------------------------------------------------------------------
@@ -1120,7 +1152,7 @@ static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char
 // different batches).
 static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     dataloader_reset(val);
-    comm_reset_counters(model->comm);
+    model_reset_counters(model, model->comm->step);
     int n = (int)dataloader_num_batches(val);
     if (max_steps >= 0 && max_steps < n) { n = max_steps; }
     double sum = 0.0;
@@ -1130,7 +1162,7 @@ static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
         sum += gpt2_mean_loss(model);
     }
     // what the evaluation moved (stage 3's gathers), apart from the steps' counts
-    double gathered = model->comm->bus_bytes[COLL_ALL_GATHER];
+    double gathered = model->group.bus_bytes[COLL_ALL_GATHER];
     float loss = (float)mean_over_ranks(model->comm, sum / n);
     if (model->comm->world_size > 1 && model->comm->rank == 0) {
         printf("val comm: all-gather %.0f bytes over %d batches\n", gathered, n);
@@ -1198,8 +1230,7 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
         }
         if (last) { break; }
         double t0 = now_seconds();
-        comm_reset_counters(comm);
-        comm->step = step + 1;
+        model_reset_counters(model, step + 1);
         float lr = lr_cosine(step, args->lr, args->warmup, max_steps, args->final_lr_frac);
         float norm;
         float loss = train_step(model, train, sz->grad_accum, lr, args, step, &norm);
@@ -1207,9 +1238,14 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
         if (comm->rank == 0) {
             printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s)", step + 1, max_steps,
                    loss, norm, lr, dt * 1000, sz->total_batch / dt);
-            if (comm->world_size > 1) {
+            if (comm->world_size > 1) { // inside the group (all ranks unless -zg); the scalars over all ranks
+                const Comm* g = &model->group;
                 printf(" | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f",
-                       comm->bus_bytes[COLL_REDUCE_SCATTER], comm->bus_bytes[COLL_ALL_GATHER], comm->bus_bytes[COLL_SCALARS]);
+                       g->bus_bytes[COLL_REDUCE_SCATTER], g->bus_bytes[COLL_ALL_GATHER], comm->bus_bytes[COLL_SCALARS]);
+            }
+            if (model->plan.replicas > 1) { // the all-reduce across groups: its reduce-scatter and all-gather
+                const Comm* a = &model->across;
+                printf(" | across groups: all-reduce %.0f", a->bus_bytes[COLL_REDUCE_SCATTER] + a->bus_bytes[COLL_ALL_GATHER]);
             }
             printf("\n");
         }

@@ -192,8 +192,8 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     model->recompute = recompute;
     // floatX params and grads; fp32 master + m + v; NCCL reduce-scatters in place
     StateBytes bytes = ZERO_STATE_BYTES_CUDA((int)sizeof(floatX));
-    zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.grad_accum, opt.reshard, opt.prefetch,
-                   bytes, UNIT_ALIGN);
+    zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.group_size, opt.grad_accum, opt.reshard,
+                   opt.prefetch, bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
     const ParamLayout* lay = &p->layout;
     MemoryUse* mem = &model->mem;
@@ -1118,6 +1118,7 @@ int main(int argc, char** argv) {
     parse_args(&args, argc, argv, comm.rank,
                "One process per GPU: mpirun -np N, or -pn/-pr/-pi/-pf/-ps per process; -r trades compute for activation memory.");
     if (args.recompute == -1) { args.recompute = 1; }
+    if (args.zero_group != -1) { fail("flag -zg (hybrid sharding) is in the CPU trainer only so far; the CUDA trainer shards over all ranks"); }
     ProcessFlags pflags = {args.num_processes, args.process_rank, args.init_method, args.fs_path, args.server};
     comm_set_processes(&comm, &pflags);
     comm.timeout_s = args.wait_timeout;

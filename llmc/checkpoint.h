@@ -3,11 +3,13 @@ Checkpoints: plain C, shared by the CPU and CUDA trainers, so a run saved by one
 other, on any world size and ZeRO stage.
 
 A checkpoint is the model file (rank 0), a state file per rank, and a DONE marker written last.
-A state file holds this rank's slice [r*S_u, (r+1)*S_u) of every unit's AdamW m and v, cut to
-the unit's real elements, plus the data position, the sampling RNG and the step. Every stage
-writes the same slices (stage 0 holds all of m and v but writes only its own slice), so the N
-files together hold each element once, whatever the stage and the padding: a run can resume on
-another world size or stage by reassembling the full m and v and cutting out its own part.
+A state file holds one N-way slice [j*S_u, (j+1)*S_u) (S_u = unit_size / N) of every unit's
+AdamW m and v, cut to the unit's real elements, plus the data position, the sampling RNG and the
+step. Rank r writes slice j = r, or with hybrid sharding (-zg G) the slice zero_rank_slice
+gives it (one of the R slices its shard holds; the header records G). Every stage writes the
+same slices (stage 0 holds all of m and v but writes only its own slice), so the N files
+together hold each element once, whatever the stage, G and the padding: a run can resume on
+another world size, stage or G by reassembling the full m and v and cutting out its own part.
 Every file is written under a temporary name, synced and renamed, and the marker comes last,
 so a crash at any moment leaves the previous complete checkpoint as it was.
 
@@ -31,7 +33,7 @@ and m, v shaped as their stage holds them (stage 0: the full slab; stages 1-3: t
 #define STATE_VERSION 1
 // the state file's header fields
 enum { SH_MAGIC, SH_VERSION, SH_STEP, SH_RANK, SH_WORLD, SH_STAGE, SH_B, SH_T, SH_L, SH_C, SH_VP, SH_MAXT,
-       SH_EPOCH, SH_SHARD, SH_SLOT, SH_SHUFFLE, SH_RNG_LO, SH_RNG_HI };
+       SH_EPOCH, SH_SHARD, SH_SLOT, SH_SHUFFLE, SH_RNG_LO, SH_RNG_HI, SH_GROUP };
 #define MAX_CHECKPOINTS 4096
 
 static inline void checkpoint_path(char* out, size_t n, const char* dir, const char* kind, int step, int rank) {
@@ -111,9 +113,10 @@ static inline int newest_checkpoint(const char* dir) {
     return step;
 }
 
-// Writes this rank's state file: its slice of every unit's m and v (cut to the unit's real
-// elements), the data position, the sampling RNG and the step. m and v are host arrays shaped as
-// the stage holds them: the full slab in stage 0, the shard slab in stages 1-3.
+// Writes this rank's state file: the N-way slice it answers for (zero_rank_slice) of every
+// unit's m and v (cut to the unit's real elements), the data position, the sampling RNG and the
+// step. m and v are host arrays shaped as the stage holds them: the full slab in stage 0, the
+// shard slab in stages 1-3.
 static inline void write_state_file(const ZeroPlan* p, const GPT2Config* c, int rank, const float* m, const float* v,
                                     const DataLoader* train, const Rng* rng, int step, const char* dir) {
     char path[1024], tmp[1100];
@@ -127,14 +130,18 @@ static inline void write_state_file(const ZeroPlan* p, const GPT2Config* c, int 
     h[SH_EPOCH] = (int)train->epoch; h[SH_SHARD] = (int)train->shard_idx; h[SH_SLOT] = (int)train->slot_idx;
     h[SH_SHUFFLE] = train->shuffle;
     h[SH_RNG_LO] = (int)(uint32_t)rng->state; h[SH_RNG_HI] = (int)(uint32_t)(rng->state >> 32);
+    h[SH_GROUP] = p->group_size;
     fwriteCheck(h, sizeof(int), HEADER_INTS, fp, tmp);
+    int slice = zero_rank_slice(p, rank);
     for (int which = 0; which < 2; which++) {
         const float* state = which == 0 ? m : v;
         for (int u = 0; u < p->layout.num_units; u++) {
             size_t a, b;
-            owned_range(&p->layout, p->world_size, rank, u, &a, &b);
-            // stage 0 holds whole units; stages 1-3 hold the own slice, which starts at element r*S_u
-            const float* src = p->stage == 0 ? state + p->layout.unit_offset[u] + a : state + p->shard_offset[u];
+            owned_range(&p->layout, p->world_size, slice, u, &a, &b);
+            if (a == b) { continue; } // a slice of padding only
+            // stage 0 holds whole units; stages 1-3 the group rank's shard, from element g*S_u of the unit
+            size_t shard_start = zero_slice_offset(p, u, rank) - p->layout.unit_offset[u];
+            const float* src = p->stage == 0 ? state + p->layout.unit_offset[u] + a : state + p->shard_offset[u] + (a - shard_start);
             fwriteCheck(src, sizeof(float), b - a, fp, tmp);
         }
     }
@@ -159,7 +166,9 @@ static inline void write_done_marker(const char* dir, int step, int world_size, 
 
 // Reads checkpoint `step` of dir for a model of config c laid out as lay: the full params
 // (from the model file) and the full m and v (reassembled from the N_old state files, each old
-// rank's slices placed by their position inside their unit), all three unit-major slabs of
+// rank's slices placed by their position inside their unit: slice r, or with the old run's
+// group size G_old in the header, slice (r % G_old) * (N_old / G_old) + r / G_old; a header
+// written before -zg existed has 0 there, which is G_old = N_old), all three unit-major slabs of
 // lay->total floats. h0 gets rank 0's header (the data position and the RNG).
 static inline void read_checkpoint(const char* dir, int step, const GPT2Config* c, const ParamLayout* lay,
                                    float* params, float* m, float* v, int h0[HEADER_INTS]) {
@@ -186,8 +195,11 @@ static inline void read_checkpoint(const char* dir, int step, const GPT2Config* 
             fail("'%s' does not belong to checkpoint %d of %d ranks of this model (version %d, step %d, rank %d of %d, L %d, C %d)",
                  path, step, world, h[SH_VERSION], h[SH_STEP], h[SH_RANK], h[SH_WORLD], h[SH_L], h[SH_C]);
         }
+        int G = h[SH_GROUP] == 0 ? world : h[SH_GROUP];
+        if (G < 1 || world % G != 0) { fail("'%s' says shard groups of %d ranks, which do not divide %d ranks", path, G, world); }
+        int slice = (r % G) * (world / G) + r / G; // as zero_rank_slice made it
         size_t count = 0;
-        for (int u = 0; u < old->num_units; u++) { size_t a, b; owned_range(old, world, r, u, &a, &b); count += b - a; }
+        for (int u = 0; u < old->num_units; u++) { size_t a, b; owned_range(old, world, slice, u, &a, &b); count += b - a; }
         long expected = (long)(HEADER_INTS * sizeof(int) + 2 * count * sizeof(float));
         if (file_size(fp, path) != expected) {
             fail("'%s' is %ld bytes, expected %ld: truncated or corrupt", path, file_size(fp, path), expected);
@@ -197,7 +209,7 @@ static inline void read_checkpoint(const char* dir, int step, const GPT2Config* 
             float* dst = which == 0 ? m : v;
             for (int u = 0; u < old->num_units; u++) {
                 size_t a, b;
-                owned_range(old, world, r, u, &a, &b);
+                owned_range(old, world, slice, u, &a, &b);
                 freadCheck(dst + lay->unit_offset[u] + a, sizeof(float), b - a, fp, path);
             }
         }

@@ -25,12 +25,17 @@ is not a dead rank.
 #include <mpi.h>
 #endif
 
+// The world's collectives, and hybrid sharding's (llmc/zero_plan.h) inside a shard group and
+// across the groups: each a Comm of its own (comm_split), counting its own bytes.
 typedef enum { COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_SCALARS, NUM_COLL_KINDS } CollKind;
 static const char* const COLL_NAMES[NUM_COLL_KINDS] = {"reduce-scatter", "all-gather", "scalars"};
 
 typedef struct {
     int rank;
-    int world_size;
+    int world_size;                   // ranks in this communicator (a shard group's G, or all N)
+#ifdef USE_MPI
+    MPI_Comm mpi;                     // MPI_COMM_WORLD, or a sub-communicator (comm_split)
+#endif
     double bus_bytes[NUM_COLL_KINDS]; // since the last comm_reset_counters
     double timeout_s;                 // the longest wait for one collective (0: forever)
     double io_timeout_s;              // the longest wait at comm_io_barrier (0: forever)
@@ -72,6 +77,8 @@ typedef struct { int pending; CollKind kind; } CommRequest;
 #define COMM_REQUEST_NULL ((CommRequest){0, COLL_SCALARS})
 #endif
 
+static inline void comm_reset_counters(Comm* comm) { memset(comm->bus_bytes, 0, sizeof(comm->bus_bytes)); }
+
 static inline void comm_init(Comm* comm, int* argc, char*** argv) {
     memset(comm, 0, sizeof(*comm));
     comm->world_size = 1;
@@ -79,6 +86,7 @@ static inline void comm_init(Comm* comm, int* argc, char*** argv) {
     comm->io_timeout_s = 3000.0;
 #ifdef USE_MPI
     mpiCheck(MPI_Init(argc, argv));
+    comm->mpi = MPI_COMM_WORLD;
     mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank));
     mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &comm->world_size));
     set_error_rank(comm->rank, comm->world_size);
@@ -88,14 +96,35 @@ static inline void comm_init(Comm* comm, int* argc, char*** argv) {
 #endif
 }
 
+// A sub-communicator of parent's ranks with the same color, ranked by key (MPI_Comm_split);
+// collective over parent. It keeps the parent's deadlines and counts its own bytes.
+static inline void comm_split(const Comm* parent, int color, int key, Comm* child) {
+    *child = *parent;
+    comm_reset_counters(child);
+    child->next_tag = 0;
+#ifdef USE_MPI
+    mpiCheck(MPI_Comm_split(parent->mpi, color, key, &child->mpi));
+    mpiCheck(MPI_Comm_rank(child->mpi, &child->rank));
+    mpiCheck(MPI_Comm_size(child->mpi, &child->world_size));
+#else
+    (void)color; (void)key;
+#endif
+}
+
+static inline void comm_free(Comm* comm) {
+#ifdef USE_MPI
+    if (comm->mpi != MPI_COMM_WORLD) { MPI_Comm_free(&comm->mpi); }
+#else
+    (void)comm;
+#endif
+}
+
 static inline void comm_finalize(Comm* comm) {
     (void)comm;
 #ifdef USE_MPI
     MPI_Finalize();
 #endif
 }
-
-static inline void comm_reset_counters(Comm* comm) { memset(comm->bus_bytes, 0, sizeof(comm->bus_bytes)); }
 
 static inline int comm_count(size_t n, const char* what) {
     if (n > INT_MAX) { fail("%s of %zu elements per rank exceeds MPI's int count", what, n); }
@@ -125,8 +154,8 @@ static inline void ring_post_round(Comm* comm, CommRequest* q) {
     const float* out = k == 0 ? ring_slice(q, r - 1, N) : q->partial + (size_t)((k - 1) % 2) * q->n;
     float* in = q->partial + (size_t)(k % 2) * q->n;
     int count = comm_count(q->n, "reduce-scatter");
-    mpiCheck(MPI_Irecv(in, count, MPI_FLOAT, (r - 1 + N) % N, q->tag, MPI_COMM_WORLD, &q->req));
-    mpiCheck(MPI_Isend(out, count, MPI_FLOAT, (r + 1) % N, q->tag, MPI_COMM_WORLD, &q->send_req));
+    mpiCheck(MPI_Irecv(in, count, MPI_FLOAT, (r - 1 + N) % N, q->tag, comm->mpi, &q->req));
+    mpiCheck(MPI_Isend(out, count, MPI_FLOAT, (r + 1) % N, q->tag, comm->mpi, &q->send_req));
 }
 
 // Round q->round has arrived: add this rank's own slice to the partial received, then post the
@@ -169,7 +198,7 @@ static inline void comm_all_gather_start(Comm* comm, const float* send, float* r
 #ifdef USE_MPI
     if (comm->world_size > 1) {
         req->kind = COLL_ALL_GATHER;
-        mpiCheck(MPI_Iallgather(send, comm_count(n, "all-gather"), MPI_FLOAT, recv, (int)n, MPI_FLOAT, MPI_COMM_WORLD, &req->req));
+        mpiCheck(MPI_Iallgather(send, comm_count(n, "all-gather"), MPI_FLOAT, recv, (int)n, MPI_FLOAT, comm->mpi, &req->req));
         return;
     }
 #endif
@@ -184,7 +213,7 @@ static inline void comm_all_gather_inplace_start(Comm* comm, float* buf, size_t 
 #ifdef USE_MPI
     if (comm->world_size > 1) {
         req->kind = COLL_ALL_GATHER;
-        mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, comm_count(n, "all-gather"), MPI_FLOAT, MPI_COMM_WORLD, &req->req));
+        mpiCheck(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, comm_count(n, "all-gather"), MPI_FLOAT, comm->mpi, &req->req));
         return;
     }
 #endif
@@ -240,6 +269,20 @@ static inline void comm_wait_within(Comm* comm, CommRequest* req, double limit_s
 // Waits for a collective, at most comm->timeout_s (flag -wt).
 static inline void comm_wait(Comm* comm, CommRequest* req) { comm_wait_within(comm, req, comm->timeout_s, NULL); }
 
+// buf (n, a multiple of N) = the sum over ranks of buf, on every rank: our ring reduce-scatter
+// (its fixed order of addition) into this rank's n/N slice of buf, then an all-gather in place.
+// In place is safe for the ring: it reads this rank's own slice only in its last round, element
+// by element as it writes the sum there. The buffer sizes are the caller's to check.
+static inline void comm_all_reduce(Comm* comm, float* buf, size_t n) {
+    if (comm->world_size == 1) { return; }
+    size_t part = n / comm->world_size;
+    CommRequest req;
+    comm_reduce_scatter_start(comm, buf, buf + (size_t)comm->rank * part, part, &req);
+    comm_wait(comm, &req);
+    comm_all_gather_inplace_start(comm, buf, part, &req);
+    comm_wait(comm, &req);
+}
+
 // Every rank waits here until all have finished the file I/O named by `what` (a checkpoint's
 // files written, a checkpoint read), at most comm->io_timeout_s (flag -wi). Placed right after
 // the I/O, so that the next collective, timed by the shorter -wt, never waits for a disk.
@@ -247,7 +290,7 @@ static inline void comm_io_barrier(Comm* comm, const char* what) {
 #ifdef USE_MPI
     if (comm->world_size == 1) { return; }
     CommRequest req = COMM_REQUEST_NULL;
-    mpiCheck(MPI_Ibarrier(MPI_COMM_WORLD, &req.req));
+    mpiCheck(MPI_Ibarrier(comm->mpi, &req.req));
     comm_wait_within(comm, &req, comm->io_timeout_s, what);
 #else
     (void)comm; (void)what;
@@ -260,7 +303,7 @@ static inline void comm_gather_doubles(Comm* comm, double mine, double* all) {
     comm->bus_bytes[COLL_SCALARS] += (double)sizeof(double) * (comm->world_size - 1);
 #ifdef USE_MPI
     CommRequest req = COMM_REQUEST_NULL;
-    mpiCheck(MPI_Iallgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD, &req.req));
+    mpiCheck(MPI_Iallgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, comm->mpi, &req.req));
     comm_wait(comm, &req);
 #else
     all[0] = mine;
@@ -286,7 +329,7 @@ static inline void comm_check_same_args(Comm* comm, int argc, char** argv) {
     if (comm->world_size == 1) { return; }
     char* all = (char*)mallocCheck(sizeof(mine) * comm->world_size);
     CommRequest req = COMM_REQUEST_NULL;
-    mpiCheck(MPI_Iallgather(mine, sizeof(mine), MPI_CHAR, all, sizeof(mine), MPI_CHAR, MPI_COMM_WORLD, &req.req));
+    mpiCheck(MPI_Iallgather(mine, sizeof(mine), MPI_CHAR, all, sizeof(mine), MPI_CHAR, comm->mpi, &req.req));
     comm_wait(comm, &req);
     for (int r = 1; r < comm->world_size; r++) {
         const char* theirs = all + sizeof(mine) * r;

@@ -43,6 +43,7 @@ typedef struct {
     float zero_budget_mb;      // -zm: MB a rank may use, for -z auto (-1: not given)
     const char* reshard;       // -zr (stage 3)
     int prefetch;              // -zp (stage 3)
+    int zero_group;            // -zg: ranks per shard group, stages 1-3 (-1: not given: all N)
     int checkpoint_every;      // -n (0: never)
     int checkpoint_keep;       // -nk (0: all)
     int resume;                // -y
@@ -69,7 +70,7 @@ static inline TrainArgs train_args_defaults(void) {
         .B = 4, .T = 64, .total_batch = -1, .lr = 3e-4f, .warmup = 0, .final_lr_frac = 1.0f,
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
-        .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1,
+        .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
         .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
@@ -104,6 +105,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-zm", ARG_FLOAT, zero_budget_mb, "-z auto: MB of memory a rank may use (CUDA: default the GPU's free memory; CPU: required)"),
     ARG("-zr", ARG_STR, reshard, "stage 3 reshard_after_forward: default (all but the last block), always, never"),
     ARG("-zp", ARG_INT, prefetch, "stage 3 prefetch depth: units gathered ahead (0: off; default 1)"),
+    ARG("-zg", ARG_INT, zero_group, "stages 1-3, hybrid sharding: shard in groups of this many consecutive ranks, replicate across groups (default: all)"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
@@ -184,6 +186,10 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
     if ((args->zero_stage == 3 || is_auto) && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
     if (!is_auto && args->zero_budget_mb != -1.0f) { fail("flag -zm applies only to -z auto (got -z %d)", args->zero_stage); }
     if (is_auto && args->zero_budget_mb != -1.0f && args->zero_budget_mb <= 0.0f) { fail("flag -zm expects MB > 0, got %g", args->zero_budget_mb); }
+    // hybrid sharding: stage 0 shards nothing, so it has no groups to shard in
+    if (args->zero_group != -1 && args->zero_stage == 0) { fail("flag -zg applies only to -z 1, 2 or 3 (got -z 0)"); }
+    if (args->zero_group != -1 && is_auto) { fail("flag -zg applies only to -z 1, 2 or 3 (got -z auto, which picks the stage alone)"); }
+    if (args->zero_group != -1 && args->zero_group < 1) { fail("flag -zg expects ranks per shard group >= 1, got %d", args->zero_group); }
     if (args->recompute < -1 || args->recompute > 2) { fail("flag -r expects 0, 1 or 2, got %d", args->recompute); }
     if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
     if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }
@@ -239,7 +245,11 @@ static inline TrainSizes train_sizes(const TrainArgs* args, int N) {
     s.grad_accum = s.total_batch / tokens_per_micro;
     // the stage-3 prefetch (-z auto: in case it picks 3; train_pick_stage zeroes it otherwise)
     int prefetch = args->zero_stage != 3 && args->zero_stage != ZERO_STAGE_AUTO ? 0 : args->prefetch == -1 ? 1 : args->prefetch;
-    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch};
+    if (args->zero_group != -1 && N % args->zero_group != 0) {
+        fail("flag -zg %d must divide the %d ranks (groups of consecutive ranks, all the same size)", args->zero_group, N);
+    }
+    int group = args->zero_group == -1 ? N : args->zero_group;
+    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch, group};
     return s;
 }
 

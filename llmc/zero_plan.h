@@ -20,6 +20,16 @@ The stages (P = padded parameter count, K = optimizer bytes per parameter):
   stage 3  + parameters         each unit all-gathered before its forward and its backward,
                                 released after; grads reduce-scattered; no gather after update
 
+Hybrid sharding (HSDP, ZeRO++'s hpZ; flag -zg G, stages 1-3): the N ranks form N/G groups of G
+consecutive ranks (rank r is member r % G of group r / G). Each group shards the model as a
+plain ZeRO stage over G ranks would, and the R = N/G groups replicate each other: every
+reduce-scatter and all-gather above stays inside the group, and after the step's
+reduce-scatters each rank's reduced gradient shard is all-reduced across the R ranks holding
+the same shard (one per group). G = N is the plain stage; G = 1 holds what stage 0 holds.
+The units stay padded to a multiple of N*align whatever G is (the layout, and so a checkpoint,
+does not depend on G), so a shard S_u = unit_size[u] / G splits into R slices of N*align'th
+size, and the cross-group all-reduce can be a ring reduce-scatter plus all-gather of them.
+
 Choices the plan counts (and the trainers follow):
 - Unit 0 (wte, wpe, lnf) is used at both ends. Stage 3 gathers it for the encoder and again for
   lnf + LM head; it stays gathered from the head's forward into the head's backward, which
@@ -73,6 +83,7 @@ typedef struct {
     int grad_accum;         // micro-steps per optimizer step
     ReshardPolicy reshard;  // stage 3
     int prefetch;           // stage 3
+    int group_size;         // -zg: ranks per shard group, a divisor of N (0: all N, plain ZeRO)
 } ZeroOptions;
 
 // Bytes per element of each kind of state, which differ between the trainers.
@@ -92,15 +103,17 @@ typedef struct {
     // what the plan was made for
     int stage;                  // 0..3
     int world_size;             // N
+    int group_size;             // G: ranks that share one copy of the model (shard group)
+    int replicas;               // R = N / G: groups, each a replica of the sharded state
     int grad_accum;             // micro-steps per optimizer step
     ReshardPolicy reshard;      // stage 3 only
     int prefetch;               // stage 3 only: units gathered ahead
     StateBytes bytes;
     ParamLayout layout;         // units padded to a multiple of N * align
     // shards
-    size_t shard_size[MAX_UNITS];   // S_u = unit_size[u] / N
+    size_t shard_size[MAX_UNITS];   // S_u = unit_size[u] / G
     size_t shard_offset[MAX_UNITS]; // where unit u's shard starts in the shard slab
-    size_t shard_total;             // sum of S_u = layout.total / N
+    size_t shard_total;             // sum of S_u = layout.total / G
     size_t max_shard_size;          // the largest S_u
     // buffers
     int block_gather_buffers;       // stage 3: block-sized parameter buffers (0 otherwise)
@@ -109,8 +122,10 @@ typedef struct {
     size_t mem_params, mem_grads, mem_optimizer, mem_buffers;
     size_t mem_comm_scratch;        // the most the reduce-scatters in flight hold at once (ring_scratch)
     size_t zero_params, zero_grads, zero_optimizer; // the ZeRO paper's formula for the stage
-    // per-rank communication per optimizer step, bus bytes
+    // per-rank communication per optimizer step, bus bytes: inside the shard group (all of it
+    // when G = N), and across the groups (the grad shards' all-reduce)
     double comm_reduce_scatter, comm_all_gather;
+    double comm_all_reduce_across;
     double comm_scalars;              // the norm's and the loss's partial sums: one double each
     int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the blocks
 } ZeroPlan;
@@ -121,21 +136,29 @@ static inline double bus_bytes(double bytes, int N) { return bytes * (N - 1) / N
 // The lowest multiple of `a` that is >= x.
 static inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, int world_size, int grad_accum,
-                                  ReshardPolicy reshard, int prefetch, StateBytes bytes, size_t align) {
+// group_size: ranks per shard group, a divisor of world_size (0: world_size, plain ZeRO); the
+// trainers check it (train_sizes), so a bad one here is an internal error.
+static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, int world_size, int group_size,
+                                  int grad_accum, ReshardPolicy reshard, int prefetch, StateBytes bytes, size_t align) {
     memset(p, 0, sizeof(*p));
+    if (group_size == 0) { group_size = world_size; }
+    if (group_size < 1 || world_size % group_size != 0 || (stage == 0 && group_size != world_size)) {
+        fail("internal: shard groups of %d ranks in %d ranks at stage %d", group_size, world_size, stage);
+    }
     p->stage = stage;
     p->world_size = world_size;
+    p->group_size = group_size;
+    p->replicas = world_size / group_size;
     p->grad_accum = grad_accum;
     p->reshard = reshard;
     p->prefetch = prefetch;
     p->bytes = bytes;
-    size_t N = (size_t)world_size;
+    size_t N = (size_t)world_size, G = (size_t)group_size;
     layout_init(&p->layout, c, N * align);
     const ParamLayout* lay = &p->layout;
     size_t off = 0;
     for (int u = 0; u < lay->num_units; u++) {
-        p->shard_size[u] = lay->unit_size[u] / N;
+        p->shard_size[u] = lay->unit_size[u] / G;
         p->shard_offset[u] = off;
         off += p->shard_size[u];
         if (p->shard_size[u] > p->max_shard_size) { p->max_shard_size = p->shard_size[u]; }
@@ -162,12 +185,17 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     }
     // the ring's partial sums (2 slices per reduce-scatter in flight): stages 0-1 reduce one unit
     // at a time; stages 2-3 keep unit 0's and the two grad slots' in flight, or every unit's
-    // while accumulating (nothing waits for them before the step's end)
-    if (bytes.ring_scratch && world_size > 1) {
+    // while accumulating (nothing waits for them before the step's end). The cross-group
+    // all-reduce runs after those, one unit at a time: a ring over R ranks of the unit's shard.
+    if (bytes.ring_scratch && group_size > 1) {
         size_t block_shard = L > 0 ? p->shard_size[1] : 0;
         size_t in_flight = stage < 2 ? p->max_shard_size
                          : p->full_grads ? PN : p->shard_size[0] + (size_t)(L < 2 ? L : 2) * block_shard;
         p->mem_comm_scratch = 2 * in_flight * bytes.grad;
+    }
+    if (bytes.ring_scratch && p->replicas > 1) {
+        size_t across = 2 * (p->max_shard_size / p->replicas) * bytes.grad;
+        if (across > p->mem_comm_scratch) { p->mem_comm_scratch = across; }
     }
     // optimizer state: full on every rank in stage 0, the shard from stage 1 on
     p->mem_optimizer = (stage == 0 ? P : PN) * bytes.optimizer;
@@ -177,16 +205,19 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     p->zero_optimizer = (stage < 1 ? P : PN) * bytes.optimizer;
 
     // communication: one reduce-scatter of every unit's grads per step; then stage 0
-    // all-gathers the grads, stages 1-2 the updated params, and stage 3 gathers units as it goes
-    p->comm_reduce_scatter = bus_bytes((double)P * bytes.grad, world_size);
+    // all-gathers the grads, stages 1-2 the updated params, and stage 3 gathers units as it goes;
+    // all inside the group. Across the groups: an all-reduce of the grad shards (a reduce-scatter
+    // and an all-gather over R ranks). The scalars go over all N ranks.
+    p->comm_reduce_scatter = bus_bytes((double)P * bytes.grad, group_size);
+    p->comm_all_reduce_across = 2.0 * bus_bytes((double)PN * bytes.grad, p->replicas);
     p->comm_scalars = 2.0 * sizeof(double) * (world_size - 1);
     if (stage == 0) { p->comm_all_gather = bus_bytes((double)P * bytes.grad, world_size); }
-    if (stage == 1 || stage == 2) { p->comm_all_gather = bus_bytes((double)P * bytes.param, world_size); }
+    if (stage == 1 || stage == 2) { p->comm_all_gather = bus_bytes((double)P * bytes.param, group_size); }
     if (stage == 3) {
         p->unit0_gathers = reshard == RESHARD_NEVER ? 1 : 2;
         p->block_gathers = L + (reshard == RESHARD_ALWAYS ? L : reshard == RESHARD_DEFAULT ? L - 1 : 0);
         double per_micro = (double)p->unit0_gathers * unit0 + (double)p->block_gathers * block;
-        p->comm_all_gather = bus_bytes(per_micro * bytes.param, world_size) * grad_accum;
+        p->comm_all_gather = bus_bytes(per_micro * bytes.param, group_size) * grad_accum;
     }
 }
 
@@ -203,7 +234,7 @@ static inline int zero_pick_stage(ZeroPlan plans[4], const GPT2Config* c, int wo
                                   StateBytes bytes, size_t align, size_t other, size_t budget) {
     int picked = -1;
     for (int s = 3; s >= 0; s--) {
-        zero_plan_init(&plans[s], c, s, world_size, opt.grad_accum, opt.reshard, s == 3 ? opt.prefetch : 0, bytes, align);
+        zero_plan_init(&plans[s], c, s, world_size, 0, opt.grad_accum, opt.reshard, s == 3 ? opt.prefetch : 0, bytes, align);
         if (zero_plan_total(&plans[s]) + other <= budget) { picked = s; }
     }
     return picked;
@@ -236,9 +267,25 @@ static inline int zero_keep_after_forward(const ZeroPlan* p, int u, int L, int p
     return head || p->reshard == RESHARD_NEVER || (p->reshard == RESHARD_DEFAULT && last_block);
 }
 
-// Rank r's slice of unit u, as an offset into the full slab.
+// Rank r's place in its shard group (r itself when G = N).
+static inline int zero_group_rank(const ZeroPlan* p, int rank) { return rank % p->group_size; }
+
+// Rank r's slice of unit u (its group rank's), as an offset into the full slab.
 static inline size_t zero_slice_offset(const ZeroPlan* p, int u, int rank) {
-    return p->layout.unit_offset[u] + (size_t)rank * p->shard_size[u];
+    return p->layout.unit_offset[u] + (size_t)zero_group_rank(p, rank) * p->shard_size[u];
+}
+
+// The N-way slices of a unit (unit_size / N each, stage 0's and a plain ZeRO stage's slices):
+// rank r's shard holds R of them, and r answers for the one at position r / G in it, slice
+// (r % G) * R + r / G. Each slice has one rank answering for it, whatever G: the gradient
+// norm's partial sums and the checkpoint's state files are per slice, so their order and
+// content do not depend on G.
+static inline int zero_rank_slice(const ZeroPlan* p, int rank) {
+    return zero_group_rank(p, rank) * p->replicas + rank / p->group_size;
+}
+// The rank answering for N-way slice j (the inverse of zero_rank_slice).
+static inline int zero_slice_rank(const ZeroPlan* p, int j) {
+    return (j % p->replicas) * p->group_size + j / p->replicas;
 }
 
 // ----------------------------------------------------------------------------

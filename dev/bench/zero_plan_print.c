@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
         if (N < 1) { fail("N must be >= 1, got %d", N); }
         for (int stage = 0; stage < 4; stage++) {
             ZeroPlan p;
-            zero_plan_init(&p, &c, stage, N, 1, RESHARD_DEFAULT, 1, bytes, UNIT_ALIGN); // the trainer's defaults
+            zero_plan_init(&p, &c, stage, N, 0, 1, RESHARD_DEFAULT, 1, bytes, UNIT_ALIGN); // the trainer's defaults
             printf("%d,%d,%zu,%zu,%zu,%zu,%zu,%.0f,%.0f\n", N, stage, p.mem_params, p.mem_grads, p.mem_optimizer,
                    p.mem_buffers, p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers,
                    p.comm_reduce_scatter, p.comm_all_gather);

@@ -23,7 +23,7 @@ static const StateBytes CUDA = ZERO_STATE_BYTES_CUDA(2); // bf16; NCCL: in place
 // without overlaps; rank slices partition each unit.
 static void check_layout(const char* name, const GPT2Config* c, int N) {
     ZeroPlan p;
-    zero_plan_init(&p, c, 1, N, 1, RESHARD_DEFAULT, 0, CPU, 16);
+    zero_plan_init(&p, c, 1, N, 0, 1, RESHARD_DEFAULT, 0, CPU, 16);
     const ParamLayout* lay = &p.layout;
     CHECK(lay->num_units == c->num_layers + 1, "%s N=%d: %d units", name, N, lay->num_units);
     size_t off = 0, shard_off = 0, real = 0;
@@ -64,7 +64,7 @@ static void check_layout(const char* name, const GPT2Config* c, int N) {
 // Memory and bytes per rank against the formulas of DESIGN.md §4-§5.
 static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, StateBytes sb) {
     ZeroPlan p[4];
-    for (int s = 0; s < 4; s++) { zero_plan_init(&p[s], c, s, N, 1, RESHARD_ALWAYS, 1, sb, 16); }
+    for (int s = 0; s < 4; s++) { zero_plan_init(&p[s], c, s, N, 0, 1, RESHARD_ALWAYS, 1, sb, 16); }
     size_t P = p[0].layout.total, PN = P / N;
     size_t unit0 = p[0].layout.unit_size[0], block = p[0].layout.unit_size[1];
     // the ZeRO formula: K-byte optimizer state sharded from stage 1, grads from 2, params at 3
@@ -89,9 +89,9 @@ static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, 
     double stage3 = p[3].comm_reduce_scatter + p[3].comm_all_gather;
     CHECK(N == 1 ? stage3 == 0 : fabs(stage3 / stage0 - 1.5) < 1e-12, "%s N=%d: stage 3 (always) moves %.6fx stage 0, not 1.5x", name, N, stage3 / stage0);
     ZeroPlan never, dflt, accum;
-    zero_plan_init(&never, c, 3, N, 1, RESHARD_NEVER, 1, sb, 16);
-    zero_plan_init(&dflt, c, 3, N, 1, RESHARD_DEFAULT, 1, sb, 16);
-    zero_plan_init(&accum, c, 3, N, 3, RESHARD_ALWAYS, 1, sb, 16);
+    zero_plan_init(&never, c, 3, N, 0, 1, RESHARD_NEVER, 1, sb, 16);
+    zero_plan_init(&dflt, c, 3, N, 0, 1, RESHARD_DEFAULT, 1, sb, 16);
+    zero_plan_init(&accum, c, 3, N, 0, 3, RESHARD_ALWAYS, 1, sb, 16);
     CHECK(fabs(never.comm_reduce_scatter + never.comm_all_gather - stage0) < 0.5, "%s N=%d: 'never' should move what stage 0 moves", name, N);
     CHECK(fabs(stage3 - (dflt.comm_reduce_scatter + dflt.comm_all_gather) - block * sb.param * ring) < 0.5,
           "%s N=%d: 'default' should save exactly one block gather", name, N);
@@ -114,7 +114,7 @@ static void check_shrinks(const GPT2Config* c, int N, StateBytes sb) {
     size_t prev = (size_t)-1;
     for (int s = 0; s < 4; s++) {
         ZeroPlan p;
-        zero_plan_init(&p, c, s, N, 1, RESHARD_DEFAULT, 1, sb, 16);
+        zero_plan_init(&p, c, s, N, 0, 1, RESHARD_DEFAULT, 1, sb, 16);
         size_t total = p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers;
         CHECK(total < prev, "124M N=%d: stage %d holds %zu bytes, not less than stage %d's %zu", N, s, total, s - 1, prev);
         printf("GPT-2 124M, N=%d, %s: stage %d holds %.1f MB per rank (params %.1f, grads %.1f, optimizer %.1f, buffers %.1f)\n",
@@ -202,7 +202,7 @@ static void walk_forward(ZeroWalk* w, const ZeroPlan* p, int L) {
 static void check_walk(int L, ReshardPolicy reshard, int prefetch) {
     GPT2Config c = {8, 100, 128, L, 1, 4};
     ZeroPlan p;
-    zero_plan_init(&p, &c, 3, 2, 1, reshard, prefetch, CPU, 16);
+    zero_plan_init(&p, &c, 3, 2, 0, 1, reshard, prefetch, CPU, 16);
     ZeroWalk w;
     zero_walk_init(&w, L);
     walk_ok = 1;
@@ -244,11 +244,11 @@ static void check_walk(int L, ReshardPolicy reshard, int prefetch) {
 // -z auto (zero_pick_stage): with a budget of exactly stage s's total (plan + other), the pick is
 // the lowest stage whose total is no larger; one byte less, the lowest strictly smaller, or -1.
 static void check_pick_stage(const char* name, const GPT2Config* c, int N, StateBytes sb, size_t other) {
-    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1};
+    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, 0};
     ZeroPlan ref[4], got[4];
     size_t total[4];
     for (int s = 0; s < 4; s++) {
-        zero_plan_init(&ref[s], c, s, N, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, sb, 16);
+        zero_plan_init(&ref[s], c, s, N, 0, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, sb, 16);
         total[s] = zero_plan_total(&ref[s]) + other;
     }
     for (int s = 0; s < 4; s++) {

@@ -109,6 +109,70 @@ static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, 
           && accum.mem_comm_scratch == (has_ring ? 2 * PN * sb.grad : 0), "%s N=%d comm scratch", name, N);
 }
 
+// Hybrid sharding (-zg G): the plan of stage s over N ranks in groups of G against exact
+// arithmetic (DESIGN.md §4-§5): shards of P/G, the ZeRO formula with G in place of N, bytes
+// inside the group over G ranks and the cross-group all-reduce 2*(P/G)*(R-1)/R; G = N is the
+// plain stage field by field; each N-way slice has exactly one rank answering for it, inside
+// that rank's shard.
+static void check_hybrid(const char* name, const GPT2Config* c, int N, int G, StateBytes sb) {
+    int R = N / G, L = c->num_layers;
+    for (int s = 1; s <= 3; s++) {
+        ZeroPlan p, plain;
+        zero_plan_init(&p, c, s, N, G, 1, RESHARD_DEFAULT, 1, sb, 16);
+        zero_plan_init(&plain, c, s, N, 0, 1, RESHARD_DEFAULT, 1, sb, 16);
+        const ParamLayout* lay = &p.layout;
+        size_t P = lay->total, PG = P / G, unit0 = lay->unit_size[0], block = lay->unit_size[1];
+        CHECK(p.group_size == G && p.replicas == R && P == plain.layout.total, "%s N=%d G=%d stage %d: groups, layout", name, N, G, s);
+        if (G == N) { CHECK(memcmp(&p, &plain, sizeof(p)) == 0, "%s N=%d stage %d: G = N is not the plain stage", name, N, s); }
+        int aligned = 1;
+        for (int u = 0; u < lay->num_units; u++) {
+            aligned &= p.shard_size[u] * G == lay->unit_size[u] && p.shard_size[u] % (16 * (size_t)R) == 0;
+        }
+        CHECK(aligned && p.shard_total == PG, "%s N=%d G=%d stage %d: shards of P/G, each R aligned slices", name, N, G, s);
+        // memory: the formula with G ranks sharing the state
+        CHECK(p.mem_optimizer == PG * sb.optimizer && p.zero_optimizer == PG * sb.optimizer, "%s N=%d G=%d stage %d optimizer", name, N, G, s);
+        CHECK(p.mem_params == (s < 3 ? P : PG) * sb.param, "%s N=%d G=%d stage %d params", name, N, G, s);
+        CHECK(p.mem_grads == (s < 2 ? P : PG + unit0 + 2 * block) * sb.grad, "%s N=%d G=%d stage %d grads", name, N, G, s);
+        size_t buffers = s == 3 ? (unit0 + 2 * block) * sb.param : s == 2 || sb.reduce_scatter_in_place ? 0 : p.max_shard_size * sb.grad;
+        CHECK(p.mem_buffers == buffers, "%s N=%d G=%d stage %d buffers", name, N, G, s);
+        // comm scratch (CPU ring): the group's reduce-scatters in flight, or the cross ring of one
+        // shard's R slices, whichever is larger
+        size_t in_group = G == 1 || !sb.ring_scratch ? 0 : 2 * (s < 2 ? p.max_shard_size : p.shard_size[0] + (size_t)(L < 2 ? L : 2) * p.shard_size[1]) * sb.grad;
+        size_t across = R == 1 || !sb.ring_scratch ? 0 : 2 * (p.max_shard_size / R) * sb.grad;
+        CHECK(p.mem_comm_scratch == (in_group > across ? in_group : across), "%s N=%d G=%d stage %d comm scratch", name, N, G, s);
+        // bytes: inside the group as the plain stage over G ranks; across, the shard's all-reduce
+        double gb = (double)P * sb.grad * (G - 1) / G;
+        double ag = s < 3 ? (double)P * sb.param * (G - 1) / G
+                          : (double)(2 * unit0 + (2 * L - 1) * block) * sb.param * (G - 1) / G;
+        CHECK(fabs(p.comm_reduce_scatter - gb) < 0.5 && fabs(p.comm_all_gather - ag) < 0.5, "%s N=%d G=%d stage %d bytes inside", name, N, G, s);
+        CHECK(fabs(p.comm_all_reduce_across - 2.0 * PG * sb.grad * (R - 1) / R) < 0.5, "%s N=%d G=%d stage %d bytes across", name, N, G, s);
+        CHECK(p.comm_scalars == 16.0 * (N - 1), "%s N=%d G=%d stage %d scalars over all ranks", name, N, G, s);
+        // N-way slices: one rank each, inside its shard
+        int owners[512] = {0}, inside = 1;
+        for (int r = 0; r < N; r++) {
+            int j = zero_rank_slice(&p, r);
+            if (j < 0 || j >= N) { inside = 0; continue; }
+            owners[j]++;
+            inside &= zero_slice_rank(&p, j) == r;
+            for (int u = 0; u < lay->num_units; u++) {
+                size_t at = lay->unit_offset[u] + (size_t)j * (lay->unit_size[u] / N), from = zero_slice_offset(&p, u, r);
+                inside &= at >= from && at + lay->unit_size[u] / N <= from + p.shard_size[u];
+            }
+        }
+        int once = 1;
+        for (int j = 0; j < N; j++) { once &= owners[j] == 1; }
+        CHECK(once && inside, "%s N=%d G=%d stage %d: every N-way slice has one rank, inside its shard", name, N, G, s);
+    }
+    // G = 1 holds what stage 0 holds: the full params, grads and optimizer state on every rank
+    if (G == 1) {
+        ZeroPlan p1, p0;
+        zero_plan_init(&p1, c, 1, N, 1, 1, RESHARD_DEFAULT, 0, sb, 16);
+        zero_plan_init(&p0, c, 0, N, 0, 1, RESHARD_DEFAULT, 0, sb, 16);
+        CHECK(p1.mem_params == p0.mem_params && p1.mem_grads == p0.mem_grads && p1.mem_optimizer == p0.mem_optimizer,
+              "%s N=%d: G = 1 stage 1 holds stage 0's params, grads and optimizer state", name, N);
+    }
+}
+
 // For GPT-2 124M: per-rank memory shrinks at every stage (DESIGN.md §4's table).
 static void check_shrinks(const GPT2Config* c, int N, StateBytes sb) {
     size_t prev = (size_t)-1;
@@ -313,6 +377,15 @@ int main(int argc, char** argv) {
         check_pick_stage("d12 cuda", &d12, N, CUDA, (size_t)2 << 30);
         check_pick_stage("tiny", &tiny, N, CPU, (size_t)20 << 20);
     }
+    for (int N = 1; N <= 64; N *= 2) {
+        for (int G = 1; G <= N; G *= 2) {
+            check_hybrid("d12", &d12, N, G, CPU);
+            check_hybrid("d12 cuda", &d12, N, G, CUDA);
+            check_hybrid("micro", &micro, N, G, CPU);
+        }
+    }
+    check_hybrid("tiny", &tiny, 6, 3, CPU);
+    check_hybrid("tiny", &tiny, 6, 2, CPU);
     check_shrinks(&d12, 4, CPU);
     check_shrinks(&d12, 8, CUDA);
     for (int N = 1; N <= 4; N++) { check_sampler(shard, N, 0); check_sampler(shard, N, 1); }

@@ -5,8 +5,8 @@ memory (/dev/shm).
 
 What it emulates
 - Communicators: ncclGetUniqueId, ncclCommInitRank and ncclCommInitRankConfig (blocking and
-  non-blocking), ncclCommFinalize/Destroy/Abort, ncclCommGetAsyncError, ncclGetLastError,
-  ncclCommCount/UserRank/CuDevice. Init makes the checks NCCL makes (nranks, rank, a rank
+  non-blocking), ncclCommSplit, ncclCommFinalize/Destroy/Abort, ncclCommGetAsyncError,
+  ncclGetLastError, ncclCommCount/UserRank/CuDevice. Init makes the checks NCCL makes (nranks, rank, a rank
   registered twice). It also applies NCCL 2.28's refusal of two ranks on one GPU of one host. The
   host is NCCL_HOSTID if set, else the hostname, so a test gives each rank its own NCCL_HOSTID to
   put several ranks on one emulated GPU.
@@ -25,8 +25,8 @@ What it emulates
   * a peer that died, aborted or destroyed its communicator while we wait for it:
     ncclRemoteError.
 
-Not emulated: point-to-point (ncclSend/Recv), AlltoAll/Gather/Scatter, ncclCommSplit/Shrink/
-Revoke, user-defined reduction ops, fp8 types, buffer registration and windows, ncclMemAlloc,
+Not emulated: point-to-point (ncclSend/Recv), AlltoAll/Gather/Scatter, ncclCommShrink/Revoke,
+ncclCommSplit inside a group call, the config's splitShare (accepted, nothing is shared), user-defined reduction ops, fp8 types, buffer registration and windows, ncclMemAlloc,
 the pncclXxx profiling names, more than one machine (shared memory is local), the NaN rules of
 Max/Min, and NCCL's algorithms, timing and environment variables (except NCCL_HOSTID and
 NCCL_COMM_BLOCKING).
@@ -48,6 +48,15 @@ Shared memory protocol
 - While waiting, an op returns false: it never blocks. Every few ms it checks the slots of the
   ranks it still waits for (LEFT, ABORTED, or a dead pid) and breaks the communicator if one is
   never coming.
+- ncclCommSplit is collective over the parent: the ranks' k-th split (the same k on every rank,
+  as splits are called in the same order) meets in a segment "<parent>-split<k>" of the
+  parent's size, where each rank's slot also carries its color and key. Once every slot is
+  active, each rank counts the ranks of its color, ordered by key and then parent rank (NCCL's
+  rule), leaves that segment and joins its child's, "<parent>-split<k>-<color>", as init joins
+  a communicator. A non-blocking split answers ncclInProgress and gets there while the new
+  communicator is polled. A rank with NCCL_SPLIT_NOCOLOR gets no communicator: it waits until
+  every rank has joined the meeting (a blocking wait even on a non-blocking parent, stricter
+  than NCCL, which would let it go at once) so that its leaving cannot look like a dead peer.
 - Destroy or abort marks this rank's slot LEFT or ABORTED. The rank that finds every slot left,
   aborted or dead unlinks the segment.
 
@@ -72,6 +81,7 @@ below needs no locking. Only the shared memory is concurrent, and it uses lock-f
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -144,8 +154,10 @@ struct Slot {                     // one rank's registration
     std::atomic<uint64_t> state;  // SLOT_*: ACTIVE is stored after the fields below
     int64_t pid;
     int32_t device;
+    int32_t color;                // a split's meeting (ncclCommSplit): this rank's color and key
+    int32_t key;
     int32_t unused;
-    char host[240];               // NCCL_HOSTID, else the hostname
+    char host[232];               // NCCL_HOSTID, else the hostname
 };
 struct Segment {
     std::atomic<uint64_t> nranks;      // set by the first rank to register; the others must agree
@@ -171,6 +183,9 @@ struct CommState {
     ncclResult_t error = ncclSuccess;     // the sticky asynchronous error
     int busy = 0;               // ncclInProgress answers still owed after a call returned ncclInProgress
     uint64_t seq = 0;           // collectives queued so far: the same count on every rank
+    uint64_t splits = 0;        // ncclCommSplit calls so far: the same count on every rank
+    int color = 0, key = 0;     // a split's child: its color and key, written into the meeting's slot
+    std::shared_ptr<CommState> meeting; // a split's child before it knows its ranks (see the header)
     int pending = 0;            // collectives queued and not finished
     std::map<cudaStream_t, int> pending_on; // the same, per stream (for a blocking wait)
     std::set<CollRun*> inflight;            // their state, released at once by an abort
@@ -236,6 +251,8 @@ ncclResult_t join(CommState& st) {
     st.own_slot = true;
     me.pid = getpid();
     me.device = st.device;
+    me.color = st.color;
+    me.key = st.key;
     snprintf(me.host, sizeof(me.host), "%s", host_id().c_str());
     me.state.store(SLOT_ACTIVE);
     return ncclSuccess;
@@ -259,8 +276,14 @@ ncclResult_t check_duplicate_gpus(CommState& st) {
 
 // Has every rank registered? Returns ncclSuccess once they have and the checks passed,
 // ncclInProgress while some are missing, or else the error (described by ncclGetLastError).
+ncclResult_t poll_split(CommState& st);
+
 ncclResult_t poll_init(CommState& st) {
     if (st.error != ncclSuccess || st.formed) { return st.error; }
+    if (st.meeting != nullptr) {
+        ncclResult_t rc = poll_split(st);
+        if (rc != ncclSuccess) { return rc; }
+    }
     Segment& seg = *st.seg;
     if (seg.error_state.load() == 2) { return break_comm(st, ncclInvalidUsage, "%s", seg.error); }
     // One snapshot of the states decides. Read twice, a peer could register, fail a check and
@@ -288,6 +311,7 @@ ncclResult_t poll_init(CommState& st) {
 }
 
 std::string missing_ranks(const CommState& st) {
+    if (st.meeting != nullptr) { return missing_ranks(*st.meeting) + " (of the split's parent)"; }
     std::string out;
     for (int r = 0; r < st.nranks; r++) {
         if (st.seg->slot[r].state.load() < SLOT_ACTIVE) { out += (out.empty() ? "rank " : ", ") + std::to_string(r); }
@@ -663,6 +687,7 @@ std::set<CommState*>& live_comms() {
 void leave(CommState& st, bool abort) {
     if (st.closed) { return; }
     st.closed = true;
+    if (st.meeting != nullptr) { leave(*st.meeting, abort); st.meeting = nullptr; }
     std::set<CollRun*> runs = st.inflight; // finish() edits the set
     for (CollRun* run : runs) { run->finish(true); }
     if (st.seg == nullptr) { return; }
@@ -676,6 +701,32 @@ void leave(CommState& st, bool abort) {
     if (last) { shm_unlink(st.name.c_str()); }
     munmap(st.seg, sizeof(Segment));
     st.seg = nullptr;
+}
+
+// A split's child (see the header): once every rank of the parent is at the meeting, this rank
+// learns the child's size and its own rank from the colors and keys (by key, then parent rank),
+// leaves the meeting and joins the child's segment. ncclSuccess once joined (poll_init then
+// waits for the child's other ranks), ncclInProgress before, or the error.
+ncclResult_t poll_split(CommState& st) {
+    CommState& m = *st.meeting;
+    ncclResult_t rc = poll_init(m);
+    if (rc == ncclInProgress) { return rc; }
+    if (rc != ncclSuccess) { return break_comm(st, rc, "ncclCommSplit: %s", g_last_error.c_str()); }
+    std::vector<std::pair<int, int>> members; // (key, parent rank) of every rank of this color
+    for (int r = 0; r < m.nranks; r++) {
+        const Slot& slot = m.seg->slot[r];
+        if (slot.color == st.color) { members.push_back({slot.key, r}); }
+    }
+    std::sort(members.begin(), members.end());
+    st.nranks = (int)members.size();
+    for (int i = 0; i < st.nranks; i++) {
+        if (members[i].second == m.rank) { st.rank = i; }
+    }
+    st.name = m.name + "-" + std::to_string(st.color);
+    leave(m, false);
+    st.meeting = nullptr;
+    if ((rc = join(st)) != ncclSuccess) { st.error = rc; }
+    return rc;
 }
 
 void abort_all_at_exit() {
@@ -913,6 +964,49 @@ ncclResult_t init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
     return ncclSuccess;
 }
 
+// ncclCommSplit (see the header): every rank of the parent meets in the segment of its k-th
+// split; a NULL config inherits the parent's blocking mode, as nccl.h says.
+ncclResult_t split(ncclComm_t comm, int color, int key, ncclComm_t* out, ncclConfig_t* config) {
+    const char* who = "ncclCommSplit";
+    if (out == nullptr) { return fail(ncclInvalidArgument, "%s: newcomm is NULL", who); }
+    *out = nullptr;
+    ncclResult_t rc = check_comm(who, comm);
+    if (rc != ncclSuccess) { return rc; }
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+        return fail(ncclInvalidArgument, "%s: color %d must be >= 0, or NCCL_SPLIT_NOCOLOR", who, color);
+    }
+    if (g_group.depth > 0) { return fail(ncclInvalidUsage, "%s inside a group call is not supported by the CPU emulator", who); }
+    CommState& parent = *comm->st;
+    bool blocking = parent.blocking;
+    if (config != nullptr && (rc = config_blocking(config, &blocking, who)) != ncclSuccess) { return rc; }
+    auto meeting = std::make_shared<CommState>();
+    meeting->name = parent.name + "-split" + std::to_string(parent.splits++);
+    meeting->rank = parent.rank;
+    meeting->nranks = parent.nranks;
+    meeting->device = parent.device;
+    meeting->color = color;
+    meeting->key = key;
+    if ((rc = join(*meeting)) != ncclSuccess) { leave(*meeting, true); return rc; }
+    if (color == NCCL_SPLIT_NOCOLOR) { // no communicator; leave once every rank is at the meeting
+        rc = wait_formed(*meeting);
+        leave(*meeting, rc != ncclSuccess);
+        return rc;
+    }
+    auto st = std::make_shared<CommState>();
+    st->name = meeting->name + "-" + std::to_string(color);
+    st->device = parent.device;
+    st->blocking = blocking;
+    st->color = color;
+    st->key = key;
+    st->meeting = meeting;
+    ncclComm_t child = new ncclComm{st};
+    live_comms().insert(st.get());
+    if (!blocking) { *out = child; return ncclInProgress; }
+    if ((rc = wait_formed(*st)) != ncclSuccess) { close_comm(child, true); return rc; }
+    *out = child;
+    return ncclSuccess;
+}
+
 } // namespace
 
 // ---------------------------------------------------------------------------
@@ -1104,9 +1198,9 @@ ncclResult_t ncclCommInitRankScalable(ncclComm_t*, int, int, int, ncclUniqueId*,
     emu::ApiScope scope("ncclCommInitRankScalable");
     return unsupported("ncclCommInitRankScalable");
 }
-ncclResult_t ncclCommSplit(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*) {
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
     emu::ApiScope scope("ncclCommSplit");
-    return unsupported("ncclCommSplit");
+    return group_note(split(comm, color, key, newcomm, config));
 }
 ncclResult_t ncclCommShrink(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) {
     emu::ApiScope scope("ncclCommShrink");

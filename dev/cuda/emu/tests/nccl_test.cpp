@@ -649,6 +649,81 @@ static void scenario_nranks(const ncclUniqueId& id) {
 }
 
 // ---------------------------------------------------------------------------
+// ncclCommSplit: color, key order, NCCL_SPLIT_NOCOLOR, the config
+
+// The child of a split: settled (a non-blocking one polled to ncclSuccess); checks its size and
+// this rank's place in it.
+static ncclComm_t split_comm(ncclComm_t parent, int color, int key, ncclConfig_t* config, bool blocking, int nranks, int rank) {
+    ncclComm_t child = NULL;
+    ncclResult_t rc = ncclCommSplit(parent, color, key, &child, config);
+    CHECKM(blocking ? rc == ncclSuccess : (rc == ncclSuccess || rc == ncclInProgress), "ncclCommSplit: %d", rc);
+    // EMU_NCCL_INPROGRESS=1: a non-blocking communicator answers every call ncclInProgress (a
+    // child that inherited a non-blocking parent's mode must too)
+    const char* always = getenv("EMU_NCCL_INPROGRESS");
+    if (!blocking && always != NULL && strcmp(always, "1") == 0) { CHECKM(rc == ncclInProgress, "ncclCommSplit: %d", rc); }
+    CHECK(child != NULL);
+    CHECK(settle(child, rc) == ncclSuccess);
+    int count = -1, user = -1;
+    CHECK(ncclCommCount(child, &count) == ncclSuccess && ncclCommUserRank(child, &user) == ncclSuccess);
+    CHECKM(count == nranks && user == rank, "child of color %d: %d ranks, rank %d; expected %d, %d", color, count, user, nranks, rank);
+    return child;
+}
+
+// An all-reduce on `child`, whose ranks in order are the parent ranks `members`: the sum of
+// their inputs in that order, bit for bit (the emulator's documented order).
+static void check_split_sum(ncclComm_t child, const std::vector<int>& members, int tag, cudaStream_t s) {
+    size_t n = 257;
+    float* a = dev_alloc<float>(n);
+    upload(a, inputs<float>(tag, g_rank, n));
+    CHECK(settle(child, ncclAllReduce(a, a, n, ncclFloat32, ncclSum, child, s)) == ncclSuccess);
+    CHECK(wait_stream(child, s, 30) == ncclSuccess);
+    CHECK(same_bits(download(a, n), reference<float>(tag, n, 0, ncclSum, members)));
+    CUDA(cudaFree(a));
+}
+
+// Every rank splits the parent twice: by parity with the keys reversed (each half ranked from
+// its highest parent rank down), then all but rank 0 into one communicator (rank 0:
+// NCCL_SPLIT_NOCOLOR, no communicator), ranked by equal keys, so by parent rank. Variant
+// "blocking", "nonblocking", or "inherit" (a non-blocking parent, NULL config: the children are
+// non-blocking too).
+static void scenario_split(const ncclUniqueId& id) {
+    std::string v = g_variant;
+    bool blocking = v == "blocking";
+    ncclComm_t parent = init_comm(id, blocking);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = blocking ? 1 : 0;
+    ncclConfig_t* cfg = v == "inherit" ? NULL : &config;
+    cudaStream_t s;
+    CUDA(cudaStreamCreate(&s));
+    // by parity, keys reversed
+    std::vector<int> half;
+    for (int r = g_nranks - 1; r >= 0; r--) { if (r % 2 == g_rank % 2) { half.push_back(r); } }
+    int mine = (int)(std::find(half.begin(), half.end(), g_rank) - half.begin());
+    ncclComm_t parity = split_comm(parent, g_rank % 2, -g_rank, cfg, blocking, (int)half.size(), mine);
+    check_split_sum(parity, half, 31, s);
+    // all but rank 0; rank 0 gets none
+    ncclComm_t rest = NULL;
+    if (g_rank == 0) {
+        ncclResult_t rc = ncclCommSplit(parent, NCCL_SPLIT_NOCOLOR, 0, &rest, cfg);
+        CHECKM(rc == ncclSuccess && rest == NULL, "NOCOLOR: rc %d, comm %p", rc, (void*)rest);
+    } else {
+        std::vector<int> others;
+        for (int r = 1; r < g_nranks; r++) { others.push_back(r); }
+        rest = split_comm(parent, 7, 0, cfg, blocking, g_nranks - 1, g_rank - 1);
+        check_split_sum(rest, others, 32, s);
+    }
+    // the parent still works after its splits
+    check_split_sum(parent, rank_order(), 33, s);
+    ncclComm_t none = NULL;
+    CHECK(ncclCommSplit(parent, -5, 0, &none, cfg) == ncclInvalidArgument && none == NULL);
+    CHECK(contains(ncclGetLastError(NULL), "NCCL_SPLIT_NOCOLOR"));
+    CHECK(ncclCommSplit(parent, 0, 0, NULL, cfg) == ncclInvalidArgument);
+    if (rest != NULL) { CHECK(ncclCommDestroy(rest) == ncclSuccess); }
+    CHECK(ncclCommDestroy(parity) == ncclSuccess);
+    CHECK(ncclCommDestroy(parent) == ncclSuccess);
+}
+
+// ---------------------------------------------------------------------------
 // one rank: arguments, errors, unsupported calls
 
 static void scenario_validation(const ncclUniqueId& id) {
@@ -690,7 +765,7 @@ static void scenario_validation(const ncclUniqueId& id) {
     CHECK(ncclBroadcast(a, a, n, ncclFloat32, 1, comm, s) == ncclInvalidArgument);
     CHECK(ncclSend(a, n, ncclFloat32, 0, comm, s) == ncclInvalidUsage);
     CHECK(contains(ncclGetLastError(comm), "ncclSend") && contains(ncclGetLastError(comm), "not supported by the CPU emulator"));
-    CHECK(ncclCommSplit(comm, 0, 0, NULL, NULL) == ncclInvalidUsage);
+    CHECK(ncclCommShrink(comm, NULL, 0, NULL, NULL, 0) == ncclInvalidUsage);
     CHECK(ncclCommInitAll(NULL, 1, NULL) == ncclInvalidUsage);
     CHECK(ncclGroupEnd() == ncclInvalidUsage);
     CHECK(ncclAllReduce(a, a, n, ncclFloat32, ncclSum, comm, (cudaStream_t)(uintptr_t)0x12345678) == ncclUnhandledCudaError);
@@ -747,6 +822,7 @@ int main(int argc, char** argv) {
     else if (sc == "duprank") { scenario_duprank(id); }
     else if (sc == "nranks") { scenario_nranks(id); }
     else if (sc == "validation") { scenario_validation(id); }
+    else if (sc == "split") { scenario_split(id); }
     else { fprintf(stderr, "unknown scenario %s\n", argv[1]); return 2; }
     fprintf(stderr, "rank %d [%s %s] ok: %d checks\n", g_rank, g_scenario, g_variant, g_checks);
     return 0;

@@ -95,6 +95,7 @@ shm_clean() {
 }
 
 case_validation() { ranks validation 1 x && await && shm_clean; }
+case_split() { ranks split "$@" && await && shm_clean; }
 case_collectives() { ranks collectives "$@" && await && shm_clean; }
 case_busy() { ranks busy 2 x EMU_NCCL_INPROGRESS="$1" && await && shm_clean; }
 case_mismatch() { ranks mismatch "$1" "$2" && await && shm_clean; }
@@ -144,6 +145,9 @@ run "a peer exits while we wait: ncclRemoteError" case_peer_leaves exit
 run "abort with a pending collective returns at once" case_abort_pending
 run "a rank registered twice is refused" case_duprank
 run "ranks disagree on nranks" case_nranks
+run "ncclCommSplit, 4 ranks, blocking: parity by reversed key, NOCOLOR" case_split 4 blocking
+run "ncclCommSplit, 3 ranks, non-blocking" case_split 3 nonblocking
+run "ncclCommSplit, 4 ranks, NULL config inherits non-blocking" case_split 4 inherit EMU_NCCL_INPROGRESS=1
 
 # remove what this script's runs left in /dev/shm (a never-completed init leaves its segment)
 for ((k = 1; k <= cases; k++)); do

@@ -116,7 +116,9 @@ typedef struct { size_t params, grads, optimizer, buffers, activations, workspac
 typedef struct {
     GPT2Config config;
     ZeroPlan plan;          // units, shards, memory and traffic for this stage and world size
-    Comm* comm;
+    Comm* comm;             // all N ranks: the step's scalars, barriers
+    Comm* group;            // the G ranks of this rank's shard group: the ZeRO collectives (comm itself unless -zg)
+    Comm* across;           // -zg: the N/G ranks holding this rank's shard, one per group (NULL: one group)
     // parameters (floatX: what the forward and backward read)
     floatX* params;         // (layout.total) full unit-major slab, stages 0-2; padding stays 0
     floatX* param_shard;    // (plan.shard_total) this rank's slice of every unit, stage 3
@@ -197,6 +199,14 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     const ZeroPlan* p = &model->plan;
     const ParamLayout* lay = &p->layout;
     MemoryUse* mem = &model->mem;
+    // -zg: groups of G consecutive ranks; across them, the ranks with the same place in their group
+    model->group = comm;
+    if (p->replicas > 1) {
+        model->group = (Comm*)mallocCheck(sizeof(Comm));
+        model->across = (Comm*)mallocCheck(sizeof(Comm));
+        comm_split(comm, comm->rank / p->group_size, comm->rank, model->group);
+        comm_split(comm, comm->rank % p->group_size, comm->rank, model->across);
+    }
     size_t unit0 = lay->unit_size[0], block = lay->num_units > 1 ? lay->unit_size[1] : 0;
     if (p->stage < 3) { model->params = alloc_floatx(&mem->params, lay->total, "the parameters"); }
     else {
@@ -252,9 +262,9 @@ static void round_to_floatx(floatX* out, const float* in, size_t n, cudaStream_t
 void gpt2_set_params(GPT2* model, const float* full) {
     const ZeroPlan* p = &model->plan;
     const ParamLayout* lay = &p->layout;
-    int rank = model->comm->rank;
+    int rank = zero_group_rank(p, model->comm->rank);
     cudaStream_t s = model->stream;
-    float* unit = alloc_float(NULL, p->max_shard_size * p->world_size, "a unit"); // the largest unit
+    float* unit = alloc_float(NULL, p->max_shard_size * p->group_size, "a unit"); // the largest unit
     for (int u = 0; u < lay->num_units; u++) {
         size_t n = lay->unit_size[u], S = p->shard_size[u];
         cudaCheck(cudaMemcpyAsync(unit, full + lay->unit_offset[u], n * sizeof(float), cudaMemcpyHostToDevice, s));
@@ -275,7 +285,7 @@ void gpt2_set_params(GPT2* model, const float* full) {
 float* gpt2_full_params(GPT2* model) {
     const ZeroPlan* p = &model->plan;
     const ParamLayout* lay = &p->layout;
-    Comm* comm = model->comm;
+    Comm* comm = model->group;
     float* full = (float*)mallocCheck(lay->total * sizeof(float));
     // host waits go through comm_sync (polled, with the deadline); the copies into pageable
     // memory below then find their stream idle, so they cannot block on a stuck collective
@@ -284,7 +294,7 @@ float* gpt2_full_params(GPT2* model) {
         cudaCheck(cudaMemcpy(full, model->master, lay->total * sizeof(float), cudaMemcpyDeviceToHost));
         return full;
     }
-    float* unit = alloc_float(NULL, p->max_shard_size * p->world_size, "a unit"); // the largest unit
+    float* unit = alloc_float(NULL, p->max_shard_size * p->group_size, "a unit"); // the largest unit
     stream_wait_for(comm->stream, model->stream, model->handoff); // the master is up to date
     for (int u = 0; u < lay->num_units; u++) {
         comm_all_gather(comm, model->master + p->shard_offset[u], unit, p->shard_size[u], sizeof(float), u);
@@ -563,19 +573,22 @@ static floatX* grad_shard_of(GPT2* model, int u) {
     return model->grads + zero_slice_offset(p, u, model->comm->rank);
 }
 
-static double norm_squared_over_ranks(Comm* comm, double mine); // in the sharding section
+static double norm_squared_over_ranks(const GPT2* model, double mine); // in the sharding section
 
-// The global gradient norm: each rank sums the squares of its slices, unit by unit on the
-// device, and the ranks' partial sums are added in rank order, so every stage gets the same bits.
+// The global gradient norm: each rank sums the squares of the N-way slice it answers for
+// (zero_rank_slice: its own slice unless -zg), unit by unit on the device, and the partial sums
+// are added in slice order, so every stage and every group size gets the same bits.
 float gpt2_grad_norm(GPT2* model) {
     const ZeroPlan* p = &model->plan;
+    int part = model->comm->rank / p->group_size; // which of the shard's R slices
     for (int u = 0; u < p->layout.num_units; u++) {
-        global_norm_squared(model->norm_squared, grad_shard_of(model, u), p->shard_size[u], u > 0, model->norm_scratch,
+        size_t n = p->layout.unit_size[u] / p->world_size;
+        global_norm_squared(model->norm_squared, grad_shard_of(model, u) + part * n, n, u > 0, model->norm_scratch,
                             model->stream);
     }
     cudaCheck(cudaMemcpyAsync(model->norm_host, model->norm_squared, sizeof(double), cudaMemcpyDeviceToHost, model->stream));
     comm_sync(model->comm, model->stream, "the gradient norm");
-    return (float)sqrt(norm_squared_over_ranks(model->comm, *model->norm_host));
+    return (float)sqrt(norm_squared_over_ranks(model, *model->norm_host));
 }
 
 // AdamW on elements [lo, hi) of unit u; params, master, grads, m, v point at element lo. Cut at
@@ -607,7 +620,7 @@ static void params_all_gather(GPT2* model); // stages 1-2, in the sharding secti
 // params. Returns the gradient norm before clipping.
 float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int t) {
     const ZeroPlan* p = &model->plan;
-    int rank = model->comm->rank;
+    int rank = zero_group_rank(p, model->comm->rank);
     float norm = gpt2_grad_norm(model);
     AdamWParams hp = {lr, beta1, beta2, eps, weight_decay, t, grad_clip_scale(norm, grad_clip)};
     for (int u = 0; u < p->layout.num_units; u++) {
@@ -649,6 +662,19 @@ void gpt2_free(GPT2* model) {
     cudaCheck(cudaFreeHost(model->norm_host));
     matmul_free();
     cudaCheck(cudaStreamDestroy(model->stream));
+    if (model->across != NULL) { // -zg: the split communicators, before their parent
+        comm_finalize(model->group); comm_finalize(model->across);
+        free(model->group); free(model->across);
+    }
+}
+
+// The counters of every communicator the model uses (the world's; -zg: the group's and the
+// cross-group one), zeroed, with the step their messages name.
+static void model_reset_counters(GPT2* model, int step) {
+    Comm* comms[] = {model->comm, model->group, model->across};
+    for (int i = 0; i < 3; i++) {
+        if (comms[i] != NULL) { comm_reset_counters(comms[i]); comms[i]->step = step; }
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -688,7 +714,7 @@ static void schedule_begin_micro_step(GPT2* model) { zero_walk_begin_micro_step(
 // buffer's last reader is done, and whether the compute must wait for the unit's own.
 static floatX* unit_params(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
-    Comm* comm = model->comm;
+    Comm* comm = model->group;
     if (p->stage < 3) { return model->params + p->layout.unit_offset[u]; }
     ZeroUse use = zero_walk_use(&model->walk, p, u);
     for (int k = 0; k < use.num_gather; k++) {
@@ -755,11 +781,12 @@ static floatX* unit_grads(GPT2* model, int u) {
 // reduce-scattered, on the comm stream once the compute queued so far has written them: stages
 // 2-3 straight into the grad shard, stages 0-1 in place into this rank's slice of the full
 // gradient; stage 0 then all-gathers the slices back, which completes its all-reduce while the
-// backward goes on.
+// backward goes on. With -zg, the reduced slice is then all-reduced across the groups (the
+// same stream: right after its reduce-scatter).
 static void unit_grads_done(GPT2* model, int u, int reduce) {
     if (!reduce) { return; }
     const ZeroPlan* p = &model->plan;
-    Comm* comm = model->comm;
+    Comm* comm = model->group;
     floatX* full = unit_grad_buffer(model, u);
     floatX* mine = full + (size_t)comm->rank * p->shard_size[u];
     stream_wait_for(comm->stream, model->stream, model->handoff);
@@ -770,6 +797,7 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
         comm_reduce_scatter(comm, full, mine, p->shard_size[u], sizeof(floatX), u);
         if (p->stage == 0) { comm_all_gather(comm, mine, full, p->shard_size[u], sizeof(floatX), u); }
     }
+    if (model->across != NULL) { comm_all_reduce(model->across, grad_shard_of(model, u), p->shard_size[u], sizeof(floatX), u); }
 }
 
 // After the last micro-step's backward: the compute stream waits for every reduction queued.
@@ -779,9 +807,18 @@ static void grads_finish_reduction(GPT2* model) {
 }
 
 // The step's scalars ("scalars" in the table above): each rank's part of the gradient norm's sum
-// of squares, and of the loss, all-gathered and summed in rank order, so every rank and every
-// stage gets the same bits. (Evaluation averages its loss the same way.)
-static double norm_squared_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); }
+// of squares, and of the loss, all-gathered and summed in order (the norm's by N-way slice,
+// which is rank order unless -zg), so every rank, every stage and every G gets the same bits.
+// (Evaluation averages its loss the same way.)
+static double norm_squared_over_ranks(const GPT2* model, double mine) {
+    Comm* comm = model->comm;
+    double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
+    comm_gather_doubles(comm, mine, all);
+    double sum = 0.0;
+    for (int j = 0; j < comm->world_size; j++) { sum += all[zero_slice_rank(&model->plan, j)]; }
+    free(all);
+    return sum;
+}
 static inline double mean_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine) / comm->world_size; }
 static inline double sum_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); } // counts: exact
 
@@ -789,7 +826,7 @@ static inline double sum_over_ranks(Comm* comm, double mine) { return comm_sum(c
 // units queued at once, before the next forward reads them.
 static void params_all_gather(GPT2* model) {
     const ZeroPlan* p = &model->plan;
-    Comm* comm = model->comm;
+    Comm* comm = model->group;
     stream_wait_for(comm->stream, model->stream, model->handoff);
     for (int u = 0; u < p->layout.num_units; u++) {
         floatX* unit = model->params + p->layout.unit_offset[u];
@@ -811,7 +848,9 @@ void print_memory_table(const GPT2* model) {
     const ZeroPlan* p = &model->plan;
     const MemoryUse* m = &model->mem;
     const double MB = 1024.0 * 1024.0;
-    printf("ZeRO stage %d, %d ranks, %s", p->stage, p->world_size, PRECISION_NAME);
+    printf("ZeRO stage %d, %d ranks", p->stage, p->world_size);
+    if (p->replicas > 1) { printf(" in %d shard groups of %d", p->replicas, p->group_size); }
+    printf(", %s", PRECISION_NAME);
     if (p->stage == 3) { printf(", reshard_after_forward %s, prefetch %d", RESHARD_NAMES[p->reshard], p->prefetch); }
     printf(", %zu parameters padded to %zu\n", p->layout.num_parameters, p->layout.total);
     printf("GPU memory/rank  | allocated (bytes) |      plan (bytes) | ZeRO formula\n");
@@ -823,6 +862,7 @@ void print_memory_table(const GPT2* model) {
     printf("workspace        | %17zu |                 - |\n", m->workspace);
     printf("comm per step (plan, bus bytes): reduce-scatter %.0f, all-gather %.0f, scalars %.0f\n",
            p->comm_reduce_scatter, p->comm_all_gather, p->comm_scalars);
+    if (p->replicas > 1) { printf("comm per step across groups (plan, bus bytes): all-reduce %.0f\n", p->comm_all_reduce_across); }
     printf("cudaMemGetInfo: %.1f MB in use on the device (all processes on it)\n", gpu_memory_used() / MB);
 }
 
@@ -959,7 +999,7 @@ static double flops_per_token(const GPT2* model, int T) {
 // different batches; every rank runs the same number, so the collectives match).
 static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     dataloader_reset(val);
-    comm_reset_counters(model->comm);
+    model_reset_counters(model, model->comm->step);
     int n = (int)dataloader_num_batches(val);
     if (max_steps >= 0 && max_steps < n) { n = max_steps; }
     double sum = 0.0;
@@ -969,7 +1009,7 @@ static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
         sum += gpt2_mean_loss(model);
     }
     // what the evaluation moved (stage 3's gathers), apart from the steps' counts
-    double gathered = model->comm->bus_bytes[COLL_ALL_GATHER];
+    double gathered = model->group->bus_bytes[COLL_ALL_GATHER];
     float loss = (float)mean_over_ranks(model->comm, sum / n);
     if (model->comm->world_size > 1 && model->comm->rank == 0) {
         printf("val comm: all-gather %.0f bytes over %d batches\n", gathered, n);
@@ -1049,22 +1089,26 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
         }
         if (last) { break; }
         double t0 = now_seconds();
-        comm_reset_counters(comm);
-        comm->step = step + 1;
+        model_reset_counters(model, step + 1);
         float lr = lr_cosine(step, args->lr, args->warmup, max_steps, args->final_lr_frac);
         float norm;
         float loss = train_step(model, train, sz->grad_accum, lr, args, step, &norm);
         double dt = now_seconds() - t0;
-        comm_collect_times(comm, 1);
+        double busy_ms = 0.0; // on the one communication stream, over the communicators
+        Comm* comms[] = {comm, model->group != comm ? model->group : NULL, model->across};
+        for (int i = 0; i < 3; i++) { if (comms[i] != NULL) { comm_collect_times(comms[i], 1); busy_ms += comms[i]->busy_ms; } }
         if (comm->rank == 0) {
             printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s", step + 1, max_steps, loss, norm, lr,
                    dt * 1000, sz->total_batch / dt);
             if (peak_tflops > 0) { printf(", MFU %.1f%%", 100.0 * flops_per_gpu_step / dt / (peak_tflops * 1e12)); }
             printf(", GPU memory %.0f MB)", gpu_memory_used() / (1024.0 * 1024.0));
             if (comm->world_size > 1) {
-                printf(" | comm stream busy %.1f ms | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f", comm->busy_ms,
-                       comm->bus_bytes[COLL_REDUCE_SCATTER], comm->bus_bytes[COLL_ALL_GATHER], comm->bus_bytes[COLL_SCALARS]);
+                // inside the group (all ranks unless -zg); the scalars over all ranks
+                const Comm* g = model->group;
+                printf(" | comm stream busy %.1f ms | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f", busy_ms,
+                       g->bus_bytes[COLL_REDUCE_SCATTER], g->bus_bytes[COLL_ALL_GATHER], comm->bus_bytes[COLL_SCALARS]);
             }
+            if (model->across != NULL) { printf(" | across groups: all-reduce %.0f", model->across->bus_bytes[COLL_ALL_REDUCE]); }
             printf("\n");
         }
         if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
@@ -1118,7 +1162,6 @@ int main(int argc, char** argv) {
     parse_args(&args, argc, argv, comm.rank,
                "One process per GPU: mpirun -np N, or -pn/-pr/-pi/-pf/-ps per process; -r trades compute for activation memory.");
     if (args.recompute == -1) { args.recompute = 1; }
-    if (args.zero_group != -1) { fail("flag -zg (hybrid sharding) is in the CPU trainer only so far; the CUDA trainer shards over all ranks"); }
     ProcessFlags pflags = {args.num_processes, args.process_rank, args.init_method, args.fs_path, args.server};
     comm_set_processes(&comm, &pflags);
     comm.timeout_s = args.wait_timeout;

@@ -51,8 +51,9 @@ mpicc exists, NO_USE_MPI=1 turns it off) adds the mpirun start.
 #include <mpi.h>
 #endif
 
-typedef enum { COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_SCALARS, NUM_COLL_KINDS } CollKind;
-static const char* const COLL_NAMES[NUM_COLL_KINDS] = {"reduce-scatter", "all-gather", "scalars"};
+// all-reduce: hybrid sharding's gradient shards across the groups (comm_all_reduce)
+typedef enum { COLL_REDUCE_SCATTER, COLL_ALL_GATHER, COLL_SCALARS, COLL_ALL_REDUCE, NUM_COLL_KINDS } CollKind;
+static const char* const COLL_NAMES[NUM_COLL_KINDS] = {"reduce-scatter", "all-gather", "scalars", "all-reduce"};
 
 // The collectives issued and not yet known to be finished: a ring, oldest first.
 #define COMM_RING 256
@@ -82,7 +83,8 @@ typedef struct {
     double timeout_s;                 // the longest host wait for the GPU or a collective (0: forever)
     double io_timeout_s;              // the longest wait at comm_io_barrier (0: forever)
     int step;                         // the training step, for messages
-    cudaStream_t stream;              // the communication stream
+    cudaStream_t stream;              // the communication stream (a split's: its parent's)
+    int is_split;                     // made by comm_split: the stream belongs to the parent
     CommRecord ring[COMM_RING];
     int ring_head, ring_count;        // oldest record, records in the ring
     double* scalars;                  // (world_size) device: comm_gather_doubles
@@ -321,6 +323,40 @@ static inline void comm_init(Comm* comm, const ProcessFlags* pf) {
 #endif
 }
 
+// Hybrid sharding (llmc/zero_plan.h): a communicator of the parent's ranks with the same color,
+// ranked by key (ncclCommSplit, collective over the parent). It queues its collectives on the
+// parent's communication stream, so they stay in issue order with the parent's and the
+// trainer's events order them as before; it counts its own bytes and stream time.
+static inline void comm_split(Comm* parent, int color, int key, Comm* child) {
+    *child = *parent;
+    child->is_split = 1;
+    child->ring_head = child->ring_count = 0;
+    memset(child->bus_bytes, 0, sizeof(child->bus_bytes));
+    child->busy_ms = 0.0;
+    for (int i = 0; i < COMM_RING; i++) {
+        cudaCheck(cudaEventCreate(&child->ring[i].start));
+        cudaCheck(cudaEventCreate(&child->ring[i].done));
+    }
+    child->scalars = NULL; // the scalars go over the parent
+    child->scalars_host = NULL;
+#ifndef NO_MULTI_GPU
+    child->nccl = NULL;
+    child->rank = 0;
+    child->world_size = 1;
+    if (parent->nccl == NULL) { return; }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0; // as the parent: polled with a deadline
+    ncclResult_t rc = ncclCommSplit(parent->nccl, color, key, &child->nccl, &config);
+    if (rc != ncclSuccess && rc != ncclInProgress) { fail("ncclCommSplit: %s (%s)", ncclGetErrorString(rc), ncclGetLastError(NULL)); }
+    comm_nccl_settle(child, rc, "the shard group's NCCL communicator to form (ncclCommSplit)");
+    if (ncclCommUserRank(child->nccl, &child->rank) != ncclSuccess || ncclCommCount(child->nccl, &child->world_size) != ncclSuccess) {
+        fail("ncclCommSplit: the new communicator's rank and size: %s", ncclGetLastError(child->nccl));
+    }
+#else
+    (void)color; (void)key;
+#endif
+}
+
 static inline void comm_finalize(Comm* comm) {
     comm_sync(comm, comm->stream, "the last collectives");
 #ifndef NO_MULTI_GPU
@@ -334,6 +370,7 @@ static inline void comm_finalize(Comm* comm) {
         cudaCheck(cudaEventDestroy(comm->ring[i].start));
         cudaCheck(cudaEventDestroy(comm->ring[i].done));
     }
+    if (comm->is_split) { return; } // the rest is the parent's
     cudaCheck(cudaFree(comm->scalars));
     cudaCheck(cudaFreeHost(comm->scalars_host));
     cudaCheck(cudaStreamDestroy(comm->stream));
@@ -424,6 +461,20 @@ static inline void comm_all_gather(Comm* comm, const void* send, void* recv, siz
     } else
 #endif
     if (recv != send) { cudaCheck(cudaMemcpyAsync(recv, send, n * elem_size, cudaMemcpyDeviceToDevice, comm->stream)); }
+    comm_record_close(comm, r);
+}
+
+// buf (n) = the sum over ranks of buf, in place, on every rank.
+static inline void comm_all_reduce(Comm* comm, void* buf, size_t n, size_t elem_size, int unit) {
+    CommRecord* r = comm_record_open(comm, COLL_ALL_REDUCE, unit, 2.0 * n * elem_size * (comm->world_size - 1) / comm->world_size);
+#ifndef NO_MULTI_GPU
+    if (comm->nccl != NULL) {
+        comm_nccl_settle(comm, ncclAllReduce(buf, buf, n, nccl_type(elem_size), ncclSum, comm->nccl, comm->stream),
+                         "ncclAllReduce to be queued");
+    }
+#else
+    (void)buf;
+#endif
     comm_record_close(comm, r);
 }
 

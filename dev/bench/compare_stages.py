@@ -10,11 +10,15 @@ memory.png (stacked bytes per rank per stage), comm.png (bytes sent per step), t
 loss.png (the four loss curves overlaid) and memory_vs_ranks.png (bytes per rank against N =
 1, 2, 4, 8 from the plan, with the measured points of this run). With --auto MB, one more run
 with -z auto -zm MB: the stage it picked and every stage's total it printed go under the table,
-into auto.csv and onto memory.png.
+into auto.csv and onto memory.png. With --groups G [G ...], one more run per G of stage
+--group-stage (default 3) with hybrid sharding -zg G: a second table under the first (memory per
+rank, bytes inside the group and across the groups, each measured and planned, losses), groups.csv
+and groups.png (memory per rank and bytes per step against G, with stage 0 and the plain stage).
 
     /usr/bin/python3 dev/bench/compare_stages.py                       # tiny model, N=4 (what CI runs)
     /usr/bin/python3 dev/bench/compare_stages.py --model gpt2_124M.bin --ranks 4 --steps 4
     /usr/bin/python3 dev/bench/compare_stages.py --recompute 2 --auto 80  # -r 2 everywhere; -z auto -zm 80
+    /usr/bin/python3 dev/bench/compare_stages.py --groups 1 2             # + stage 3 in shard groups of 1 and 2
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu --ranks 2 --steps 3     # a GPU
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 # the CPU emulator
     make compare                                                       # the same as the first line
@@ -107,7 +111,7 @@ def parse_memory(args, text, what):
     r["activations"] = int(re.search(r"^activations\s*\|\s*(\d+)", text, re.M).group(1))
     if args.is_cuda:
         r["workspace"] = int(re.search(r"^workspace\s*\|\s*(\d+)", text, re.M).group(1))
-        m = re.search(r"^ZeRO stage \d, \d+ ranks, (bf16|fp32)", text, re.M)
+        m = re.search(r"^ZeRO stage \d, \d+ ranks(?: in \d+ shard groups of \d+)?, (bf16|fp32)", text, re.M)
         r["precision"] = m.group(1)
         m = re.search(r"^device (.*) \((\d+) visible\)", text, re.M)
         r["device"] = m.group(1) if m else "?"
@@ -116,29 +120,36 @@ def parse_memory(args, text, what):
     return r
 
 
-def run_stage(args, stage):
-    """Runs one stage; returns the parsed numbers."""
-    rc, text = launch(args, "z%d" % stage, ["-x", str(args.steps), "-z", str(stage)])
+def run_stage(args, stage, group=None):
+    """Runs one stage (with -zg GROUP if given); returns the parsed numbers."""
+    name, flags = "z%d" % stage, ["-x", str(args.steps), "-z", str(stage)]
+    if group is not None:
+        name, flags = "z%dg%d" % (stage, group), flags + ["-zg", str(group)]
+    rc, text = launch(args, name, flags)
     if rc != 0:
-        die("stage %d failed (exit %d):\n%s" % (stage, rc, "\n".join(text.splitlines()[-5:])))
-    r = {"stage": stage}
+        die("%s failed (exit %d):\n%s" % (name, rc, "\n".join(text.splitlines()[-5:])))
+    r = {"stage": stage, "group": group if group is not None else args.ranks}
     r.update(parse_memory(args, text, "stage %d" % stage))
     if r["table_stage"] != stage:
         die("stage %d: the trainer's table says stage %d" % (stage, r["table_stage"]))
     m = re.search(r"^comm per step \(plan, bus bytes\): reduce-scatter (\d+), all-gather (\d+), scalars (\d+)", text, re.M)
     r["plan_rs"], r["plan_ag"], r["plan_scalars"] = map(int, m.groups())
+    # -zg: the all-reduce across the groups (absent: one group, nothing across)
+    m = re.search(r"^comm per step across groups \(plan, bus bytes\): all-reduce (\d+)$", text, re.M)
+    r["plan_across"] = int(m.group(1)) if m else 0
     steps = re.findall(r"^step +\d+/\d+: train loss ([0-9.]+) norm [0-9.]+ lr \S+ \(([0-9.]+) ms.*?"
-                       r"(?:reduce-scatter (\d+) all-gather (\d+) scalars (\d+))?$", text, re.M)
+                       r"(?:reduce-scatter (\d+) all-gather (\d+) scalars (\d+))?(?: \| across groups: all-reduce (\d+))?$",
+                       text, re.M)
     if len(steps) != args.steps:
         die("stage %d printed %d steps, expected %d" % (stage, len(steps), args.steps))
     r["losses"] = [s[0] for s in steps]  # as printed, so equality is exact
     times = [float(s[1]) for s in steps][1:] or [float(steps[0][1])]  # the first step faults memory in
     r["ms"] = sum(times) / len(times)
     r["tok_s"] = args.ranks * args.batch * args.seq_len / (r["ms"] / 1000.0)
-    sent = set((int(s[2] or 0), int(s[3] or 0), int(s[4] or 0)) for s in steps)
+    sent = set((int(s[2] or 0), int(s[3] or 0), int(s[4] or 0), int(s[5] or 0)) for s in steps)
     if len(sent) != 1:
-        die("stage %d sent different bytes in different steps: %s" % (stage, sorted(sent)))
-    r["rs"], r["ag"], r["scalars"] = sent.pop()
+        die("%s sent different bytes in different steps: %s" % (name, sorted(sent)))
+    r["rs"], r["ag"], r["scalars"], r["across"] = sent.pop()
     if args.is_cuda:  # every row of the table, the largest rank's sum
         r["measured"] = float(re.search(r"^GPU memory allocated per rank: max ([0-9.]+) MB", text, re.M).group(1)) * MB
     else:
@@ -343,6 +354,54 @@ def charts(args, results, plan_rows, auto):
     plt.close(fig)
 
 
+def group_table(args, results, groups):
+    """Hybrid sharding (--groups): one row per G, stage 0 and the plain stage beside them."""
+    z = args.group_stage
+    head = ["run", "G", "state allocated MB", "state plan MB", "inside MB/step", "plan inside MB/step",
+            "across MB/step", "plan across MB/step", "ms/step", "final loss"]
+    rows = []
+    for label, r in [("stage 0", results[0]), ("stage %d" % z, results[z])] + [("stage %d -zg %d" % (z, g["group"]), g) for g in groups]:
+        rows.append([label, str(r["group"]), "%.1f" % (state(r) / MB), "%.1f" % (state(r, "plan_") / MB),
+                     "%.2f" % ((r["rs"] + r["ag"]) / MB), "%.2f" % ((r["plan_rs"] + r["plan_ag"]) / MB),
+                     "%.2f" % (r["across"] / MB), "%.2f" % (r["plan_across"] / MB), "%.0f" % r["ms"], r["losses"][-1]])
+    lines = ["Hybrid sharding (-zg G: shard in groups of G ranks, replicate across the %d/G groups); inside = "
+             "reduce-scatter + all-gather in the group, across = the grad shards' all-reduce" % args.ranks, "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def group_chart(args, results, groups):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    z = args.group_stage
+    runs = [("stage 0", results[0])] + [("G=%d" % g["group"], g) for g in groups] + [("stage %d\n(G=%d)" % (z, args.ranks), results[z])]
+    x = range(len(runs))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    bottom = [0.0] * len(runs)
+    for key, color in [("params", "#4c72b0"), ("grads", "#dd8452"), ("optimizer", "#55a868"), ("buffers", "#8172b3")]:
+        vals = [r[key] / MB for _, r in runs]
+        a1.bar(x, vals, bottom=bottom, color=color, label=key)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    a1.set_xticks(list(x), [l for l, _ in runs])
+    a1.set_ylabel("model state per rank (MB)")
+    a1.set_title("Memory per rank", fontsize=10)
+    a1.legend(fontsize=8)
+    inside = [(r["rs"] + r["ag"]) / MB for _, r in runs]
+    a2.bar(x, inside, color="#4c72b0", label="inside the group (reduce-scatter + all-gather)")
+    a2.bar(x, [r["across"] / MB for _, r in runs], bottom=inside, color="#c44e52", label="across the groups (all-reduce)")
+    a2.set_xticks(list(x), [l for l, _ in runs])
+    a2.set_ylabel("bytes sent per rank per step (MB, bus bytes)")
+    a2.set_title("Communication per step", fontsize=10)
+    a2.legend(fontsize=8)
+    fig.suptitle("Hybrid sharding, stage %d in groups of G: %s, %d ranks, B=%d T=%d"
+                 % (z, os.path.basename(args.model), args.ranks, args.batch, args.seq_len), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "groups.png"), dpi=100)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trainer", default="./train_gpt2",
@@ -358,6 +417,9 @@ def main():
                     help="pass -r R to every run (default: the trainer's own, 0 on the CPU, 1 on CUDA)")
     ap.add_argument("--auto", type=float, default=None, metavar="MB",
                     help="one more run with -z auto -zm MB: the stage it picks and every stage's total")
+    ap.add_argument("--groups", type=int, nargs="+", default=[], metavar="G",
+                    help="one more run per G: --group-stage with hybrid sharding -zg G (G divides --ranks)")
+    ap.add_argument("--group-stage", type=int, choices=[1, 2, 3], default=3, help="the stage of the --groups runs")
     ap.add_argument("--out", default="log_compare", help="output folder")
     ap.add_argument("--cuda", action="store_true", help=argparse.SUPPRESS)  # gone: refused with a pointer to --trainer
     args = ap.parse_args()
@@ -366,6 +428,9 @@ def main():
             "on a GPU machine, or --trainer ./train_gpt2cu_emu on the CPU emulator")
     if args.ranks < 1 or args.batch < 1 or args.seq_len < 1 or args.steps < 1:
         die("--ranks, --batch, --seq_len and --steps must be >= 1")
+    for g in args.groups:
+        if g < 1 or args.ranks % g != 0:
+            die("--groups: %d does not divide --ranks %d (shard groups are all the same size)" % (g, args.ranks))
     if args.auto is not None and not args.auto > 0:
         die("--auto expects MB > 0, got %g" % args.auto)
     if not os.path.exists(os.path.join(ROOT, args.trainer)):
@@ -390,6 +455,7 @@ def main():
         die("the stages ran with different recompute: %s" % [r["recompute"] for r in results])
     args.precision = results[0].get("precision")
     auto = run_auto(args, results) if args.auto is not None else None
+    groups = [run_stage(args, args.group_stage, g) for g in args.groups]
     plan_rows = plan_for_ranks(args, sorted(set([1, 2, 4, 8, args.ranks])))
     for r in results:  # the chart's plan (zero_plan_print) is the one the trainer printed, at this N
         p = [q for q in plan_rows if q["ranks"] == args.ranks and q["stage"] == r["stage"]][0]
@@ -398,6 +464,8 @@ def main():
                 "per element are not this trainer's" % (r["stage"], p["plan_total"], args.ranks, state(r, "plan_")))
 
     md = table(args, results, auto)
+    if groups:
+        md += "\n" + group_table(args, results, groups)
     print(md)
     with open(os.path.join(args.out, "compare.md"), "w") as f:
         f.write(md)
@@ -420,6 +488,17 @@ def main():
                 w.writerow([auto["budget"], c["stage"], c["plan"], auto["outside"], c["total"],
                             int(c["stage"] == auto["picked"]), c["verdict"]])
         written += ", auto.csv"
+    if groups:
+        with open(os.path.join(args.out, "groups.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            gkeys = ["group", "stage", "params", "grads", "optimizer", "buffers", "plan_params", "plan_grads", "plan_optimizer",
+                     "plan_buffers", "rs", "ag", "across", "plan_rs", "plan_ag", "plan_across", "ms"]
+            w.writerow(["ranks"] + gkeys + ["losses"])
+            for r in [results[0], results[args.group_stage]] + groups:
+                w.writerow([args.ranks] + [r[k] for k in gkeys] + [" ".join(r["losses"])])
+        written += ", groups.csv"
+        group_chart(args, results, groups)
+        written += ", groups.png"
     charts(args, results, plan_rows, auto)
     print("wrote %s/{%s, memory.png, comm.png, throughput.png, loss.png, memory_vs_ranks.png}" % (args.out, written))
 

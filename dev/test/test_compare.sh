@@ -6,7 +6,10 @@
 #  - --recompute 2 --auto MB (2 steps): every stage's activations column is smaller than without
 #    -r, the losses are the same, and -z auto's reported pick is a stage whose total fits the
 #    budget while the next lower stage's does not (the budget is stage 0's total less 0.1 MB,
-#    from a probe run of the trainer with -z auto, so the pick is never stage 0);
+#    from a probe run of the trainer with -z auto, so the pick is never stage 0); with it
+#    --groups 1 2 (stage 3 with -zg 1 and -zg 2): every measured byte (allocated, inside the
+#    group, across the groups) = the plan's, G = 1's losses = stage 0's (the same sums),
+#    G = 2's within 1e-5 (another order of additions), groups.png written;
 #  - a CUDA trainer (COMPARE_CUDA, default ./train_gpt2cu_emu; skipped where not built), 2 ranks,
 #    2 steps: the same table = plan and equal-losses checks, its workspace column, GPU allocated =
 #    the sum of its rows;
@@ -67,10 +70,10 @@ else
     budget=$(awk -v x="$total0" 'BEGIN { if (x != "") printf "%.1f", x - 0.1 }')
     if [ -z "$budget" ]; then bad "probe -z auto -zm 100000 printed no stage-0 total"; tail -5 "$tmp/probe.txt"
     elif ! /usr/bin/python3 dev/bench/compare_stages.py --ranks 4 --batch 2 --seq_len 32 --steps 2 --recompute 2 \
-            --auto "$budget" --out "$tmp/r2" > "$tmp/r2.txt" 2>&1; then
-        bad "compare_stages.py --recompute 2 --auto $budget ran"; tail -5 "$tmp/r2.txt"
+            --auto "$budget" --groups 1 2 --out "$tmp/r2" > "$tmp/r2.txt" 2>&1; then
+        bad "compare_stages.py --recompute 2 --auto $budget --groups 1 2 ran"; tail -5 "$tmp/r2.txt"
     else
-        ok "compare_stages.py --recompute 2 --auto $budget ran"
+        ok "compare_stages.py --recompute 2 --auto $budget --groups 1 2 ran"
         # every stage's activations smaller than without -r; the first 2 losses the same; the caption says -r 2
         /usr/bin/python3 - "$tmp/cmp/compare.csv" "$tmp/r2/compare.csv" > "$tmp/check.txt" <<'PY'
 import csv, sys
@@ -93,6 +96,30 @@ PY
             && grep -q "^-z auto -zm $budget: picked stage $picked, " "$tmp/r2/compare.md"; then
             ok "--auto $budget: picked stage $picked ($(awk -F, -v s="$picked" '$2 == s { print $5 }' "$tmp/r2/auto.csv") MB fits), stage $((picked - 1)) does not ($(awk -F, -v s=$((picked - 1)) '$2 == s { print $5 }' "$tmp/r2/auto.csv") MB)"
         else bad "--auto $budget: picked '$picked'"; cat "$tmp/r2/auto.csv"; grep "^-z auto" "$tmp/r2/compare.md"; fi
+        # --groups: rows stage 0, stage 3, G=1, G=2; measured = plan; losses as the header says
+        /usr/bin/python3 - "$tmp/r2/groups.csv" > "$tmp/check.txt" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+fails = []
+if [(r["stage"], r["group"]) for r in rows] != [("0", "4"), ("3", "4"), ("3", "1"), ("3", "2")]:
+    fails.append("rows %s" % [(r["stage"], r["group"]) for r in rows])
+for r in rows:
+    for k in ["params", "grads", "optimizer", "buffers", "rs", "ag", "across"]:
+        if r[k] != r["plan_" + k]:
+            fails.append("G=%s: %s %s != plan %s" % (r["group"], k, r[k], r["plan_" + k]))
+if len(rows) == 4:
+    if int(rows[3]["across"]) <= 0 or int(rows[1]["across"]) != 0:
+        fails.append("across: G=2 %s, G=4 %s" % (rows[3]["across"], rows[1]["across"]))
+    if rows[2]["losses"] != rows[0]["losses"]:
+        fails.append("G=1 losses %s != stage 0's %s" % (rows[2]["losses"], rows[0]["losses"]))
+    # another order of fp32 additions than stage 0's (groups, then across them)
+    if any(abs(float(a) - float(b)) > 1e-5 * abs(float(b)) for a, b in zip(rows[3]["losses"].split(), rows[0]["losses"].split())):
+        fails.append("G=2 losses %s off stage 0's %s" % (rows[3]["losses"], rows[0]["losses"]))
+print("\n".join(fails) if fails else "hybrid")
+PY
+        [ "$(cat "$tmp/check.txt")" = "hybrid" ] && [ -s "$tmp/r2/groups.png" ] && grep -q "^| stage 3 -zg 2 | 2 |" "$tmp/r2/compare.md" \
+            && ok "--groups 1 2: allocated, inside and across bytes = plan; G=1 = stage 0's losses, G=2 within 1e-5; table row and groups.png" \
+            || { bad "--groups 1 2"; cat "$tmp/check.txt"; }
     fi
 fi
 

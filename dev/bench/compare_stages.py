@@ -195,7 +195,8 @@ def plan_for_ranks(args, ranks):
     proc = subprocess.run(cmd + [args.model] + [str(n) for n in ranks], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         die("zero_plan_print failed: " + proc.stderr.strip())
-    return [{k: int(v) for k, v in row.items()} for row in csv.DictReader(proc.stdout.splitlines())]
+    rows = [{k: int(v) for k, v in row.items()} for row in csv.DictReader(proc.stdout.splitlines())]
+    return [r for r in rows if r["group"] == r["ranks"]]  # the plain stages (no -zg)
 
 
 def state(r, prefix=""):

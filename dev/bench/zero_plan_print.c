@@ -1,7 +1,9 @@
 /*
 Prints the sharding plan (llmc/zero_plan.h) of a model for several world sizes as CSV: the bytes
-per rank each stage holds and moves per step, without running anything. compare_stages.py uses
-it for the world sizes it does not run (the memory-vs-ranks chart).
+per rank each stage holds and moves per step, without running anything, for every shard group
+size G dividing N (hybrid sharding, -zg; stage 0 only G = N): bytes moved inside the group
+(reduce_scatter, all_gather) and across the groups (all_reduce_across). compare_stages.py uses
+the G = N rows for the world sizes it does not run (the memory-vs-ranks chart).
     dev/bench/zero_plan_print [--cuda FLOATX_BYTES] MODEL_FILE|dN N [N ...]
 Bytes per element are the CPU trainer's (ZERO_STATE_BYTES_CPU) unless --cuda gives the CUDA
 trainer's floatX size: --cuda 2 for train_gpt2cu (bf16), --cuda 4 for train_gpt2fp32cu
@@ -37,16 +39,19 @@ int main(int argc, char** argv) {
         config_from_header(&c, header, argv[1]);
         fclose(fp);
     }
-    printf("ranks,stage,params,grads,optimizer,buffers,plan_total,reduce_scatter,all_gather\n");
+    printf("ranks,group,stage,params,grads,optimizer,buffers,plan_total,reduce_scatter,all_gather,all_reduce_across\n");
     for (int i = 2; i < argc; i++) {
         int N = (int)parse_long("N", argv[i]);
         if (N < 1) { fail("N must be >= 1, got %d", N); }
-        for (int stage = 0; stage < 4; stage++) {
-            ZeroPlan p;
-            zero_plan_init(&p, &c, stage, N, 0, 1, RESHARD_DEFAULT, 1, bytes, UNIT_ALIGN); // the trainer's defaults
-            printf("%d,%d,%zu,%zu,%zu,%zu,%zu,%.0f,%.0f\n", N, stage, p.mem_params, p.mem_grads, p.mem_optimizer,
-                   p.mem_buffers, p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers,
-                   p.comm_reduce_scatter, p.comm_all_gather);
+        for (int G = 1; G <= N; G++) {
+            if (N % G != 0) { continue; }
+            for (int stage = G == N ? 0 : 1; stage < 4; stage++) {
+                ZeroPlan p;
+                zero_plan_init(&p, &c, stage, N, G, 1, RESHARD_DEFAULT, 1, bytes, UNIT_ALIGN); // the trainer's defaults
+                printf("%d,%d,%d,%zu,%zu,%zu,%zu,%zu,%.0f,%.0f,%.0f\n", N, G, stage, p.mem_params, p.mem_grads, p.mem_optimizer,
+                       p.mem_buffers, p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers,
+                       p.comm_reduce_scatter, p.comm_all_gather, p.comm_all_reduce_across);
+            }
         }
     }
     return 0;

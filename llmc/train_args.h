@@ -186,9 +186,9 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
     if ((args->zero_stage == 3 || is_auto) && args->prefetch < -1) { fail("flag -zp expects a depth >= 0, got %d", args->prefetch); }
     if (!is_auto && args->zero_budget_mb != -1.0f) { fail("flag -zm applies only to -z auto (got -z %d)", args->zero_stage); }
     if (is_auto && args->zero_budget_mb != -1.0f && args->zero_budget_mb <= 0.0f) { fail("flag -zm expects MB > 0, got %g", args->zero_budget_mb); }
-    // hybrid sharding: stage 0 shards nothing, so it has no groups to shard in
-    if (args->zero_group != -1 && args->zero_stage == 0) { fail("flag -zg applies only to -z 1, 2 or 3 (got -z 0)"); }
-    if (args->zero_group != -1 && is_auto) { fail("flag -zg applies only to -z 1, 2 or 3 (got -z auto, which picks the stage alone)"); }
+    // hybrid sharding: stage 0 shards nothing, so it has no groups to shard in (-z auto: the
+    // groups apply if it picks stage 1-3)
+    if (args->zero_group != -1 && args->zero_stage == 0) { fail("flag -zg applies only to -z 1, 2, 3 or auto (got -z 0)"); }
     if (args->zero_group != -1 && args->zero_group < 1) { fail("flag -zg expects ranks per shard group >= 1, got %d", args->zero_group); }
     if (args->recompute < -1 || args->recompute > 2) { fail("flag -r expects 0, 1 or 2, got %d", args->recompute); }
     if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
@@ -301,6 +301,7 @@ static inline void train_pick_stage(TrainSizes* sz, const GPT2Config* c, int N, 
     if (rank == 0) {
         printf("-z auto: %.1f MB per rank (%s); outside the plan %.1f MB (%s)\n", budget / MB, budget_from,
                other / MB, other_what);
+        if (sz->zero.group_size < N) { printf("  (stages 1-3 in shard groups of %d ranks: -zg)\n", sz->zero.group_size); }
         for (int s = 0; s < 4; s++) {
             double total = (double)(zero_plan_total(&plans[s]) + other);
             printf("  stage %d: plan %.1f MB + %.1f MB = %.1f MB: %s\n", s, zero_plan_total(&plans[s]) / MB, other / MB,
@@ -314,6 +315,7 @@ static inline void train_pick_stage(TrainSizes* sz, const GPT2Config* c, int N, 
     }
     sz->zero.stage = stage;
     if (stage != 3) { sz->zero.prefetch = 0; }
+    if (stage == 0) { sz->zero.group_size = N; } // stage 0 has no groups
 }
 
 #endif // LLMC_TRAIN_ARGS_H

@@ -230,11 +230,18 @@ static inline size_t zero_plan_total(const ZeroPlan* p) {
 // trainer allocates outside the plan (activations, workspace), fits in `budget` bytes per rank.
 // plans[s] gets stage s's plan (opt's reshard policy and prefetch for stage 3). Returns the
 // stage, or -1 when none fits.
+// Hybrid sharding (opt.group_size G < N, from -z auto -zg G): stages 1-3 are candidates in
+// groups of G, stage 0 as it is (it has no groups). G is the largest group the user allows
+// (typically the ranks of one node), and no smaller group is tried: a stage's plan never holds
+// less with a smaller G (every sharded category is P/G, the rest does not grow with G;
+// test_zero_plan checks it), so the largest allowed group fits whenever any does, and it also
+// sends the fewest bytes across the groups.
 static inline int zero_pick_stage(ZeroPlan plans[4], const GPT2Config* c, int world_size, ZeroOptions opt,
                                   StateBytes bytes, size_t align, size_t other, size_t budget) {
     int picked = -1;
     for (int s = 3; s >= 0; s--) {
-        zero_plan_init(&plans[s], c, s, world_size, 0, opt.grad_accum, opt.reshard, s == 3 ? opt.prefetch : 0, bytes, align);
+        zero_plan_init(&plans[s], c, s, world_size, s == 0 ? 0 : opt.group_size, opt.grad_accum, opt.reshard,
+                       s == 3 ? opt.prefetch : 0, bytes, align);
         if (zero_plan_total(&plans[s]) + other <= budget) { picked = s; }
     }
     return picked;

@@ -119,9 +119,9 @@ case_ "missing value"        "flag -t needs a value"             "${M[@]}" -t
 case_ "zero batch"           "flag -b expects a batch size >= 1, got 0" "${M[@]}" -b 0
 case_ "-r 3 (both trainers)" "flag -r expects 0, 1 or 2, got 3" "${M[@]}" -r 3
 case_ "-d not a multiple"    "flag -d 1000 must be a positive multiple of B*T*ranks = 4*64*1 = 256" "${M[@]}" -d 1000
-case_ "-zg with -z 0"        "flag -zg applies only to -z 1, 2 or 3 (got -z 0)" "${M[@]}" -zg 1
+case_ "-zg with -z 0"        "flag -zg applies only to -z 1, 2, 3 or auto (got -z 0)" "${M[@]}" -zg 1
 case_ "-zg 0"                "flag -zg expects ranks per shard group >= 1, got 0" "${M[@]}" -z 1 -zg 0
-case_ "-zg with -z auto"     "flag -zg applies only to -z 1, 2 or 3 (got -z auto" "${M[@]}" -z auto -zm 100 -zg 1
+case_ "-zg 0 with -z auto"   "flag -zg expects ranks per shard group >= 1, got 0" "${M[@]}" -z auto -zm 100 -zg 0
 case_ "-zg 2 on 1 rank"      "flag -zg 2 must divide the 1 ranks" "${M[@]}" -z 2 -zg 2
 case_ "bad -e depth"         "flag -e: fresh model depth must be 1..48, got 'd99'" -e d99 -i "$TRAIN" -j "$VAL"
 case_ "output dir unusable"  "cannot open '$tmp/empty.bin/main.log'" "${M[@]}" -o "$tmp/empty.bin"

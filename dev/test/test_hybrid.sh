@@ -13,6 +13,9 @@
 #  D. checkpoints: one written with G = 2 (stage 3) resumes with G = 2 (stage 1) to the
 #     uninterrupted run's model, and with G = 4 (stage 2) to what stage 0 resumes to.
 #  E. -zg 3 with 4 ranks: one clear error, every rank exits.
+#  F. -z auto -zg 2: stages 1-3 are candidates in groups of 2; with a budget of stage 2's total
+#     (from a probe run's printed candidates) it picks the lowest stage that fits, and the run
+#     allocates that stage's plan in 2 groups of 2.
 # usage: dev/test/test_hybrid.sh   (needs mpirun, train_gpt2 built with MPI, gpt2_tiny.bin)
 set -u
 cd "$(dirname "$0")/../.."
@@ -120,5 +123,22 @@ echo "--- E. bad input under mpirun"
 out=$(timeout 60 mpirun -np $N ./train_gpt2 -e "$MODEL" "${DATA[@]}" -z 1 -zg 3 -x 1 2>&1); rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(echo "$out" | grep -c 'flag -zg 3 must divide the 4 ranks')" -ge 1 ] \
     && ok "-zg 3 with 4 ranks: exit $rc, '$(echo "$out" | grep -m1 'flag -zg')'" || { bad "-zg 3 with 4 ranks: exit $rc"; echo "$out" | tail -3; }
+
+echo "--- F. -z auto -zg 2"
+auto() { timeout 300 mpirun -np $N ./train_gpt2 -e "$MODEL" "${DATA[@]}" -v 0 -s 0 -b 2 -t 32 -x 1 -z auto -zg 2 -zm "$1" > "$tmp/$2.txt" 2>&1; }
+auto 100000 probe
+total() { sed -n "s/^  stage $1: plan .* = \([0-9.]*\) MB: .*/\1/p" "$tmp/probe.txt"; }
+budget=$(total 2)
+want=$(for s in 0 1 2 3; do awk -v t="$(total $s)" -v b="$budget" -v s=$s 'BEGIN { if (t != "" && t <= b) print s }'; done | head -1)
+if [ -z "$budget" ] || ! grep -q "^  (stages 1-3 in shard groups of 2 ranks: -zg)$" "$tmp/probe.txt"; then bad "-z auto -zg 2: no candidates"; tail -3 "$tmp/probe.txt"
+elif ! auto "$budget" pick; then bad "-z auto -zg 2 -zm $budget ran"; tail -3 "$tmp/pick.txt"
+else
+    got=$(sed -n 's/^  stage \([0-3]\): .*picked.*/\1/p' "$tmp/pick.txt")
+    groups=" in 2 shard groups of 2"; [ "$want" = 0 ] && groups="," # stage 0 has no groups
+    [ -n "$want" ] && [ "$got" = "$want" ] && grep -q "^ZeRO stage $want, 4 ranks$groups" "$tmp/pick.txt" \
+        && [ "$(mem pick params 2)" = "$(mem pick params 3)" ] && [ "$(mem pick optimizer 2)" = "$(mem pick optimizer 3)" ] \
+        && ok "-z auto -zg 2 -zm $budget: picked stage $got${groups%,}, the lowest that fits; allocated = its plan" \
+        || { bad "-z auto -zg 2 -zm $budget: picked '$got', want '$want'"; grep "^  stage\|^ZeRO" "$tmp/pick.txt"; }
+fi
 
 summary hybrid

@@ -307,12 +307,13 @@ static void check_walk(int L, ReshardPolicy reshard, int prefetch) {
 
 // -z auto (zero_pick_stage): with a budget of exactly stage s's total (plan + other), the pick is
 // the lowest stage whose total is no larger; one byte less, the lowest strictly smaller, or -1.
-static void check_pick_stage(const char* name, const GPT2Config* c, int N, StateBytes sb, size_t other) {
-    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, 0};
+// With G (-z auto -zg G, 0: none): stages 1-3 in groups of G, stage 0 plain.
+static void check_pick_stage(const char* name, const GPT2Config* c, int N, int G, StateBytes sb, size_t other) {
+    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, G};
     ZeroPlan ref[4], got[4];
     size_t total[4];
     for (int s = 0; s < 4; s++) {
-        zero_plan_init(&ref[s], c, s, N, 0, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, sb, 16);
+        zero_plan_init(&ref[s], c, s, N, s == 0 ? 0 : G, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, sb, 16);
         total[s] = zero_plan_total(&ref[s]) + other;
     }
     for (int s = 0; s < 4; s++) {
@@ -323,11 +324,21 @@ static void check_pick_stage(const char* name, const GPT2Config* c, int N, State
         }
         int at = zero_pick_stage(got, c, N, opt, sb, 16, other, total[s]);
         int below = zero_pick_stage(got, c, N, opt, sb, 16, other, total[s] - 1);
-        CHECK(at == want_at && below == want_below, "%s N=%d -z auto, budget = stage %d's %zu bytes: picked %d (want %d), one byte less %d (want %d)",
-              name, N, s, total[s], at, want_at, below, want_below);
-        CHECK(zero_plan_total(&got[s]) == zero_plan_total(&ref[s]), "%s N=%d -z auto candidate %d = its plan", name, N, s);
+        CHECK(at == want_at && below == want_below, "%s N=%d G=%d -z auto, budget = stage %d's %zu bytes: picked %d (want %d), one byte less %d (want %d)",
+              name, N, G, s, total[s], at, want_at, below, want_below);
+        CHECK(memcmp(&got[s], &ref[s], sizeof(ZeroPlan)) == 0, "%s N=%d G=%d -z auto candidate %d = its plan", name, N, G, s);
     }
     CHECK(zero_pick_stage(got, c, N, opt, sb, 16, other, other) == -1, "%s N=%d -z auto: nothing fits in the activations alone", name, N);
+    // why -z auto tries no smaller group than G: a stage never holds less with a smaller group
+    for (int s = 1; s < 4 && G > 1; s++) {
+        for (int g = 1; g < G; g++) {
+            if (N % g != 0) { continue; }
+            ZeroPlan smaller;
+            zero_plan_init(&smaller, c, s, N, g, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, sb, 16);
+            CHECK(zero_plan_total(&smaller) >= zero_plan_total(&ref[s]), "%s N=%d stage %d: G=%d holds %zu bytes, less than G=%d's %zu",
+                  name, N, s, g, zero_plan_total(&smaller), G, zero_plan_total(&ref[s]));
+        }
+    }
 }
 
 // -e d12/d24/d36/d48 are OpenAI's four GPT-2 sizes: their parameter counts with the real
@@ -372,10 +383,15 @@ int main(int argc, char** argv) {
         }
     }
     for (int N = 1; N <= 8; N *= 2) {
-        check_pick_stage("d12", &d12, N, CPU, 0);
-        check_pick_stage("d12", &d12, N, CPU, (size_t)300 << 20);
-        check_pick_stage("d12 cuda", &d12, N, CUDA, (size_t)2 << 30);
-        check_pick_stage("tiny", &tiny, N, CPU, (size_t)20 << 20);
+        check_pick_stage("d12", &d12, N, 0, CPU, 0);
+        check_pick_stage("d12", &d12, N, 0, CPU, (size_t)300 << 20);
+        check_pick_stage("d12 cuda", &d12, N, 0, CUDA, (size_t)2 << 30);
+        check_pick_stage("tiny", &tiny, N, 0, CPU, (size_t)20 << 20);
+        for (int G = 1; G <= N; G *= 2) { // -z auto -zg G
+            check_pick_stage("d12", &d12, N, G, CPU, (size_t)300 << 20);
+            check_pick_stage("d12 cuda", &d12, N, G, CUDA, (size_t)2 << 30);
+            check_pick_stage("micro", &micro, N, G, CPU, 0);
+        }
     }
     for (int N = 1; N <= 64; N *= 2) {
         for (int G = 1; G <= N; G *= 2) {

@@ -36,6 +36,7 @@ run_test "HellaSwag (prep fixture, known answers, PyTorch, ranks, emulated CUDA)
 run_test "bf16 tolerances vs a PyTorch twin of the rounding (tiny)" bash dev/test/test_bf16_bounds.sh
 run_test "the reduce-scatter over MPI (order, memory)" bash dev/test/test_mpi_comm.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
+run_test "hybrid sharding -zg over MPI sub-communicators" bash dev/test/test_hybrid.sh
 run_test "rendezvous without mpirun (fs, tcp)" bash dev/test/test_rendezvous.sh
 run_test "NCCL found where GPU images keep it (Makefile)" bash dev/test/test_build_detect.sh
 run_test "stage comparison and plots" bash dev/test/test_compare.sh
@@ -71,6 +72,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
     run_test "emulated ZeRO stages over NCCL (eager schedule)" env EMU_SCHEDULE=eager bash dev/test/test_zero_emu.sh
     run_test "-z auto (emulated CUDA)" env TRAIN=./train_gpt2cu_emu EMU_THREADS=2 bash dev/test/test_zero_auto.sh
+    run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu
     run_test "emulated train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu_emu bash dev/test/test_bad_input.sh
     run_test "emulated start-up: srun/PMI variables with -pn flags, comm stream priority" bash dev/test/test_comm_start.sh
 else

@@ -1069,11 +1069,6 @@ void print_memory_table(const GPT2* model) {
     if (p->replicas > 1) { printf("comm per step across groups (plan, bus bytes): all-reduce %.0f\n", p->comm_all_reduce_across); }
 }
 
-// The counters of every communicator the model uses, zeroed (at a step's or an evaluation's start).
-static void model_reset_counters(GPT2* model, int step) {
-    Comm* comms[] = {model->comm, &model->group, &model->across};
-    for (int i = 0; i < 3; i++) { comm_reset_counters(comms[i]); comms[i]->step = step; }
-}
 #ifndef TESTING
 // ----------------------------------------------------------------------------
 // sampling
@@ -1147,6 +1142,11 @@ static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char
 
 // ----------------------------------------------------------------------------
 // training loop
+// The counters of every communicator the model uses, zeroed (at a step's or an evaluation's start).
+static void model_reset_counters(GPT2* model, int step) {
+    Comm* comms[] = {model->comm, &model->group, &model->across};
+    for (int i = 0; i < 3; i++) { comm_reset_counters(comms[i]); comms[i]->step = step; }
+}
 
 // Mean loss over up to max_steps val batches per rank, averaged over the ranks (each reads
 // different batches).

@@ -668,14 +668,6 @@ void gpt2_free(GPT2* model) {
     }
 }
 
-// The counters of every communicator the model uses (the world's; -zg: the group's and the
-// cross-group one), zeroed, with the step their messages name.
-static void model_reset_counters(GPT2* model, int step) {
-    Comm* comms[] = {model->comm, model->group, model->across};
-    for (int i = 0; i < 3; i++) {
-        if (comms[i] != NULL) { comm_reset_counters(comms[i]); comms[i]->step = step; }
-    }
-}
 
 // ----------------------------------------------------------------------------
 // the sharding schedule: every collective of a step is issued from this section
@@ -993,6 +985,15 @@ static double device_peak_tflops(const char* device_name, const char** name) {
 static double flops_per_token(const GPT2* model, int T) {
     const GPT2Config* c = &model->config;
     return 6.0 * (double)model->plan.layout.num_parameters + 6.0 * c->num_layers * (double)T * c->channels;
+}
+
+// The counters of every communicator the model uses (the world's; -zg: the group's and the
+// cross-group one), zeroed, with the step their messages name.
+static void model_reset_counters(GPT2* model, int step) {
+    Comm* comms[] = {model->comm, model->group, model->across};
+    for (int i = 0; i < 3; i++) {
+        if (comms[i] != NULL) { comm_reset_counters(comms[i]); comms[i]->step = step; }
+    }
 }
 
 // Mean loss over up to max_steps val batches per rank, averaged over the ranks (each reads

@@ -423,12 +423,12 @@ typedef struct {
     float* params;         // (layout.total) full unit-major slab, stages 0-2; padding stays 0
     float* param_shard;    // (plan.shard_total) this rank's slice of every unit, stage 3
     float* gather_unit0;   // (unit_size[0]) stage 3: unit 0 while gathered
-    float* gather_blocks;  // (block_gather_buffers, unit_size[1]) stage 3: block l in slot l % count
+    float* gather_blocks;  // (block_gather_buffers, unit_size[1]) stage 3: block unit u in slot (u-1) % count
     // gradients
     float* grads;          // (layout.total) full local gradient, when plan.full_grads
     float* grad_shard;     // (plan.shard_total) stages 2-3: this rank's reduced slices
     float* grad_unit0;     // (unit_size[0]) stages 2-3 without accumulation: unit 0's gradient
-    float* grad_blocks;    // (2, unit_size[1]) stages 2-3 without accumulation: block l in slot l % 2
+    float* grad_blocks;    // (2, unit_size[1]) stages 2-3 without accumulation: block unit u in slot (u-1) % 2
     float* rs_buffer;      // (max_shard_size) stages 0-1: where a reduce-scatter lands
     // AdamW moments: (layout.total) in stage 0, (plan.shard_total) from stage 1 on
     float* m;
@@ -456,9 +456,10 @@ static float* alloc_counted(size_t* counter, size_t n) {
     return (float*)callocCheck(n, sizeof(float));
 }
 
-// The 12 tensors of a block, carved from the start of its unit (params or grads).
-static BlockTensors block_tensors(const GPT2* model, float* unit) {
+// The 12 tensors of block l, carved from its unit (params or grads), which starts at `unit`.
+static BlockTensors block_tensors(const GPT2* model, float* unit, int l) {
     const size_t* o = model->plan.layout.offset_in_unit;
+    unit += block_offset(&model->plan.layout, l);
     BlockTensors bt = {
         unit + o[LN1W], unit + o[LN1B], unit + o[QKVW], unit + o[QKVB],
         unit + o[ATTPROJW], unit + o[ATTPROJB], unit + o[LN2W], unit + o[LN2B],
@@ -483,7 +484,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     model->recompute = recompute;
     StateBytes cpu_bytes = ZERO_STATE_BYTES_CPU; // fp32 params and grads; m and v; MPI needs a reduce-scatter buffer
     zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.group_size, opt.grad_accum, opt.reshard,
-                   opt.prefetch, cpu_bytes, UNIT_ALIGN);
+                   opt.prefetch, opt.unit_blocks, cpu_bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
     // groups of G consecutive ranks; across them, the ranks with the same place in their group
     comm_split(comm, comm->rank / p->group_size, comm->rank, &model->group);
@@ -514,7 +515,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
         model->gather_req[u] = COMM_REQUEST_NULL;
         model->reduce_req[u] = COMM_REQUEST_NULL;
     }
-    zero_walk_init(&model->walk, config->num_layers);
+    zero_walk_init(&model->walk, p->block_units);
     model->mean_loss = -1.0f;
 }
 
@@ -532,7 +533,7 @@ void gpt2_set_params(GPT2* model, const float* full) {
 void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path, int recompute) {
     GPT2Config config;
     FILE* fp = model_file_open(path, &config, NULL);
-    ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0, 0};
+    ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0, 0, 1};
     gpt2_init(model, &config, comm, opt, recompute);
     float* full = (float*)callocCheck(model->plan.layout.total, sizeof(float));
     model_file_read(fp, path, &config, &model->plan.layout, full, MODEL_VERSION_FP32);
@@ -628,8 +629,12 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     float* ends = unit_params(model, 0);
     encoder_forward(a->encoded, inputs, unit0_tensor(model, ends, WTE), unit0_tensor(model, ends, WPE), B, T, C);
     unit_release_after_forward(model, 0);
+    const ParamLayout* lay = &model->plan.layout;
+    float* unit = NULL;
     for (int l = 0; l < L; l++) {
-        BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
+        int u = unit_of_block(lay, l);
+        if (l == unit_first_block(lay, u)) { unit = unit_params(model, u); } // a unit's first block gathers it
+        BlockTensors w = block_tensors(model, unit, l);
         const float* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         float* ln1 = a->ln1 + (model->recompute >= 2 ? 0 : l * BTC);
         float* qkv = a->qkv + l * BTC * 3;
@@ -652,7 +657,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         gelu_forward(fch_gelu, fch, BTC * 4);
         matmul_forward(fcproj, fch_gelu, w.fcprojw, w.fcprojb, B, T, 4 * C, C);
         residual_forward(residual3, residual2, fcproj, BTC);
-        unit_release_after_forward(model, 1 + l);
+        if (l == unit_last_block(lay, u)) { unit_release_after_forward(model, u); }
     }
     ends = unit_params(model, 0); // stays gathered: the backward starts with it
     const float* last = a->residual3 + (L - 1) * BTC;
@@ -714,9 +719,17 @@ void gpt2_backward(GPT2* model, int reduce) {
                        unit0_tensor(model, ends, LNFW), a->lnf_mean, a->lnf_rstd, B, T, C);
     unit_release_after_backward(model, 0);
 
+    const ParamLayout* lay = &model->plan.layout;
+    float* unit = NULL, *dunit = NULL;
     for (int l = L - 1; l >= 0; l--) {
-        BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
-        BlockTensors dw = block_tensors(model, unit_grads(model, 1 + l));
+        // the backward meets a unit at its last block, and is done with it after its first
+        int u = unit_of_block(lay, l);
+        if (l == unit_last_block(lay, u)) {
+            unit = unit_params(model, u);
+            dunit = unit_grads(model, u);
+        }
+        BlockTensors w = block_tensors(model, unit, l);
+        BlockTensors dw = block_tensors(model, dunit, l);
         const float* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         float* ln1 = a->ln1 + (model->recompute >= 2 ? 0 : l * BTC);
         float* ln2 = a->ln2 + (model->recompute >= 2 ? 0 : l * BTC);
@@ -756,8 +769,10 @@ void gpt2_backward(GPT2* model, int reduce) {
         matmul_backward(dln1, dw.qkvw, dw.qkvb, dqkv, ln1, w.qkvw, B, T, C, 3 * C);
         layernorm_backward(dresidual, dw.ln1w, dw.ln1b, dln1, residual, w.ln1w, ln1_mean, ln1_rstd, B, T, C);
         // dresidual is now d(loss)/d(residual3 of layer l-1)
-        unit_release_after_backward(model, 1 + l);
-        unit_grads_done(model, 1 + l, reduce);
+        if (l == unit_first_block(lay, u)) {
+            unit_release_after_backward(model, u);
+            unit_grads_done(model, u, reduce);
+        }
     }
     // the encoder: its gradient is unit 0's second part (wte again, and wpe); it needs no params
     encoder_backward(unit0_tensor(model, dends, WTE), unit0_tensor(model, dends, WPE), dresidual, model->inputs, B, T, C);
@@ -813,19 +828,24 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 }
 
 // AdamW on elements [lo, hi) of unit u; p, g, m, v point at element lo. Cut at the tensors'
-// edges, since weight decay applies to the 2-D weights only; padding is left alone (stays 0).
+// edges (of each of the unit's blocks), since weight decay applies to the 2-D weights only;
+// padding is left alone (stays 0).
 static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, float* p, const float* g,
                              float* m, float* v, const AdamWParams* hp) {
     const GPT2Config* c = &model->config;
     const ParamLayout* lay = &model->plan.layout;
     UnitKind kind = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        if (TENSOR_INFO[t].unit != kind) { continue; }
-        size_t t0 = lay->offset_in_unit[t], t1 = t0 + tensor_numel(c, t);
-        size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
-        if (a >= b) { continue; }
-        float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
-        adamw_update(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, wd, hp);
+    int pieces = u == 0 ? 1 : unit_block_count(lay, u);
+    for (int j = 0; j < pieces; j++) {
+        size_t base = (size_t)j * lay->block_numel; // block j of the unit (unit 0: one piece)
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            if (TENSOR_INFO[t].unit != kind) { continue; }
+            size_t t0 = base + lay->offset_in_unit[t], t1 = t0 + tensor_numel(c, t);
+            size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
+            if (a >= b) { continue; }
+            float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
+            adamw_update(p + (a - lo), g + (a - lo), m + (a - lo), v + (a - lo), b - a, wd, hp);
+        }
     }
 }
 
@@ -949,12 +969,13 @@ void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B
 }
 
 // Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
-// accumulation) in the unit-0 buffer or one of the two block buffers, block l in slot l % 2.
+// accumulation) in the unit-0 buffer or one of the two block slots (each the largest block
+// unit's size, unit_size[1]), block unit u in slot (u-1) % 2.
 static float* unit_grad_buffer(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     if (p->full_grads) { return model->grads + p->layout.unit_offset[u]; }
     if (u == 0) { return model->grad_unit0; }
-    return model->grad_blocks + (size_t)zero_grad_slot(u) * p->layout.unit_size[u];
+    return model->grad_blocks + (size_t)zero_grad_slot(u) * p->layout.unit_size[1];
 }
 
 // The two block buffers alternate, so block l's reduce-scatter can still be running while block
@@ -1055,7 +1076,8 @@ void print_memory_table(const GPT2* model) {
     printf("ZeRO stage %d, %d ranks", p->stage, p->world_size);
     if (p->replicas > 1) { printf(" in %d shard groups of %d", p->replicas, p->group_size); }
     if (p->stage == 3) { printf(", reshard_after_forward %s, prefetch %d", RESHARD_NAMES[p->reshard], p->prefetch); }
-    printf(", %zu parameters padded to %zu\n", p->layout.num_parameters, p->layout.total);
+    printf(", %d blocks per unit (%d units), %zu parameters padded to %zu\n", p->unit_blocks, p->layout.num_units,
+           p->layout.num_parameters, p->layout.total);
     printf("memory per rank  | allocated (bytes) |      plan (bytes) | ZeRO formula\n");
     printf("params           | %17zu | %17zu | %9.2f MB\n", m->params, p->mem_params, p->zero_params / MB);
     printf("grads            | %17zu | %17zu | %9.2f MB\n", m->grads, p->mem_grads, p->zero_grads / MB);
@@ -1067,6 +1089,7 @@ void print_memory_table(const GPT2* model) {
     printf("comm per step (plan, bus bytes): reduce-scatter %.0f, all-gather %.0f, scalars %.0f\n",
            p->comm_reduce_scatter, p->comm_all_gather, p->comm_scalars);
     if (p->replicas > 1) { printf("comm per step across groups (plan, bus bytes): all-reduce %.0f\n", p->comm_all_reduce_across); }
+    printf("collectives per step (plan): reduce-scatter %d, all-gather %d\n", p->calls_reduce_scatter, p->calls_all_gather);
 }
 
 #ifndef TESTING
@@ -1240,7 +1263,8 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
                    loss, norm, lr, dt * 1000, sz->total_batch / dt);
             if (comm->world_size > 1) { // inside the group (all ranks unless -zg); the scalars over all ranks
                 const Comm* g = &model->group;
-                printf(" | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f",
+                printf(" | collectives: reduce-scatter %d all-gather %d | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f",
+                       g->calls[COLL_REDUCE_SCATTER], g->calls[COLL_ALL_GATHER],
                        g->bus_bytes[COLL_REDUCE_SCATTER], g->bus_bytes[COLL_ALL_GATHER], comm->bus_bytes[COLL_SCALARS]);
             }
             if (model->plan.replicas > 1) { // the all-reduce across groups: its reduce-scatter and all-gather
@@ -1313,7 +1337,7 @@ int main(int argc, char** argv) {
     // the config, then the plan and this rank's allocations, then the parameters
     GPT2Config config;
     FILE* model_fp = train_model_config(&args, &config, NULL);
-    TrainSizes sz = train_sizes(&args, N);
+    TrainSizes sz = train_sizes(&args, &config, N);
     if (args.zero_stage == ZERO_STAGE_AUTO) { pick_stage_auto(&sz, &config, args.recompute, &comm, &args); }
     GPT2 model;
     gpt2_init(&model, &config, &comm, sz.zero, args.recompute);

@@ -123,12 +123,12 @@ typedef struct {
     floatX* params;         // (layout.total) full unit-major slab, stages 0-2; padding stays 0
     floatX* param_shard;    // (plan.shard_total) this rank's slice of every unit, stage 3
     floatX* gather_unit0;   // (unit_size[0]) stage 3: unit 0 while gathered
-    floatX* gather_blocks;  // (block_gather_buffers, unit_size[1]) stage 3: block l in slot l % count
+    floatX* gather_blocks;  // (block_gather_buffers, unit_size[1]) stage 3: block unit u in slot (u-1) % count
     // gradients (floatX)
     floatX* grads;          // (layout.total) full local gradient, when plan.full_grads
     floatX* grad_shard;     // (plan.shard_total) stages 2-3: this rank's reduced slices
     floatX* grad_unit0;     // (unit_size[0]) stages 2-3 without accumulation: unit 0's gradient
-    floatX* grad_blocks;    // (2, unit_size[1]) stages 2-3 without accumulation: block l in slot l % 2
+    floatX* grad_blocks;    // (2, unit_size[1]) stages 2-3 without accumulation: block unit u in slot (u-1) % 2
     // fp32 master weights and AdamW moments: (layout.total) in stage 0, (plan.shard_total) from
     // stage 1 on. AdamW updates the master; the floatX params are its rounding.
     float* master;
@@ -163,8 +163,9 @@ typedef struct {
 } GPT2;
 
 // The 12 tensors of a block, carved from the start of its unit (params or grads).
-static BlockTensors block_tensors(const GPT2* model, floatX* unit) {
+static BlockTensors block_tensors(const GPT2* model, floatX* unit, int l) {
     const size_t* o = model->plan.layout.offset_in_unit;
+    unit += block_offset(&model->plan.layout, l);
     BlockTensors bt = {
         unit + o[LN1W], unit + o[LN1B], unit + o[QKVW], unit + o[QKVB],
         unit + o[ATTPROJW], unit + o[ATTPROJB], unit + o[LN2W], unit + o[LN2B],
@@ -195,7 +196,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     // floatX params and grads; fp32 master + m + v; NCCL reduce-scatters in place
     StateBytes bytes = ZERO_STATE_BYTES_CUDA((int)sizeof(floatX));
     zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.group_size, opt.grad_accum, opt.reshard,
-                   opt.prefetch, bytes, UNIT_ALIGN);
+                   opt.prefetch, opt.unit_blocks, bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
     const ParamLayout* lay = &p->layout;
     MemoryUse* mem = &model->mem;
@@ -241,7 +242,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
         cudaCheck(cudaEventCreateWithFlags(&model->grad_slot_reduced[s], cudaEventDisableTiming));
     }
     cudaCheck(cudaEventCreateWithFlags(&model->handoff, cudaEventDisableTiming));
-    zero_walk_init(&model->walk, config->num_layers);
+    zero_walk_init(&model->walk, p->block_units);
 }
 
 // float -> floatX on the device, for installing parameters (master -> params).
@@ -421,8 +422,12 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     floatX* ends = unit_params(model, 0);
     encoder_forward(a->encoded, model->inputs, unit0_tensor(model, ends, WTE), unit0_tensor(model, ends, WPE), B, T, C, s);
     unit_release_after_forward(model, 0);
+    const ParamLayout* lay = &model->plan.layout;
+    floatX* unit = NULL;
     for (int l = 0; l < L; l++) {
-        BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
+        int u = unit_of_block(lay, l);
+        if (l == unit_first_block(lay, u)) { unit = unit_params(model, u); } // a unit's first block gathers it
+        BlockTensors w = block_tensors(model, unit, l);
         const floatX* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         floatX* ln1 = a->ln1 + (model->recompute >= 2 ? 0 : l * BTC);
         floatX* ln2 = a->ln2 + (model->recompute >= 2 ? 0 : l * BTC);
@@ -447,7 +452,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         matmul_forward(fch, ln2, w.fcw, w.fcb, (int)BT, C, 4 * C, s);
         gelu_forward(fch_gelu, fch, BTC * 4, s);
         matmul_forward(a->proj, fch_gelu, w.fcprojw, w.fcprojb, (int)BT, 4 * C, C, s);
-        unit_release_after_forward(model, 1 + l);
+        if (l == unit_last_block(lay, u)) { unit_release_after_forward(model, u); }
     }
     ends = unit_params(model, 0); // stays gathered: the backward starts with it
     // the last block's residual add, fused with the final layernorm
@@ -509,9 +514,17 @@ void gpt2_backward(GPT2* model, int reduce) {
                        dlnf, a->residual3 + (L - 1) * BTC, unit0_tensor(model, ends, LNFW), a->lnf_mean, a->lnf_rstd, (int)BT, C, s);
     unit_release_after_backward(model, 0);
 
+    const ParamLayout* lay = &model->plan.layout;
+    floatX* unit = NULL, *dunit = NULL;
     for (int l = L - 1; l >= 0; l--) {
-        BlockTensors w = block_tensors(model, unit_params(model, 1 + l));
-        BlockTensors dw = block_tensors(model, unit_grads(model, 1 + l));
+        // the backward meets a unit at its last block, and is done with it after its first
+        int u = unit_of_block(lay, l);
+        if (l == unit_last_block(lay, u)) {
+            unit = unit_params(model, u);
+            dunit = unit_grads(model, u);
+        }
+        BlockTensors w = block_tensors(model, unit, l);
+        BlockTensors dw = block_tensors(model, dunit, l);
         const floatX* residual = l == 0 ? a->encoded : a->residual3 + (l - 1) * BTC;
         floatX* ln1 = a->ln1 + (model->recompute >= 2 ? 0 : l * BTC);
         floatX* ln2 = a->ln2 + (model->recompute >= 2 ? 0 : l * BTC);
@@ -545,8 +558,10 @@ void gpt2_backward(GPT2* model, int reduce) {
         matmul_backward(dln1, dw.qkvw, dw.qkvb, a->dbias_scratch, dqkv, ln1, w.qkvw, (int)BT, C, 3 * C, s);
         layernorm_backward(dresidual, dw.ln1w, dw.ln1b, a->ln_scratch, dln1, residual, w.ln1w, ln1_mean, ln1_rstd, (int)BT, C, s);
         // dresidual is now d(loss)/d(residual3 of layer l-1)
-        unit_release_after_backward(model, 1 + l);
-        unit_grads_done(model, 1 + l, reduce);
+        if (l == unit_first_block(lay, u)) {
+            unit_release_after_backward(model, u);
+            unit_grads_done(model, u, reduce);
+        }
     }
     // the encoder: its gradient is unit 0's second part (wte again, and wpe); it needs no params
     encoder_backward(unit0_tensor(model, dends, WTE), unit0_tensor(model, dends, WPE), dresidual, model->inputs_host,
@@ -592,8 +607,8 @@ float gpt2_grad_norm(GPT2* model) {
 }
 
 // AdamW on elements [lo, hi) of unit u; params, master, grads, m, v point at element lo. Cut at
-// the tensors' edges, since weight decay applies to the 2-D weights only; padding is left alone
-// (stays 0).
+// the tensors' edges (of each of the unit's blocks), since weight decay applies to the 2-D
+// weights only; padding is left alone (stays 0).
 static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, floatX* params, float* master,
                              const floatX* grads, float* m, float* v, const AdamWParams* hp) {
     // the bias corrections on the host, as the CPU's adamw_update computes them
@@ -601,15 +616,19 @@ static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, flo
     const GPT2Config* c = &model->config;
     const ParamLayout* lay = &model->plan.layout;
     UnitKind kind = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        if (TENSOR_INFO[t].unit != kind) { continue; }
-        size_t t0 = lay->offset_in_unit[t], t1 = t0 + tensor_numel(c, t);
-        size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
-        if (a >= b) { continue; }
-        float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
-        size_t k = a - lo;
-        adamw_update(params + k, master + k, grads + k, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1, bc2,
-                     hp->eps, wd, hp->grad_scale, model->stream);
+    int pieces = u == 0 ? 1 : unit_block_count(lay, u);
+    for (int j = 0; j < pieces; j++) {
+        size_t base = (size_t)j * lay->block_numel; // block j of the unit (unit 0: one piece)
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            if (TENSOR_INFO[t].unit != kind) { continue; }
+            size_t t0 = base + lay->offset_in_unit[t], t1 = t0 + tensor_numel(c, t);
+            size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
+            if (a >= b) { continue; }
+            float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
+            size_t k = a - lo;
+            adamw_update(params + k, master + k, grads + k, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1, bc2,
+                         hp->eps, wd, hp->grad_scale, model->stream);
+        }
     }
 }
 
@@ -749,12 +768,13 @@ void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B
 }
 
 // Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
-// accumulation) in the unit-0 buffer or one of the two block buffers, block l in slot l % 2.
+// accumulation) in the unit-0 buffer or one of the two block slots (each the largest block
+// unit's size, unit_size[1]), block unit u in slot (u-1) % 2.
 static floatX* unit_grad_buffer(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     if (p->full_grads) { return model->grads + p->layout.unit_offset[u]; }
     if (u == 0) { return model->grad_unit0; }
-    return model->grad_blocks + (size_t)zero_grad_slot(u) * p->layout.unit_size[u];
+    return model->grad_blocks + (size_t)zero_grad_slot(u) * p->layout.unit_size[1];
 }
 
 // The two block buffers alternate, so block l's reduce-scatter can still be running while block
@@ -844,7 +864,8 @@ void print_memory_table(const GPT2* model) {
     if (p->replicas > 1) { printf(" in %d shard groups of %d", p->replicas, p->group_size); }
     printf(", %s", PRECISION_NAME);
     if (p->stage == 3) { printf(", reshard_after_forward %s, prefetch %d", RESHARD_NAMES[p->reshard], p->prefetch); }
-    printf(", %zu parameters padded to %zu\n", p->layout.num_parameters, p->layout.total);
+    printf(", %d blocks per unit (%d units), %zu parameters padded to %zu\n", p->unit_blocks, p->layout.num_units,
+           p->layout.num_parameters, p->layout.total);
     printf("GPU memory/rank  | allocated (bytes) |      plan (bytes) | ZeRO formula\n");
     printf("params           | %17zu | %17zu | %9.2f MB\n", m->params, p->mem_params, p->zero_params / MB);
     printf("grads            | %17zu | %17zu | %9.2f MB\n", m->grads, p->mem_grads, p->zero_grads / MB);
@@ -855,6 +876,7 @@ void print_memory_table(const GPT2* model) {
     printf("comm per step (plan, bus bytes): reduce-scatter %.0f, all-gather %.0f, scalars %.0f\n",
            p->comm_reduce_scatter, p->comm_all_gather, p->comm_scalars);
     if (p->replicas > 1) { printf("comm per step across groups (plan, bus bytes): all-reduce %.0f\n", p->comm_all_reduce_across); }
+    printf("collectives per step (plan): reduce-scatter %d, all-gather %d\n", p->calls_reduce_scatter, p->calls_all_gather);
     printf("cudaMemGetInfo: %.1f MB in use on the device (all processes on it)\n", gpu_memory_used() / MB);
 }
 
@@ -1106,7 +1128,8 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
             if (comm->world_size > 1) {
                 // inside the group (all ranks unless -zg); the scalars over all ranks
                 const Comm* g = model->group;
-                printf(" | comm stream busy %.1f ms | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f", busy_ms,
+                printf(" | comm stream busy %.1f ms | collectives: reduce-scatter %d all-gather %d | bytes sent: reduce-scatter %.0f all-gather %.0f scalars %.0f",
+                       busy_ms, g->calls[COLL_REDUCE_SCATTER], g->calls[COLL_ALL_GATHER],
                        g->bus_bytes[COLL_REDUCE_SCATTER], g->bus_bytes[COLL_ALL_GATHER], comm->bus_bytes[COLL_SCALARS]);
             }
             if (model->across != NULL) { printf(" | across groups: all-reduce %.0f", model->across->bus_bytes[COLL_ALL_REDUCE]); }
@@ -1173,7 +1196,7 @@ int main(int argc, char** argv) {
     GPT2Config config;
     int version;
     FILE* model_fp = train_model_config(&args, &config, &version);
-    TrainSizes sz = train_sizes(&args, N);
+    TrainSizes sz = train_sizes(&args, &config, N);
     // every file is checked before the GPU is touched: bad input gets its message on any machine
     DataLoader train, val;
     dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);

@@ -9,7 +9,10 @@ step. Rank r writes slice j = r, or with hybrid sharding (-zg G) the slice zero_
 gives it (one of the R slices its shard holds; the header records G). Every stage writes the
 same slices (stage 0 holds all of m and v but writes only its own slice), so the N files
 together hold each element once, whatever the stage, G and the padding: a run can resume on
-another world size, stage or G by reassembling the full m and v and cutting out its own part.
+another world size, stage, G or unit size (-zu) by reassembling the full m and v and cutting
+out its own part. The header also records the writer's blocks per unit, which with N fixes
+where each slice lies; the reader places every element by its position (llmc/gpt2_layout.h),
+which no unit size changes.
 Every file is written under a temporary name, synced and renamed, and the marker comes last,
 so a crash at any moment leaves the previous complete checkpoint as it was.
 
@@ -33,7 +36,8 @@ and m, v shaped as their stage holds them (stage 0: the full slab; stages 1-3: t
 #define STATE_VERSION 1
 // the state file's header fields
 enum { SH_MAGIC, SH_VERSION, SH_STEP, SH_RANK, SH_WORLD, SH_STAGE, SH_B, SH_T, SH_L, SH_C, SH_VP, SH_MAXT,
-       SH_EPOCH, SH_SHARD, SH_SLOT, SH_SHUFFLE, SH_RNG_LO, SH_RNG_HI, SH_GROUP };
+       SH_EPOCH, SH_SHARD, SH_SLOT, SH_SHUFFLE, SH_RNG_LO, SH_RNG_HI, SH_GROUP,
+       SH_UNIT_BLOCKS }; // -zu of the writer; 0 in files from before -zu, which had 1 block per unit
 #define MAX_CHECKPOINTS 4096
 
 static inline void checkpoint_path(char* out, size_t n, const char* dir, const char* kind, int step, int rank) {
@@ -131,6 +135,7 @@ static inline void write_state_file(const ZeroPlan* p, const GPT2Config* c, int 
     h[SH_SHUFFLE] = train->shuffle;
     h[SH_RNG_LO] = (int)(uint32_t)rng->state; h[SH_RNG_HI] = (int)(uint32_t)(rng->state >> 32);
     h[SH_GROUP] = p->group_size;
+    h[SH_UNIT_BLOCKS] = p->unit_blocks;
     fwriteCheck(h, sizeof(int), HEADER_INTS, fp, tmp);
     int slice = zero_rank_slice(p, rank);
     for (int which = 0; which < 2; which++) {
@@ -164,12 +169,27 @@ static inline void write_done_marker(const char* dir, int step, int world_size, 
     free(steps);
 }
 
+// Reads elements [a, b) of unit u of the writer's layout `old` from fp into `dst`, a slab laid out
+// as `lay`: piece by piece, each where its position (unit 0, then block by block) lies in lay.
+static inline void read_unit_range(FILE* fp, const char* path, const ParamLayout* old, int u, size_t a, size_t b,
+                                   const ParamLayout* lay, float* dst) {
+    size_t pos = unit_position(old, u) + a, left = b - a;
+    while (left > 0) {
+        size_t run, at = position_to_slab(lay, pos, &run);
+        size_t n = run < left ? run : left;
+        freadCheck(dst + at, sizeof(float), n, fp, path);
+        pos += n;
+        left -= n;
+    }
+}
+
 // Reads checkpoint `step` of dir for a model of config c laid out as lay: the full params
 // (from the model file) and the full m and v (reassembled from the N_old state files, each old
-// rank's slices placed by their position inside their unit: slice r, or with the old run's
-// group size G_old in the header, slice (r % G_old) * (N_old / G_old) + r / G_old; a header
-// written before -zg existed has 0 there, which is G_old = N_old), all three unit-major slabs of
-// lay->total floats. h0 gets rank 0's header (the data position and the RNG).
+// rank's slices placed by their position in the model, whatever the old and new unit sizes:
+// slice r, or with the old run's group size G_old in the header, slice
+// (r % G_old) * (N_old / G_old) + r / G_old; a header written before -zg existed has 0 there,
+// which is G_old = N_old), all three unit-major slabs of lay->total floats. h0 gets rank 0's
+// header (the data position and the RNG).
 static inline void read_checkpoint(const char* dir, int step, const GPT2Config* c, const ParamLayout* lay,
                                    float* params, float* m, float* v, int h0[HEADER_INTS]) {
     char path[1024];
@@ -184,16 +204,23 @@ static inline void read_checkpoint(const char* dir, int step, const GPT2Config* 
     fclose(fp);
     int world = checkpoint_world_size(dir, step);
     ParamLayout* old = (ParamLayout*)mallocCheck(sizeof(ParamLayout));
-    layout_init(old, c, (size_t)world * UNIT_ALIGN); // how the old run padded its units
+    int old_blocks = 0;
     for (int r = 0; r < world; r++) {
         int h[HEADER_INTS];
         checkpoint_path(path, sizeof(path), dir, "state", step, r);
         fp = fopenCheck(path, "rb");
         read_header(fp, h, path, STATE_MAGIC, "optimizer state");
+        int blocks = h[SH_UNIT_BLOCKS] == 0 ? 1 : h[SH_UNIT_BLOCKS];
         if (h[SH_VERSION] != STATE_VERSION || h[SH_STEP] != step || h[SH_RANK] != r || h[SH_WORLD] != world ||
-            h[SH_L] != c->num_layers || h[SH_C] != c->channels || h[SH_VP] != c->padded_vocab_size || h[SH_MAXT] != c->max_seq_len) {
-            fail("'%s' does not belong to checkpoint %d of %d ranks of this model (version %d, step %d, rank %d of %d, L %d, C %d)",
-                 path, step, world, h[SH_VERSION], h[SH_STEP], h[SH_RANK], h[SH_WORLD], h[SH_L], h[SH_C]);
+            h[SH_L] != c->num_layers || h[SH_C] != c->channels || h[SH_VP] != c->padded_vocab_size || h[SH_MAXT] != c->max_seq_len ||
+            blocks < 1 || blocks > c->num_layers || (r > 0 && blocks != old_blocks)) {
+            fail("'%s' does not belong to checkpoint %d of %d ranks of this model (version %d, step %d, rank %d of %d, L %d, C %d, "
+                 "%d blocks per unit)", path, step, world, h[SH_VERSION], h[SH_STEP], h[SH_RANK], h[SH_WORLD], h[SH_L], h[SH_C],
+                 h[SH_UNIT_BLOCKS]);
+        }
+        if (r == 0) { // how the old run cut and padded its units
+            old_blocks = blocks;
+            layout_init(old, c, (size_t)world * UNIT_ALIGN, old_blocks);
         }
         int G = h[SH_GROUP] == 0 ? world : h[SH_GROUP];
         if (G < 1 || world % G != 0) { fail("'%s' says shard groups of %d ranks, which do not divide %d ranks", path, G, world); }
@@ -210,7 +237,7 @@ static inline void read_checkpoint(const char* dir, int step, const GPT2Config* 
             for (int u = 0; u < old->num_units; u++) {
                 size_t a, b;
                 owned_range(old, world, slice, u, &a, &b);
-                freadCheck(dst + lay->unit_offset[u] + a, sizeof(float), b - a, fp, path);
+                read_unit_range(fp, path, old, u, a, b, lay, dst);
             }
         }
         fclose(fp);

@@ -4,10 +4,13 @@ trainers (and the sharding plan built on top of it).
 
 Files store the 16 tensors tensor-major, each stacked over layers (llm.c's order). Memory is
 one slab laid out unit-major (DESIGN.md §3): unit 0 = the two ends of the model (wte, wpe and
-the final layernorm lnfw, lnfb), units 1..L = the transformer blocks (each block's 12 tensors
-contiguous). A unit is what ZeRO stage 3 gathers and releases as one piece, so it must be one
-contiguous range. Each unit is padded to a multiple of `unit_multiple` floats, so that N ranks
-can each own an equal slice of every unit; the padding stays zero.
+the final layernorm lnfw, lnfb), units 1..ceil(L/K) = the transformer blocks, K per unit (-zu,
+FSDP's wrap policy; the last unit holds the rest when K does not divide L). Each block's 12
+tensors are contiguous and a unit's blocks follow each other, unpadded. A unit is what ZeRO
+stage 3 gathers and releases as one piece, so it must be one contiguous range. Each unit is
+padded to a multiple of `unit_multiple` floats, so that N ranks can each own an equal slice of
+every unit; the padding stays zero. Which unit holds block l, and where, is answered here only
+(unit_of_block, block_offset): the trainers never compute it themselves.
 
 Why the final layernorm shares unit 0: it runs right before the LM head, which is wte (tied),
 and its backward right after the head's. Grouping them (as torchtitan groups norm and head)
@@ -84,7 +87,10 @@ static inline int tensor_copies(const GPT2Config* c, int t) {
 #define MAX_UNITS 1025 // up to 1024 layers
 
 typedef struct {
-    int num_units;                        // L + 1
+    int num_units;                        // 1 + ceil(L / unit_blocks)
+    int num_layers;                       // L
+    int unit_blocks;                      // K: transformer blocks per unit (the last unit may hold fewer)
+    size_t block_numel;                   // real elements of one transformer block
     size_t unit_multiple;                 // every unit's size is a multiple of this
     size_t unit_offset[MAX_UNITS];        // start of unit u in the slab
     size_t unit_numel[MAX_UNITS];         // real elements of unit u
@@ -94,12 +100,33 @@ typedef struct {
     size_t num_parameters;                // real elements (the padded vocab rows count: they are in the file)
 } ParamLayout;
 
-static inline int unit_of(int t, int layer) { return TENSOR_INFO[t].unit == UNIT_BLOCK ? 1 + layer : 0; }
+// The unit holding block l (0..L-1), the first block of unit u (1..), how many blocks unit u
+// holds (0 for unit 0), its last block, and where block l starts inside its unit.
+static inline int unit_of_block(const ParamLayout* lay, int l) { return 1 + l / lay->unit_blocks; }
+static inline int unit_first_block(const ParamLayout* lay, int u) { return (u - 1) * lay->unit_blocks; }
+static inline int unit_block_count(const ParamLayout* lay, int u) {
+    if (u == 0) { return 0; }
+    int rest = lay->num_layers - unit_first_block(lay, u);
+    return rest < lay->unit_blocks ? rest : lay->unit_blocks;
+}
+static inline int unit_last_block(const ParamLayout* lay, int u) { return unit_first_block(lay, u) + unit_block_count(lay, u) - 1; }
+static inline size_t block_offset(const ParamLayout* lay, int l) { return (size_t)(l % lay->unit_blocks) * lay->block_numel; }
 
-static inline void layout_init(ParamLayout* lay, const GPT2Config* c, size_t unit_multiple) {
-    if (c->num_layers + 1 > MAX_UNITS) { fail("model has %d layers, at most %d supported", c->num_layers, MAX_UNITS - 1); }
+// The unit holding tensor t of layer `layer` (ignored for unit 0's tensors).
+static inline int tensor_unit(const ParamLayout* lay, int t, int layer) {
+    return TENSOR_INFO[t].unit == UNIT_BLOCK ? unit_of_block(lay, layer) : 0;
+}
+
+// unit_blocks = K of -zu (1..L; the flag's own check names it, this one guards the callers).
+static inline void layout_init(ParamLayout* lay, const GPT2Config* c, size_t unit_multiple, int unit_blocks) {
+    if (unit_blocks < 1 || unit_blocks > c->num_layers) {
+        fail("internal: %d blocks per unit for a model of %d layers", unit_blocks, c->num_layers);
+    }
     memset(lay, 0, sizeof(*lay));
-    lay->num_units = c->num_layers + 1;
+    lay->num_layers = c->num_layers;
+    lay->unit_blocks = unit_blocks;
+    lay->num_units = 1 + (c->num_layers + unit_blocks - 1) / unit_blocks;
+    if (lay->num_units > MAX_UNITS) { fail("model has %d layers, at most %d supported", c->num_layers, MAX_UNITS - 1); }
     lay->unit_multiple = unit_multiple;
     // the tensors of each unit kind follow each other in file order
     size_t in_unit[2] = {0, 0};
@@ -108,11 +135,11 @@ static inline void layout_init(ParamLayout* lay, const GPT2Config* c, size_t uni
         lay->offset_in_unit[t] = in_unit[k];
         in_unit[k] += tensor_numel(c, t);
     }
+    lay->block_numel = in_unit[UNIT_BLOCK];
     size_t off = 0;
     for (int u = 0; u < lay->num_units; u++) {
-        UnitKind k = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
-        lay->unit_numel[u] = in_unit[k];
-        lay->unit_size[u] = (in_unit[k] + unit_multiple - 1) / unit_multiple * unit_multiple;
+        lay->unit_numel[u] = u == 0 ? in_unit[UNIT_ENDS] : (size_t)unit_block_count(lay, u) * lay->block_numel;
+        lay->unit_size[u] = (lay->unit_numel[u] + unit_multiple - 1) / unit_multiple * unit_multiple;
         lay->unit_offset[u] = off;
         off += lay->unit_size[u];
         lay->num_parameters += lay->unit_numel[u];
@@ -123,7 +150,25 @@ static inline void layout_init(ParamLayout* lay, const GPT2Config* c, size_t uni
 // Offset in the slab of tensor t of layer `layer` (layer is ignored for non-block tensors).
 static inline size_t tensor_offset(const ParamLayout* lay, const GPT2Config* c, int t, int layer) {
     (void)c;
-    return lay->unit_offset[unit_of(t, layer)] + lay->offset_in_unit[t];
+    size_t in_unit = TENSOR_INFO[t].unit == UNIT_BLOCK ? block_offset(lay, layer) : 0;
+    return lay->unit_offset[tensor_unit(lay, t, layer)] + in_unit + lay->offset_in_unit[t];
+}
+
+// Every real element has a position no unit size or padding changes: unit 0's elements first,
+// then block 0's, block 1's and so on. Checkpoints place m and v by it, so a run resumes with
+// another K or N. unit_position: the position of unit u's first element.
+static inline size_t unit_position(const ParamLayout* lay, int u) {
+    return u == 0 ? 0 : lay->unit_numel[0] + (size_t)unit_first_block(lay, u) * lay->block_numel;
+}
+
+// The slab offset of position `pos`; *run gets how many elements from there on are contiguous
+// in both numberings (to the end of unit 0 or of the block).
+static inline size_t position_to_slab(const ParamLayout* lay, size_t pos, size_t* run) {
+    if (pos < lay->unit_numel[0]) { *run = lay->unit_numel[0] - pos; return pos; }
+    size_t i = pos - lay->unit_numel[0];
+    int l = (int)(i / lay->block_numel);
+    *run = lay->block_numel - i % lay->block_numel;
+    return lay->unit_offset[unit_of_block(lay, l)] + block_offset(lay, l) + i % lay->block_numel;
 }
 
 // The config from a model file header (header[2..7] = maxT, V, L, NH, C, Vp), checked so a

@@ -37,6 +37,7 @@ typedef struct {
     MPI_Comm mpi;                     // MPI_COMM_WORLD, or a sub-communicator (comm_split)
 #endif
     double bus_bytes[NUM_COLL_KINDS]; // since the last comm_reset_counters
+    int calls[NUM_COLL_KINDS];        // collectives started, since the last comm_reset_counters
     double timeout_s;                 // the longest wait for one collective (0: forever)
     double io_timeout_s;              // the longest wait at comm_io_barrier (0: forever)
     int step;                         // the training step, for messages
@@ -77,7 +78,10 @@ typedef struct { int pending; CollKind kind; } CommRequest;
 #define COMM_REQUEST_NULL ((CommRequest){0, COLL_SCALARS})
 #endif
 
-static inline void comm_reset_counters(Comm* comm) { memset(comm->bus_bytes, 0, sizeof(comm->bus_bytes)); }
+static inline void comm_reset_counters(Comm* comm) {
+    memset(comm->bus_bytes, 0, sizeof(comm->bus_bytes));
+    memset(comm->calls, 0, sizeof(comm->calls));
+}
 
 static inline void comm_init(Comm* comm, int* argc, char*** argv) {
     memset(comm, 0, sizeof(*comm));
@@ -176,6 +180,7 @@ static inline int ring_next_round(Comm* comm, CommRequest* q) {
 
 static inline void comm_reduce_scatter_start(Comm* comm, const float* send, float* recv, size_t n, CommRequest* req) {
     comm->bus_bytes[COLL_REDUCE_SCATTER] += (double)n * sizeof(float) * (comm->world_size - 1);
+    comm->calls[COLL_REDUCE_SCATTER]++;
 #ifdef USE_MPI
     if (comm->world_size > 1) {
         *req = COMM_REQUEST_NULL;
@@ -195,6 +200,7 @@ static inline void comm_reduce_scatter_start(Comm* comm, const float* send, floa
 // Starts recv (N*n) = every rank's send (n) side by side, in rank order.
 static inline void comm_all_gather_start(Comm* comm, const float* send, float* recv, size_t n, CommRequest* req) {
     comm->bus_bytes[COLL_ALL_GATHER] += (double)n * sizeof(float) * (comm->world_size - 1);
+    comm->calls[COLL_ALL_GATHER]++;
 #ifdef USE_MPI
     if (comm->world_size > 1) {
         req->kind = COLL_ALL_GATHER;
@@ -210,6 +216,7 @@ static inline void comm_all_gather_start(Comm* comm, const float* send, float* r
 // every rank's part.
 static inline void comm_all_gather_inplace_start(Comm* comm, float* buf, size_t n, CommRequest* req) {
     comm->bus_bytes[COLL_ALL_GATHER] += (double)n * sizeof(float) * (comm->world_size - 1);
+    comm->calls[COLL_ALL_GATHER]++;
 #ifdef USE_MPI
     if (comm->world_size > 1) {
         req->kind = COLL_ALL_GATHER;
@@ -301,6 +308,7 @@ static inline void comm_io_barrier(Comm* comm, const char* what) {
 // every stage, the same bits (an MPI_Allreduce may sum in any order).
 static inline void comm_gather_doubles(Comm* comm, double mine, double* all) {
     comm->bus_bytes[COLL_SCALARS] += (double)sizeof(double) * (comm->world_size - 1);
+    comm->calls[COLL_SCALARS]++;
 #ifdef USE_MPI
     CommRequest req = COMM_REQUEST_NULL;
     mpiCheck(MPI_Iallgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, comm->mpi, &req.req));

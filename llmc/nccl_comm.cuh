@@ -79,6 +79,7 @@ typedef struct {
     int local_rank;                   // among the processes of this node: picks the GPU
     int started_by_mpi;
     double bus_bytes[NUM_COLL_KINDS]; // since the last comm_reset_counters
+    int calls[NUM_COLL_KINDS];        // collectives queued, since the last comm_reset_counters
     double busy_ms;                   // time collectives ran on the stream, since the last reset
     double timeout_s;                 // the longest host wait for the GPU or a collective (0: forever)
     double io_timeout_s;              // the longest wait at comm_io_barrier (0: forever)
@@ -399,6 +400,7 @@ static inline void comm_collect_times(Comm* comm, int wait) {
 static inline void comm_reset_counters(Comm* comm) {
     comm_collect_times(comm, 0);
     memset(comm->bus_bytes, 0, sizeof(comm->bus_bytes));
+    memset(comm->calls, 0, sizeof(comm->calls));
     comm->busy_ms = 0.0;
 }
 
@@ -430,6 +432,7 @@ static inline CommRecord* comm_record_open(Comm* comm, CollKind kind, int unit, 
     r->unit = unit;
     r->step = comm->step;
     comm->bus_bytes[kind] += bytes;
+    comm->calls[kind]++;
     cudaCheck(cudaEventRecord(r->start, comm->stream));
     return r;
 }
@@ -488,6 +491,8 @@ static inline void comm_gather_doubles(Comm* comm, double mine, double* all) {
     comm_all_gather(comm, comm->scalars + comm->rank, comm->scalars, 1, sizeof(double), -1);
     comm->bus_bytes[COLL_ALL_GATHER] -= (double)sizeof(double) * (N - 1); // counted as scalars
     comm->bus_bytes[COLL_SCALARS] += (double)sizeof(double) * (N - 1);
+    comm->calls[COLL_ALL_GATHER]--;
+    comm->calls[COLL_SCALARS]++;
     cudaCheck(cudaMemcpyAsync(comm->scalars_host, comm->scalars, N * sizeof(double), cudaMemcpyDeviceToHost, comm->stream));
     comm_sync(comm, comm->stream, "a scalar all-gather");
     memcpy(all, comm->scalars_host, N * sizeof(double));
@@ -502,6 +507,8 @@ static inline void comm_io_barrier(Comm* comm, const char* what) {
     comm_all_gather(comm, comm->scalars + comm->rank, comm->scalars, 1, sizeof(double), -1);
     comm->bus_bytes[COLL_ALL_GATHER] -= (double)sizeof(double) * (comm->world_size - 1);
     comm->bus_bytes[COLL_SCALARS] += (double)sizeof(double) * (comm->world_size - 1);
+    comm->calls[COLL_ALL_GATHER]--;
+    comm->calls[COLL_SCALARS]++;
     cudaEvent_t e;
     cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     cudaCheck(cudaEventRecord(e, comm->stream));

@@ -44,6 +44,7 @@ typedef struct {
     const char* reshard;       // -zr (stage 3)
     int prefetch;              // -zp (stage 3)
     int zero_group;            // -zg: ranks per shard group, stages 1-3 (-1: not given: all N)
+    int unit_blocks;           // -zu: transformer blocks per unit, 1..L (every stage)
     int checkpoint_every;      // -n (0: never)
     int checkpoint_keep;       // -nk (0: all)
     int resume;                // -y
@@ -70,7 +71,7 @@ static inline TrainArgs train_args_defaults(void) {
         .B = 4, .T = 64, .total_batch = -1, .lr = 3e-4f, .warmup = 0, .final_lr_frac = 1.0f,
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
-        .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1,
+        .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1, .unit_blocks = 1,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
         .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
@@ -106,6 +107,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-zr", ARG_STR, reshard, "stage 3 reshard_after_forward: default (all but the last block), always, never"),
     ARG("-zp", ARG_INT, prefetch, "stage 3 prefetch depth: units gathered ahead (0: off; default 1)"),
     ARG("-zg", ARG_INT, zero_group, "stages 1-3, hybrid sharding: shard in groups of this many consecutive ranks, replicate across groups (default: all)"),
+    ARG("-zu", ARG_INT, unit_blocks, "unit size (FSDP's wrap policy): transformer blocks per unit, 1..L, the last unit holds the rest (every stage: what is gathered and reduced as one collective)"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
@@ -235,8 +237,11 @@ typedef struct {
     ZeroOptions zero;
 } TrainSizes;
 
-static inline TrainSizes train_sizes(const TrainArgs* args, int N) {
+static inline TrainSizes train_sizes(const TrainArgs* args, const GPT2Config* config, int N) {
     TrainSizes s;
+    if (args->unit_blocks < 1 || args->unit_blocks > config->num_layers) {
+        fail("flag -zu expects blocks per unit 1..%d (the model's layers), got %d", config->num_layers, args->unit_blocks);
+    }
     int tokens_per_micro = args->B * args->T * N;
     s.total_batch = args->total_batch == -1 ? tokens_per_micro : args->total_batch;
     if (s.total_batch <= 0 || s.total_batch % tokens_per_micro != 0) {
@@ -249,7 +254,7 @@ static inline TrainSizes train_sizes(const TrainArgs* args, int N) {
         fail("flag -zg %d must divide the %d ranks (groups of consecutive ranks, all the same size)", args->zero_group, N);
     }
     int group = args->zero_group == -1 ? N : args->zero_group;
-    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch, group};
+    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch, group, args->unit_blocks};
     return s;
 }
 

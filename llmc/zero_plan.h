@@ -50,7 +50,11 @@ Choices the plan counts (and the trainers follow):
   exactly 1.5x stage 0's traffic); 'never' keeps every block gathered from its forward to its
   backward (params cost as in stage 2, no second gather).
 - prefetch depth D (stage 3): gather the next D units while the current one computes; it
-  needs D+1 block buffers ('never' needs L).
+  needs D+1 block buffers ('never' needs one per block unit).
+- unit size K (-zu, FSDP's wrap policy): K transformer blocks per unit, so ceil(L/K) block units
+  (the last holds the rest). Larger units mean fewer, larger collectives, and larger gather and
+  grad slots: every slot holds the largest unit, U_1. Below, "block" means a block unit; the
+  walk and the slots count block units, never layers.
 */
 #ifndef LLMC_ZERO_PLAN_H
 #define LLMC_ZERO_PLAN_H
@@ -84,6 +88,7 @@ typedef struct {
     ReshardPolicy reshard;  // stage 3
     int prefetch;           // stage 3
     int group_size;         // -zg: ranks per shard group, a divisor of N (0: all N, plain ZeRO)
+    int unit_blocks;        // -zu: transformer blocks per unit, K (1..L), every stage
 } ZeroOptions;
 
 // Bytes per element of each kind of state, which differ between the trainers.
@@ -108,6 +113,8 @@ typedef struct {
     int grad_accum;             // micro-steps per optimizer step
     ReshardPolicy reshard;      // stage 3 only
     int prefetch;               // stage 3 only: units gathered ahead
+    int unit_blocks;            // K: transformer blocks per unit
+    int block_units;            // ceil(L / K): the units after unit 0
     StateBytes bytes;
     ParamLayout layout;         // units padded to a multiple of N * align
     // shards
@@ -127,7 +134,9 @@ typedef struct {
     double comm_reduce_scatter, comm_all_gather;
     double comm_all_reduce_across;
     double comm_scalars;              // the norm's and the loss's partial sums: one double each
-    int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the blocks
+    int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the block units
+    // collectives per optimizer step (the scalars' two all-gathers not counted)
+    int calls_reduce_scatter, calls_all_gather;
 } ZeroPlan;
 
 // Bus bytes of a reduce-scatter or all-gather of a full buffer of `bytes` over N ranks.
@@ -137,9 +146,10 @@ static inline double bus_bytes(double bytes, int N) { return bytes * (N - 1) / N
 static inline size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
 // group_size: ranks per shard group, a divisor of world_size (0: world_size, plain ZeRO); the
-// trainers check it (train_sizes), so a bad one here is an internal error.
+// trainers check it (train_sizes), so a bad one here is an internal error. unit_blocks: K of -zu.
 static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, int world_size, int group_size,
-                                  int grad_accum, ReshardPolicy reshard, int prefetch, StateBytes bytes, size_t align) {
+                                  int grad_accum, ReshardPolicy reshard, int prefetch, int unit_blocks,
+                                  StateBytes bytes, size_t align) {
     memset(p, 0, sizeof(*p));
     if (group_size == 0) { group_size = world_size; }
     if (group_size < 1 || world_size % group_size != 0 || (stage == 0 && group_size != world_size)) {
@@ -152,10 +162,12 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     p->grad_accum = grad_accum;
     p->reshard = reshard;
     p->prefetch = prefetch;
+    p->unit_blocks = unit_blocks;
     p->bytes = bytes;
     size_t N = (size_t)world_size, G = (size_t)group_size;
-    layout_init(&p->layout, c, N * align);
+    layout_init(&p->layout, c, N * align, unit_blocks);
     const ParamLayout* lay = &p->layout;
+    p->block_units = lay->num_units - 1;
     size_t off = 0;
     for (int u = 0; u < lay->num_units; u++) {
         p->shard_size[u] = lay->unit_size[u] / G;
@@ -165,12 +177,13 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     }
     p->shard_total = off;
     size_t P = lay->total, PN = p->shard_total;
+    // every block slot (gather or grad) holds the largest block unit, the first
     size_t unit0 = lay->unit_size[0], block = lay->unit_size[1];
-    int L = c->num_layers;
+    int nb = p->block_units;
 
-    // parameters: full slab, or the shard plus gather buffers for unit 0 and some blocks
-    p->block_gather_buffers = stage < 3 ? 0 : (reshard == RESHARD_NEVER ? L : prefetch + 1);
-    if (p->block_gather_buffers > L) { p->block_gather_buffers = L; }
+    // parameters: full slab, or the shard plus gather buffers for unit 0 and some block units
+    p->block_gather_buffers = stage < 3 ? 0 : (reshard == RESHARD_NEVER ? nb : prefetch + 1);
+    if (p->block_gather_buffers > nb) { p->block_gather_buffers = nb; }
     p->mem_params = (stage < 3 ? P : PN) * bytes.param;
     if (stage == 3) { p->mem_buffers += (unit0 + (size_t)p->block_gather_buffers * block) * bytes.param; }
     // gradients: full slab (stages 0-1, or any stage while accumulating), else the shard plus
@@ -188,9 +201,9 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     // while accumulating (nothing waits for them before the step's end). The cross-group
     // all-reduce runs after those, one unit at a time: a ring over R ranks of the unit's shard.
     if (bytes.ring_scratch && group_size > 1) {
-        size_t block_shard = L > 0 ? p->shard_size[1] : 0;
+        size_t block_shard = p->shard_size[1];
         size_t in_flight = stage < 2 ? p->max_shard_size
-                         : p->full_grads ? PN : p->shard_size[0] + (size_t)(L < 2 ? L : 2) * block_shard;
+                         : p->full_grads ? PN : p->shard_size[0] + (size_t)(nb < 2 ? nb : 2) * block_shard;
         p->mem_comm_scratch = 2 * in_flight * bytes.grad;
     }
     if (bytes.ring_scratch && p->replicas > 1) {
@@ -211,13 +224,21 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
     p->comm_reduce_scatter = bus_bytes((double)P * bytes.grad, group_size);
     p->comm_all_reduce_across = 2.0 * bus_bytes((double)PN * bytes.grad, p->replicas);
     p->comm_scalars = 2.0 * sizeof(double) * (world_size - 1);
+    p->calls_reduce_scatter = lay->num_units;
     if (stage == 0) { p->comm_all_gather = bus_bytes((double)P * bytes.grad, world_size); }
     if (stage == 1 || stage == 2) { p->comm_all_gather = bus_bytes((double)P * bytes.param, group_size); }
+    if (stage < 3) { p->calls_all_gather = lay->num_units; }
     if (stage == 3) {
+        // the forward gathers every block unit; the backward again all of them ('always'), all
+        // but the last ('default': it stays from its forward) or none ('never')
+        size_t blocks = P - unit0, last = lay->unit_size[nb];
+        int again = reshard == RESHARD_ALWAYS ? nb : reshard == RESHARD_DEFAULT ? nb - 1 : 0;
+        size_t again_elems = reshard == RESHARD_ALWAYS ? blocks : reshard == RESHARD_DEFAULT ? blocks - last : 0;
         p->unit0_gathers = reshard == RESHARD_NEVER ? 1 : 2;
-        p->block_gathers = L + (reshard == RESHARD_ALWAYS ? L : reshard == RESHARD_DEFAULT ? L - 1 : 0);
-        double per_micro = (double)p->unit0_gathers * unit0 + (double)p->block_gathers * block;
+        p->block_gathers = nb + again;
+        double per_micro = (double)p->unit0_gathers * unit0 + (double)blocks + (double)again_elems;
         p->comm_all_gather = bus_bytes(per_micro * bytes.param, group_size) * grad_accum;
+        p->calls_all_gather = (p->unit0_gathers + p->block_gathers) * grad_accum;
     }
 }
 
@@ -241,35 +262,35 @@ static inline int zero_pick_stage(ZeroPlan plans[4], const GPT2Config* c, int wo
     int picked = -1;
     for (int s = 3; s >= 0; s--) {
         zero_plan_init(&plans[s], c, s, world_size, s == 0 ? 0 : opt.group_size, opt.grad_accum, opt.reshard,
-                       s == 3 ? opt.prefetch : 0, bytes, align);
+                       s == 3 ? opt.prefetch : 0, opt.unit_blocks, bytes, align);
         if (zero_plan_total(&plans[s]) + other <= budget) { picked = s; }
     }
     return picked;
 }
 
 // The order a micro-step uses the units (what stage 3 gathers, and prefetches, in turn):
-// encoder, blocks, lnf + head; then the backward: head and lnf (unit 0 still gathered), blocks
-// in reverse. The encoder's backward needs no params. schedule holds 2*L + 3 entries; returns
-// how many it wrote.
-static inline int zero_schedule(int L, int* schedule) {
+// encoder, block units 1..nb, lnf + head; then the backward: head and lnf (unit 0 still
+// gathered), block units in reverse. The encoder's backward needs no params. schedule holds
+// 2*nb + 3 entries; returns how many it wrote.
+static inline int zero_schedule(int nb, int* schedule) {
     int n = 0;
     schedule[n++] = 0;
-    for (int l = 0; l < L; l++) { schedule[n++] = 1 + l; }
+    for (int u = 1; u <= nb; u++) { schedule[n++] = u; }
     schedule[n++] = 0;
     schedule[n++] = 0;
-    for (int l = L - 1; l >= 0; l--) { schedule[n++] = 1 + l; }
+    for (int u = nb; u >= 1; u--) { schedule[n++] = u; }
     return n;
 }
 
-// The forward's part of zero_schedule: its first L + 2 entries (encoder, blocks, head). A pass
-// with no backward (evaluation, sampling) prefetches no further.
-static inline int zero_forward_positions(int L) { return L + 2; }
+// The forward's part of zero_schedule: its first nb + 2 entries (encoder, block units, head). A
+// pass with no backward (evaluation, sampling) prefetches no further.
+static inline int zero_forward_positions(int nb) { return nb + 2; }
 
 // Stage 3, after unit u's forward at schedule position `pos` (already past it): does the unit
 // stay gathered? The reshard_after_forward policy decides, except for unit 0 after the head
-// (pos > 1), which always stays: the backward starts with it.
-static inline int zero_keep_after_forward(const ZeroPlan* p, int u, int L, int pos) {
-    int last_block = u == L;
+// (pos > 1), which always stays: the backward starts with it. nb: the block units.
+static inline int zero_keep_after_forward(const ZeroPlan* p, int u, int nb, int pos) {
+    int last_block = u == nb;
     int head = u == 0 && pos > 1;
     return head || p->reshard == RESHARD_NEVER || (p->reshard == RESHARD_DEFAULT && last_block);
 }
@@ -306,7 +327,7 @@ typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } UnitState;
 
 typedef struct {
     int schedule[2 * MAX_UNITS + 1];  // zero_schedule: the units in the order a micro-step uses them
-    int L;                            // transformer blocks
+    int nb;                           // block units (the layers / K, rounded up)
     int len, pos;                     // the schedule's length; the position of the next unit used
     int forward_only;                 // a pass with no backward: no prefetch past the forward's end
     UnitState state[MAX_UNITS];
@@ -321,15 +342,16 @@ typedef struct {
     int wait;                  // then wait for the unit's own gather (0: it is already there)
 } ZeroUse;
 
-// Block u (1..L) lives in gather slot (u-1) mod the number of block gather buffers, and its
+// Block unit u (1..) lives in gather slot (u-1) mod the number of block gather buffers, and its
 // gradient (stages 2-3 without accumulation) in grad slot (u-1) mod 2.
 static inline int zero_gather_slot(const ZeroPlan* p, int u) { return (u - 1) % p->block_gather_buffers; }
 static inline int zero_grad_slot(int u) { return (u - 1) % 2; }
 
-static inline void zero_walk_init(ZeroWalk* w, int L) {
+// nb: the plan's block units (p->block_units).
+static inline void zero_walk_init(ZeroWalk* w, int nb) {
     memset(w, 0, sizeof(*w));
-    w->L = L;
-    w->len = zero_schedule(L, w->schedule);
+    w->nb = nb;
+    w->len = zero_schedule(nb, w->schedule);
     for (int u = 0; u < MAX_UNITS; u++) { w->state[u] = UNIT_SHARDED; w->gather_slot_owner[u] = -1; }
     w->grad_slot_owner[0] = w->grad_slot_owner[1] = -1;
 }
@@ -359,7 +381,7 @@ static inline ZeroUse zero_walk_use(ZeroWalk* w, const ZeroPlan* p, int u) {
     if (w->state[u] == UNIT_SHARDED) { zero_walk_gather(w, p, u, &use); }
     use.wait = w->state[u] == UNIT_GATHERING;
     w->state[u] = UNIT_GATHERED;
-    int end = w->forward_only ? zero_forward_positions(w->L) : w->len;
+    int end = w->forward_only ? zero_forward_positions(w->nb) : w->len;
     for (int k = 1; k <= p->prefetch && w->pos + k < end; k++) {
         int next = w->schedule[w->pos + k];
         if (w->state[next] == UNIT_SHARDED) { zero_walk_gather(w, p, next, &use); }
@@ -380,7 +402,7 @@ static inline UnitState zero_walk_release(ZeroWalk* w, const ZeroPlan* p, int u)
 
 // After unit u's forward (the walk is already past it): does it stay gathered?
 static inline int zero_walk_keep_after_forward(const ZeroWalk* w, const ZeroPlan* p, int u) {
-    return zero_keep_after_forward(p, u, w->L, w->pos);
+    return zero_keep_after_forward(p, u, w->nb, w->pos);
 }
 
 // Block u's backward is about to fill its grad slot: returns the block whose reduce-scatter

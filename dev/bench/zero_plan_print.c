@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
             if (N % G != 0) { continue; }
             for (int stage = G == N ? 0 : 1; stage < 4; stage++) {
                 ZeroPlan p;
-                zero_plan_init(&p, &c, stage, N, G, 1, RESHARD_DEFAULT, 1, bytes, UNIT_ALIGN); // the trainer's defaults
+                zero_plan_init(&p, &c, stage, N, G, 1, RESHARD_DEFAULT, 1, 1, bytes, UNIT_ALIGN); // the trainer's defaults
                 printf("%d,%d,%d,%zu,%zu,%zu,%zu,%zu,%.0f,%.0f,%.0f\n", N, G, stage, p.mem_params, p.mem_grads, p.mem_optimizer,
                        p.mem_buffers, p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers,
                        p.comm_reduce_scatter, p.comm_all_gather, p.comm_all_reduce_across);

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         int version; // both fp32 and bf16 files (the CUDA trainer reads both)
         FILE* fp = model_file_open(path, &c, &version);
         ParamLayout* lay = (ParamLayout*)mallocCheck(sizeof(ParamLayout));
-        layout_init(lay, &c, UNIT_ALIGN);
+        layout_init(lay, &c, UNIT_ALIGN, 1);
         float* full = (float*)callocCheck(lay->total, sizeof(float));
         model_file_read(fp, path, &c, lay, full, version);
         fclose(fp);

@@ -2,7 +2,8 @@
 Unit tests of the sharding plan (llmc/zero_plan.h) and the data loader's distributed sampler,
 against exact theory: shards partition every unit; memory per rank follows the ZeRO formula
 and shrinks stage by stage as DESIGN.md §4 says; bytes per step follow the bus-byte counts
-(stage 3 with reshard 'always' moves exactly 1.5x stage 0); N ranks read disjoint tokens.
+(stage 3 with reshard 'always' moves exactly 1.5x stage 0); N ranks read disjoint tokens. Each
+check of the units runs for several unit sizes K (-zu), L divisible by K or not.
     make dev/test/test_zero_plan && dev/test/test_zero_plan
 */
 #include <stdio.h>
@@ -19,13 +20,32 @@ static int g_passed = 0, g_failed = 0;
 static const StateBytes CPU = ZERO_STATE_BYTES_CPU;     // MPI: stages 0-1 reduce-scatter into a buffer
 static const StateBytes CUDA = ZERO_STATE_BYTES_CUDA(2); // bf16; NCCL: in place
 
+// ceil(a / b)
+static int div_up(int a, int b) { return (a + b - 1) / b; }
+
 // The units tile the slab; every tensor of every layer lies inside its unit's real elements,
-// without overlaps; rank slices partition each unit.
-static void check_layout(const char* name, const GPT2Config* c, int N) {
+// without overlaps; rank slices partition each unit. With K blocks per unit: ceil(L/K) block
+// units of K blocks, the last one the rest; each block in exactly one unit, in order; every
+// element's position (unit 0, then block by block) maps to where the tensor really lies.
+static void check_layout(const char* name, const GPT2Config* c, int N, int K) {
     ZeroPlan p;
-    zero_plan_init(&p, c, 1, N, 0, 1, RESHARD_DEFAULT, 0, CPU, 16);
+    zero_plan_init(&p, c, 1, N, 0, 1, RESHARD_DEFAULT, 0, K, CPU, 16);
     const ParamLayout* lay = &p.layout;
-    CHECK(lay->num_units == c->num_layers + 1, "%s N=%d: %d units", name, N, lay->num_units);
+    int L = c->num_layers, nb = div_up(L, K);
+    CHECK(lay->num_units == 1 + nb && p.block_units == nb, "%s N=%d K=%d: %d units, expected %d", name, N, K, lay->num_units, 1 + nb);
+    size_t block_numel = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) { if (TENSOR_INFO[t].unit == UNIT_BLOCK) { block_numel += tensor_numel(c, t); } }
+    int blocks_ok = 1;
+    for (int u = 1; u <= nb; u++) {
+        int want = u < nb ? K : L - (nb - 1) * K; // the last unit holds the rest
+        if (unit_block_count(lay, u) != want || lay->unit_numel[u] != (size_t)want * block_numel ||
+            unit_first_block(lay, u) != (u - 1) * K || unit_last_block(lay, u) != (u - 1) * K + want - 1) { blocks_ok = 0; }
+    }
+    for (int l = 0; l < L; l++) {
+        int u = unit_of_block(lay, l);
+        if (l < unit_first_block(lay, u) || l > unit_last_block(lay, u) || block_offset(lay, l) != (size_t)(l - unit_first_block(lay, u)) * block_numel) { blocks_ok = 0; }
+    }
+    CHECK(blocks_ok, "%s N=%d K=%d: blocks per unit, first/last block or block offsets wrong", name, N, K);
     size_t off = 0, shard_off = 0, real = 0;
     for (int u = 0; u < lay->num_units; u++) {
         CHECK(lay->unit_offset[u] == off, "%s N=%d unit %d starts at %zu, expected %zu", name, N, u, lay->unit_offset[u], off);
@@ -51,22 +71,37 @@ static void check_layout(const char* name, const GPT2Config* c, int N) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         for (int l = 0; l < tensor_copies(c, t); l++) {
             size_t o = tensor_offset(lay, c, t, l);
-            int u = unit_of(t, l);
+            int u = tensor_unit(lay, t, l);
             if (o < lay->unit_offset[u] || o + tensor_numel(c, t) > lay->unit_offset[u] + lay->unit_numel[u]) { outside++; }
+            // its position: in unit 0, or block l's part of the blocks (the file's block order)
+            size_t pos = (TENSOR_INFO[t].unit == UNIT_BLOCK ? lay->unit_numel[0] + (size_t)l * block_numel : 0) + lay->offset_in_unit[t];
+            size_t run, at = position_to_slab(lay, pos, &run);
+            if (at != o || run < tensor_numel(c, t)) { outside++; }
             for (size_t i = 0; i < tensor_numel(c, t); i++) { overlap += seen[o + i]; seen[o + i] = 1; marked++; }
         }
     }
     CHECK(overlap == 0 && outside == 0 && marked == lay->num_parameters,
-          "%s N=%d: %d overlapping elements, %d tensors outside their unit", name, N, overlap, outside);
+          "%s N=%d K=%d: %d overlapping elements, %d tensors outside their unit or misplaced by position", name, N, K, overlap, outside);
+    for (int u = 0; u < lay->num_units; u++) {
+        size_t run, at = position_to_slab(lay, unit_position(lay, u), &run);
+        CHECK(at == lay->unit_offset[u], "%s N=%d K=%d: unit %d's position lands at %zu, not its start %zu", name, N, K, u, at, lay->unit_offset[u]);
+    }
     free(seen);
 }
 
 // Memory and bytes per rank against the formulas of DESIGN.md §4-§5.
-static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, StateBytes sb) {
+// With K blocks per unit, a "block" slot holds the largest block unit, U_1 = K blocks padded to
+// 16N; the last unit is the rest, U_last.
+static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, StateBytes sb, int K) {
     ZeroPlan p[4];
-    for (int s = 0; s < 4; s++) { zero_plan_init(&p[s], c, s, N, 0, 1, RESHARD_ALWAYS, 1, sb, 16); }
+    for (int s = 0; s < 4; s++) { zero_plan_init(&p[s], c, s, N, 0, 1, RESHARD_ALWAYS, 1, K, sb, 16); }
     size_t P = p[0].layout.total, PN = P / N;
-    size_t unit0 = p[0].layout.unit_size[0], block = p[0].layout.unit_size[1];
+    int L = c->num_layers, nb = div_up(L, K);
+    size_t unit0 = p[0].layout.unit_size[0], block = p[0].layout.unit_size[1], last = p[0].layout.unit_size[nb];
+    size_t block_numel = p[0].layout.block_numel;
+    CHECK(block == round_up((size_t)K * block_numel, 16 * (size_t)N) &&
+          last == round_up((size_t)(L - (nb - 1) * K) * block_numel, 16 * (size_t)N) && block >= last,
+          "%s N=%d K=%d: unit sizes U_1 %zu, U_last %zu", name, N, K, block, last);
     // the ZeRO formula: K-byte optimizer state sharded from stage 1, grads from 2, params at 3
     CHECK(p[0].zero_params == P * sb.param && p[0].zero_grads == P * sb.grad && p[0].zero_optimizer == P * sb.optimizer, "%s N=%d stage 0 formula", name, N);
     CHECK(p[1].zero_params == P * sb.param && p[1].zero_grads == P * sb.grad && p[1].zero_optimizer == PN * sb.optimizer, "%s N=%d stage 1 formula", name, N);
@@ -78,8 +113,9 @@ static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, 
     size_t rs_buffer = sb.reduce_scatter_in_place ? 0 : p[0].max_shard_size * sb.grad;
     CHECK(p[0].mem_buffers == rs_buffer && p[1].mem_buffers == rs_buffer, "%s stages 0-1 buffers = the reduce-scatter buffer (none in place)", name);
     CHECK(p[2].mem_grads == (PN + unit0 + 2 * block) * sb.grad, "%s stage 2 grads = shard + unit 0 + 2 blocks", name);
-    CHECK(p[3].mem_params == PN * sb.param && p[3].mem_buffers == (unit0 + 2 * block) * sb.param,
-          "%s stage 3 params = shard, buffers = unit 0 + (prefetch+1) blocks", name);
+    size_t slots = nb < 2 ? (size_t)nb : 2; // prefetch 1: D+1 = 2 slots, at most one per block unit
+    CHECK(p[3].mem_params == PN * sb.param && p[3].mem_buffers == (unit0 + slots * block) * sb.param,
+          "%s K=%d stage 3 params = shard, buffers = U_0 + min(D+1, units-1) U_1", name, K);
     // bytes per step: an all-reduce's bus bytes 2*S*(N-1)/N, done as reduce-scatter + all-gather
     double S = (double)P * sb.grad, ring = (double)(N - 1) / N;
     for (int s = 0; s < 3; s++) {
@@ -89,20 +125,32 @@ static void check_memory_and_comm(const char* name, const GPT2Config* c, int N, 
     double stage3 = p[3].comm_reduce_scatter + p[3].comm_all_gather;
     CHECK(N == 1 ? stage3 == 0 : fabs(stage3 / stage0 - 1.5) < 1e-12, "%s N=%d: stage 3 (always) moves %.6fx stage 0, not 1.5x", name, N, stage3 / stage0);
     ZeroPlan never, dflt, accum;
-    zero_plan_init(&never, c, 3, N, 0, 1, RESHARD_NEVER, 1, sb, 16);
-    zero_plan_init(&dflt, c, 3, N, 0, 1, RESHARD_DEFAULT, 1, sb, 16);
-    zero_plan_init(&accum, c, 3, N, 0, 3, RESHARD_ALWAYS, 1, sb, 16);
+    zero_plan_init(&never, c, 3, N, 0, 1, RESHARD_NEVER, 1, K, sb, 16);
+    zero_plan_init(&dflt, c, 3, N, 0, 1, RESHARD_DEFAULT, 1, K, sb, 16);
+    zero_plan_init(&accum, c, 3, N, 0, 3, RESHARD_ALWAYS, 1, K, sb, 16);
     CHECK(fabs(never.comm_reduce_scatter + never.comm_all_gather - stage0) < 0.5, "%s N=%d: 'never' should move what stage 0 moves", name, N);
-    CHECK(fabs(stage3 - (dflt.comm_reduce_scatter + dflt.comm_all_gather) - block * sb.param * ring) < 0.5,
-          "%s N=%d: 'default' should save exactly one block gather", name, N);
+    CHECK(fabs(stage3 - (dflt.comm_reduce_scatter + dflt.comm_all_gather) - last * sb.param * ring) < 0.5,
+          "%s N=%d K=%d: 'default' should save exactly the last unit's gather", name, N, K);
     CHECK(accum.comm_reduce_scatter == p[3].comm_reduce_scatter && fabs(accum.comm_all_gather - 3 * p[3].comm_all_gather) < 0.5,
           "%s N=%d: accumulation x3 must keep one reduce-scatter and gather 3x", name, N);
-    CHECK(never.mem_buffers == (unit0 + (size_t)c->num_layers * block) * sb.param, "%s 'never' holds every block", name);
+    CHECK(never.mem_buffers == (unit0 + (size_t)nb * block) * sb.param, "%s K=%d 'never' holds every block unit", name, K);
+    // collectives per step: one reduce-scatter per unit; stages 0-2 one all-gather per unit;
+    // stage 3 per micro-step unit 0 twice (once: never) and the block units nb + nb ('always'),
+    // nb + nb - 1 ('default'), nb ('never')
+    int calls_ok = 1;
+    for (int s = 0; s < 4; s++) { calls_ok &= p[s].calls_reduce_scatter == 1 + nb && (s == 3 || p[s].calls_all_gather == 1 + nb); }
+    calls_ok &= p[3].calls_all_gather == 2 + 2 * nb && dflt.calls_all_gather == 2 + 2 * nb - 1 && never.calls_all_gather == 1 + nb
+                && accum.calls_all_gather == 3 * (2 + 2 * nb) && accum.calls_reduce_scatter == 1 + nb;
+    CHECK(calls_ok, "%s N=%d K=%d: collectives per step (reduce-scatter %d, all-gather %d/%d/%d/%d)", name, N, K,
+          p[3].calls_reduce_scatter, p[3].calls_all_gather, dflt.calls_all_gather, never.calls_all_gather, accum.calls_all_gather);
+    // the 'default' all-gather bytes from the unit sizes: 2 U_0 + (P - U_0) + (P - U_0 - U_last)
+    CHECK(fabs(dflt.comm_all_gather - (double)(2 * unit0 + 2 * (P - unit0) - last) * sb.param * ring) < 0.5,
+          "%s N=%d K=%d: stage 3 'default' all-gather %.0f", name, N, K, dflt.comm_all_gather);
     // the scalars: two doubles (norm, loss) all-gathered per step
     CHECK(p[0].comm_scalars == 16.0 * (N - 1) && p[3].comm_scalars == 16.0 * (N - 1), "%s N=%d scalars", name, N);
     // the ring reduce-scatter's partial sums: 2 slices per reduce-scatter in flight; one at a
     // time in stages 0-1, unit 0 and two blocks in stages 2-3, all while accumulating
-    size_t S0 = p[0].shard_size[0], Sb = p[0].shard_size[1], two = c->num_layers < 2 ? (size_t)c->num_layers : 2;
+    size_t S0 = p[0].shard_size[0], Sb = p[0].shard_size[1], two = slots;
     int has_ring = sb.ring_scratch && N > 1;
     CHECK(p[0].mem_comm_scratch == (has_ring ? 2 * p[0].max_shard_size * sb.grad : 0) && p[1].mem_comm_scratch == p[0].mem_comm_scratch
           && p[2].mem_comm_scratch == (has_ring ? 2 * (S0 + two * Sb) * sb.grad : 0) && p[3].mem_comm_scratch == p[2].mem_comm_scratch
@@ -118,8 +166,8 @@ static void check_hybrid(const char* name, const GPT2Config* c, int N, int G, St
     int R = N / G, L = c->num_layers;
     for (int s = 1; s <= 3; s++) {
         ZeroPlan p, plain;
-        zero_plan_init(&p, c, s, N, G, 1, RESHARD_DEFAULT, 1, sb, 16);
-        zero_plan_init(&plain, c, s, N, 0, 1, RESHARD_DEFAULT, 1, sb, 16);
+        zero_plan_init(&p, c, s, N, G, 1, RESHARD_DEFAULT, 1, 1, sb, 16);
+        zero_plan_init(&plain, c, s, N, 0, 1, RESHARD_DEFAULT, 1, 1, sb, 16);
         const ParamLayout* lay = &p.layout;
         size_t P = lay->total, PG = P / G, unit0 = lay->unit_size[0], block = lay->unit_size[1];
         CHECK(p.group_size == G && p.replicas == R && P == plain.layout.total, "%s N=%d G=%d stage %d: groups, layout", name, N, G, s);
@@ -166,8 +214,8 @@ static void check_hybrid(const char* name, const GPT2Config* c, int N, int G, St
     // G = 1 holds what stage 0 holds: the full params, grads and optimizer state on every rank
     if (G == 1) {
         ZeroPlan p1, p0;
-        zero_plan_init(&p1, c, 1, N, 1, 1, RESHARD_DEFAULT, 0, sb, 16);
-        zero_plan_init(&p0, c, 0, N, 0, 1, RESHARD_DEFAULT, 0, sb, 16);
+        zero_plan_init(&p1, c, 1, N, 1, 1, RESHARD_DEFAULT, 0, 1, sb, 16);
+        zero_plan_init(&p0, c, 0, N, 0, 1, RESHARD_DEFAULT, 0, 1, sb, 16);
         CHECK(p1.mem_params == p0.mem_params && p1.mem_grads == p0.mem_grads && p1.mem_optimizer == p0.mem_optimizer,
               "%s N=%d: G = 1 stage 1 holds stage 0's params, grads and optimizer state", name, N);
     }
@@ -178,7 +226,7 @@ static void check_shrinks(const GPT2Config* c, int N, StateBytes sb) {
     size_t prev = (size_t)-1;
     for (int s = 0; s < 4; s++) {
         ZeroPlan p;
-        zero_plan_init(&p, c, s, N, 0, 1, RESHARD_DEFAULT, 1, sb, 16);
+        zero_plan_init(&p, c, s, N, 0, 1, RESHARD_DEFAULT, 1, 1, sb, 16);
         size_t total = p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers;
         CHECK(total < prev, "124M N=%d: stage %d holds %zu bytes, not less than stage %d's %zu", N, s, total, s - 1, prev);
         printf("GPT-2 124M, N=%d, %s: stage %d holds %.1f MB per rank (params %.1f, grads %.1f, optimizer %.1f, buffers %.1f)\n",
@@ -239,36 +287,42 @@ static void walk_use(ZeroWalk* w, const ZeroPlan* p, int u) {
     ZeroUse use = zero_walk_use(w, p, u);
     for (int k = 0; k < use.num_gather; k++) { walk_gathers[use.gather[k]]++; }
     if (w->state[u] != UNIT_GATHERED || (u > 0 && w->gather_slot_owner[zero_gather_slot(p, u)] != u)) { walk_ok = 0; }
-    int end = w->forward_only ? zero_forward_positions(w->L) : w->len;
+    int end = w->forward_only ? zero_forward_positions(w->nb) : w->len;
     for (int k = 0; k < p->prefetch && w->pos + k < end; k++) { // w->pos: already past u
         if (w->state[w->schedule[w->pos + k]] == UNIT_SHARDED) { walk_ok = 0; }
     }
 }
 
-static int walk_all_sharded(const ZeroWalk* w, int L) {
-    for (int u = 0; u <= L; u++) {
+static int walk_all_sharded(const ZeroWalk* w, int nb) {
+    for (int u = 0; u <= nb; u++) {
         if (w->state[u] != UNIT_SHARDED || w->gather_slot_owner[u] != -1) { return 0; }
     }
     return 1;
 }
 
+// As the trainers' forward: block l's unit is used at the unit's first block and released
+// (as the policy says) after its last.
 static void walk_forward(ZeroWalk* w, const ZeroPlan* p, int L) {
+    const ParamLayout* lay = &p->layout;
     walk_use(w, p, 0);
     if (!zero_walk_keep_after_forward(w, p, 0)) { zero_walk_release(w, p, 0); }
     for (int l = 0; l < L; l++) {
-        walk_use(w, p, 1 + l);
-        if (!zero_walk_keep_after_forward(w, p, 1 + l)) { zero_walk_release(w, p, 1 + l); }
+        int u = unit_of_block(lay, l);
+        if (l == unit_first_block(lay, u)) { walk_use(w, p, u); }
+        if (l == unit_last_block(lay, u) && !zero_walk_keep_after_forward(w, p, u)) { zero_walk_release(w, p, u); }
     }
     walk_use(w, p, 0); // lnf + head: stays gathered for the backward
     if (!zero_walk_keep_after_forward(w, p, 0)) { walk_ok = 0; }
 }
 
-static void check_walk(int L, ReshardPolicy reshard, int prefetch) {
+static void check_walk(int L, ReshardPolicy reshard, int prefetch, int K) {
     GPT2Config c = {8, 100, 128, L, 1, 4};
     ZeroPlan p;
-    zero_plan_init(&p, &c, 3, 2, 0, 1, reshard, prefetch, CPU, 16);
+    zero_plan_init(&p, &c, 3, 2, 0, 1, reshard, prefetch, K, CPU, 16);
+    const ParamLayout* lay = &p.layout;
+    int nb = p.block_units;
     ZeroWalk w;
-    zero_walk_init(&w, L);
+    zero_walk_init(&w, nb);
     walk_ok = 1;
     int slots_ok = 1, counts_ok = 1;
     for (int micro = 0; micro < 3; micro++) {
@@ -277,31 +331,33 @@ static void check_walk(int L, ReshardPolicy reshard, int prefetch) {
         walk_forward(&w, &p, L);
         walk_use(&w, &p, 0); // backward: head and lnf; the encoder's backward needs no params
         zero_walk_release(&w, &p, 0);
-        for (int l = L - 1; l >= 0; l--) {
-            int u = 1 + l;
-            walk_use(&w, &p, u);
-            int previous = zero_walk_grad_slot(&w, u);
-            if (previous != (u + 2 <= L ? u + 2 : -1)) { slots_ok = 0; }
-            zero_walk_release(&w, &p, u);
+        for (int l = L - 1; l >= 0; l--) { // as the trainers' backward: a unit from its last block to its first
+            int u = unit_of_block(lay, l);
+            if (l == unit_last_block(lay, u)) {
+                walk_use(&w, &p, u);
+                int previous = zero_walk_grad_slot(&w, u);
+                if (previous != (u + 2 <= nb ? u + 2 : -1)) { slots_ok = 0; }
+            }
+            if (l == unit_first_block(lay, u)) { zero_walk_release(&w, &p, u); }
         }
         zero_walk_reductions_done(&w);
         int blocks = 0;
-        for (int u = 1; u <= L; u++) { blocks += walk_gathers[u]; }
-        if (walk_gathers[0] != p.unit0_gathers || blocks != p.block_gathers) { counts_ok = 0; }
-        if (!walk_all_sharded(&w, L)) { walk_ok = 0; }
+        for (int u = 1; u <= nb; u++) { blocks += walk_gathers[u]; }
+        if (walk_gathers[0] != p.unit0_gathers || blocks != p.block_gathers || walk_gathers[0] + blocks != p.calls_all_gather) { counts_ok = 0; }
+        if (!walk_all_sharded(&w, nb)) { walk_ok = 0; }
     }
     // evaluation: a forward with no backward, then everything released
     memset(walk_gathers, 0, sizeof(walk_gathers));
     zero_walk_begin_micro_step(&w);
     w.forward_only = 1;
     walk_forward(&w, &p, L);
-    for (int u = 0; u <= L; u++) { zero_walk_release(&w, &p, u); }
+    for (int u = 0; u <= nb; u++) { zero_walk_release(&w, &p, u); }
     w.forward_only = 0;
     int blocks = 0;
-    for (int u = 1; u <= L; u++) { blocks += walk_gathers[u]; if (walk_gathers[u] != 1) { counts_ok = 0; } }
-    if (walk_gathers[0] != (reshard == RESHARD_NEVER ? 1 : 2) || blocks != L || !walk_all_sharded(&w, L)) { counts_ok = 0; }
-    CHECK(walk_ok && slots_ok && counts_ok, "walk L=%d reshard %s prefetch %d: used-before-gathered/prefetch %s, grad slots %s, gathers %s",
-          L, RESHARD_NAMES[reshard], prefetch, walk_ok ? "ok" : "wrong", slots_ok ? "ok" : "wrong", counts_ok ? "ok" : "wrong");
+    for (int u = 1; u <= nb; u++) { blocks += walk_gathers[u]; if (walk_gathers[u] != 1) { counts_ok = 0; } }
+    if (walk_gathers[0] != (reshard == RESHARD_NEVER ? 1 : 2) || blocks != nb || !walk_all_sharded(&w, nb)) { counts_ok = 0; }
+    CHECK(walk_ok && slots_ok && counts_ok, "walk L=%d K=%d reshard %s prefetch %d: used-before-gathered/prefetch %s, grad slots %s, gathers %s",
+          L, K, RESHARD_NAMES[reshard], prefetch, walk_ok ? "ok" : "wrong", slots_ok ? "ok" : "wrong", counts_ok ? "ok" : "wrong");
 }
 
 
@@ -309,11 +365,11 @@ static void check_walk(int L, ReshardPolicy reshard, int prefetch) {
 // the lowest stage whose total is no larger; one byte less, the lowest strictly smaller, or -1.
 // With G (-z auto -zg G, 0: none): stages 1-3 in groups of G, stage 0 plain.
 static void check_pick_stage(const char* name, const GPT2Config* c, int N, int G, StateBytes sb, size_t other) {
-    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, G};
+    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, G, 1};
     ZeroPlan ref[4], got[4];
     size_t total[4];
     for (int s = 0; s < 4; s++) {
-        zero_plan_init(&ref[s], c, s, N, s == 0 ? 0 : G, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, sb, 16);
+        zero_plan_init(&ref[s], c, s, N, s == 0 ? 0 : G, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, 1, sb, 16);
         total[s] = zero_plan_total(&ref[s]) + other;
     }
     for (int s = 0; s < 4; s++) {
@@ -334,7 +390,7 @@ static void check_pick_stage(const char* name, const GPT2Config* c, int N, int G
         for (int g = 1; g < G; g++) {
             if (N % g != 0) { continue; }
             ZeroPlan smaller;
-            zero_plan_init(&smaller, c, s, N, g, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, sb, 16);
+            zero_plan_init(&smaller, c, s, N, g, 1, RESHARD_DEFAULT, s == 3 ? 1 : 0, 1, sb, 16);
             CHECK(zero_plan_total(&smaller) >= zero_plan_total(&ref[s]), "%s N=%d stage %d: G=%d holds %zu bytes, less than G=%d's %zu",
                   name, N, s, g, zero_plan_total(&smaller), G, zero_plan_total(&ref[s]));
         }
@@ -350,7 +406,7 @@ static void check_gpt2_sizes(void) {
     for (int i = 0; i < 4; i++) {
         GPT2Config c = config_for_depth(depth[i], 1024);
         ParamLayout lay;
-        layout_init(&lay, &c, 1);
+        layout_init(&lay, &c, 1, 1);
         size_t real_vocab = lay.num_parameters - (size_t)(c.padded_vocab_size - c.vocab_size) * c.channels;
         CHECK(real_vocab == published[i] && c.channels / c.num_heads == 64,
               "d%d: %zu parameters (C %d, NH %d), GPT-2 has %zu", depth[i], real_vocab, c.channels, c.num_heads, published[i]);
@@ -366,20 +422,29 @@ int main(int argc, char** argv) {
     GPT2Config tiny = {1024, 50257, 50304, 2, 4, 64};
     GPT2Config micro = {8, 100, 128, 3, 1, 4}; // blocks of 260 elements: smaller than 16*N for N >= 17
     int Ns[] = {1, 2, 3, 4, 7, 8, 64, 512};
+    int d12_units[] = {1, 2, 3, 4, 5, 6, 7, 12}; // 5 and 7 do not divide 12: the last unit holds the rest
     for (int i = 0; i < 8; i++) {
-        check_layout("micro", &micro, Ns[i]);
-        check_memory_and_comm("micro", &micro, Ns[i], CPU);
+        for (int K = 1; K <= 3; K++) {
+            check_layout("micro", &micro, Ns[i], K);
+            check_memory_and_comm("micro", &micro, Ns[i], CPU, K);
+        }
         if (Ns[i] <= 64) {
-            check_layout("tiny", &tiny, Ns[i]);
-            check_memory_and_comm("tiny", &tiny, Ns[i], CPU);
-            check_layout("d12", &d12, Ns[i]);
-            check_memory_and_comm("d12", &d12, Ns[i], CPU);
-            check_memory_and_comm("d12 cuda", &d12, Ns[i], CUDA);
+            for (int K = 1; K <= 2; K++) {
+                check_layout("tiny", &tiny, Ns[i], K);
+                check_memory_and_comm("tiny", &tiny, Ns[i], CPU, K);
+            }
+            for (int k = 0; k < 8; k++) {
+                check_layout("d12", &d12, Ns[i], d12_units[k]);
+                check_memory_and_comm("d12", &d12, Ns[i], CPU, d12_units[k]);
+                check_memory_and_comm("d12 cuda", &d12, Ns[i], CUDA, d12_units[k]);
+            }
         }
     }
     for (int L = 1; L <= 6; L++) {
-        for (int r = 0; r < 3; r++) {
-            for (int d = 0; d <= 7; d++) { check_walk(L, (ReshardPolicy)r, d); }
+        for (int K = 1; K <= L; K++) {
+            for (int r = 0; r < 3; r++) {
+                for (int d = 0; d <= 7; d++) { check_walk(L, (ReshardPolicy)r, d, K); }
+            }
         }
     }
     for (int N = 1; N <= 8; N *= 2) {

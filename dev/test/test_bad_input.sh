@@ -123,6 +123,8 @@ case_ "-zg with -z 0"        "flag -zg applies only to -z 1, 2, 3 or auto (got -
 case_ "-zg 0"                "flag -zg expects ranks per shard group >= 1, got 0" "${M[@]}" -z 1 -zg 0
 case_ "-zg 0 with -z auto"   "flag -zg expects ranks per shard group >= 1, got 0" "${M[@]}" -z auto -zm 100 -zg 0
 case_ "-zg 2 on 1 rank"      "flag -zg 2 must divide the 1 ranks" "${M[@]}" -z 2 -zg 2
+case_ "-zu 0"                "flag -zu expects blocks per unit 1..2 (the model's layers), got 0" "${M[@]}" -zu 0
+case_ "-zu L+1"              "flag -zu expects blocks per unit 1..2 (the model's layers), got 3" "${M[@]}" -zu 3
 case_ "bad -e depth"         "flag -e: fresh model depth must be 1..48, got 'd99'" -e d99 -i "$TRAIN" -j "$VAL"
 case_ "output dir unusable"  "cannot open '$tmp/empty.bin/main.log'" "${M[@]}" -o "$tmp/empty.bin"
 # -h 1 (HellaSwag): flags and eval files, checked at start-up

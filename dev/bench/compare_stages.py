@@ -14,14 +14,18 @@ into auto.csv and onto memory.png. With --groups G [G ...], one more run per G o
 --group-stage (default 3) with hybrid sharding -zg G: a second table under the first (memory per
 rank, bytes inside the group and across the groups, each measured and planned, losses), groups.csv
 and groups.png (memory per rank and bytes per step against G, with stage 0 and the plain stage).
+into auto.csv and onto memory.png. With --unit-blocks K,K,... stage 3 runs once per unit size
+(-zu K; K = 1 is the stage-3 run above): a second table (units.md, also in compare.md),
+units.csv and units.png (memory per rank and collectives per step against K).
 
     /usr/bin/python3 dev/bench/compare_stages.py                       # tiny model, N=4 (what CI runs)
     /usr/bin/python3 dev/bench/compare_stages.py --model gpt2_124M.bin --ranks 4 --steps 4
     /usr/bin/python3 dev/bench/compare_stages.py --recompute 2 --auto 80  # -r 2 everywhere; -z auto -zm 80
     /usr/bin/python3 dev/bench/compare_stages.py --groups 1 2             # + stage 3 in shard groups of 1 and 2
+    /usr/bin/python3 dev/bench/compare_stages.py --unit-blocks 1,2        # stage 3 with 1 and 2 blocks per unit
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu --ranks 2 --steps 3     # a GPU
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 # the CPU emulator
-    make compare                                                       # the same as the first line
+    make compare                                                       # the first line with --unit-blocks 1,2
 
 --trainer is the CPU trainer (train_gpt2, built with MPI) or a CUDA one (train_gpt2cu,
 train_gpt2fp32cu, their _emu builds; told apart by their -h). For a CUDA trainer the model
@@ -120,18 +124,31 @@ def parse_memory(args, text, what):
     return r
 
 
-def run_stage(args, stage, group=None):
-    """Runs one stage (with -zg GROUP if given); returns the parsed numbers."""
-    name, flags = "z%d" % stage, ["-x", str(args.steps), "-z", str(stage)]
+def run_stage(args, stage, group=None, unit_blocks=1):
+    """Runs one stage (with -zg GROUP if given, -zu unit_blocks when not 1); returns the parsed numbers."""
+    name, flags, what = "z%d" % stage, ["-x", str(args.steps), "-z", str(stage)], "stage %d" % stage
     if group is not None:
         name, flags = "z%dg%d" % (stage, group), flags + ["-zg", str(group)]
+    if unit_blocks != 1:
+        name, what = "z%d_zu%d" % (stage, unit_blocks), "stage %d -zu %d" % (stage, unit_blocks)
+        flags += ["-zu", str(unit_blocks)]
     rc, text = launch(args, name, flags)
     if rc != 0:
-        die("%s failed (exit %d):\n%s" % (name, rc, "\n".join(text.splitlines()[-5:])))
+        die("%s failed (exit %d):\n%s" % (what, rc, "\n".join(text.splitlines()[-5:])))
     r = {"stage": stage, "group": group if group is not None else args.ranks}
-    r.update(parse_memory(args, text, "stage %d" % stage))
+    r.update(parse_memory(args, text, what))
     if r["table_stage"] != stage:
         die("stage %d: the trainer's table says stage %d" % (stage, r["table_stage"]))
+    m = re.search(r"^ZeRO stage \d, .*?(\d+) blocks per unit \((\d+) units\)", text, re.M)
+    r["unit_blocks"], r["units"] = int(m.group(1)), int(m.group(2))
+    if r["unit_blocks"] != unit_blocks:
+        die("%s: the trainer's table says %d blocks per unit" % (what, r["unit_blocks"]))
+    m = re.search(r"^collectives per step \(plan\): reduce-scatter (\d+), all-gather (\d+)$", text, re.M)
+    r["plan_rs_calls"], r["plan_ag_calls"] = int(m.group(1)), int(m.group(2))
+    calls = set(re.findall(r"\| collectives: reduce-scatter (\d+) all-gather (\d+) \|", text))
+    if args.ranks > 1 and len(calls) != 1:
+        die("%s: the steps counted different collectives: %s" % (what, sorted(calls)))
+    r["rs_calls"], r["ag_calls"] = map(int, calls.pop()) if calls else (0, 0)
     m = re.search(r"^comm per step \(plan, bus bytes\): reduce-scatter (\d+), all-gather (\d+), scalars (\d+)", text, re.M)
     r["plan_rs"], r["plan_ag"], r["plan_scalars"] = map(int, m.groups())
     # -zg: the all-reduce across the groups (absent: one group, nothing across)
@@ -188,10 +205,11 @@ def run_auto(args, results):
     return a
 
 
-def plan_for_ranks(args, ranks):
+def plan_for_ranks(args, ranks, unit_blocks=1):
     cmd = [os.path.join(ROOT, "dev/bench/zero_plan_print")]
     if args.is_cuda:
         cmd += ["--cuda", "2" if args.precision == "bf16" else "4"]
+    cmd += ["--zu", str(unit_blocks)]
     proc = subprocess.run(cmd + [args.model] + [str(n) for n in ranks], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         die("zero_plan_print failed: " + proc.stderr.strip())
@@ -250,6 +268,61 @@ def table(args, results, auto):
     if auto is not None:
         lines += ["", auto_line(args, auto)]
     return "\n".join(lines) + "\n"
+
+
+UNIT_KEYS = ["unit_blocks", "units", "largest_unit", "params", "grads", "optimizer", "buffers", "plan_params", "plan_grads",
+             "plan_optimizer", "plan_buffers", "rs_calls", "ag_calls", "plan_rs_calls", "plan_ag_calls", "rs", "ag",
+             "plan_rs", "plan_ag", "ms", "tok_s"]
+
+
+def units_table(args, units):
+    """Stage 3 per unit size K: what a rank holds and what a step moves, in how many collectives."""
+    head = ["K (-zu)", "units", "largest unit MB", "grads MB", "buffers MB", "state allocated MB", "state plan MB",
+            "collectives/step (rs + ag)", "plan collectives", "all-gather MB/step", "plan all-gather MB/step", "ms/step",
+            "final loss"]
+    lines = ["Stage 3 by unit size, -zu K blocks per unit: %s)" % caption(args, units), "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for u in units:
+        lines.append("| " + " | ".join([
+            str(u["unit_blocks"]), str(u["units"]), "%.1f" % (u["largest_unit"] * u["elem_bytes"] / MB),
+            "%.1f" % (u["grads"] / MB), "%.1f" % (u["buffers"] / MB), "%.1f" % (state(u) / MB),
+            "%.1f" % (state(u, "plan_") / MB), "%d + %d" % (u["rs_calls"], u["ag_calls"]),
+            "%d + %d" % (u["plan_rs_calls"], u["plan_ag_calls"]), "%.2f" % (u["ag"] / MB), "%.2f" % (u["plan_ag"] / MB),
+            "%.0f" % u["ms"], u["losses"][-1]]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def units_chart(args, units):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    x = range(len(units))
+    labels = ["K=%d\n(%d units)" % (u["unit_blocks"], u["units"]) for u in units]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.5))
+    bottom = [0.0] * len(units)
+    for key, color in [("params", "#4c72b0"), ("grads", "#dd8452"), ("optimizer", "#55a868"), ("buffers", "#8172b3")]:
+        vals = [u[key] / MB for u in units]
+        ax.bar(x, vals, bottom=bottom, color=color, label=key)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xticks(list(x), labels)
+    ax.set_ylabel("allocated per rank (MB)")
+    ax.set_title("Stage 3 model state per rank by unit size", fontsize=10)
+    ax.legend(fontsize=8)
+    calls = [u["rs_calls"] + u["ag_calls"] for u in units]
+    bx.bar(x, calls, color="#c44e52", label="collectives per step (counted)")
+    bx.plot(list(x), [u["plan_rs_calls"] + u["plan_ag_calls"] for u in units], "k_", markersize=30, mew=2, label="plan")
+    bx.set_xticks(list(x), labels)
+    bx.set_ylabel("reduce-scatters + all-gathers per step")
+    cx = bx.twinx()
+    cx.plot(list(x), [u["ag"] / MB for u in units], "o-", color="#4c72b0", label="all-gather MB/step")
+    cx.set_ylabel("all-gather per rank per step (MB)")
+    cx.set_ylim(bottom=0)
+    bx.set_title("Fewer, larger collectives: %s, %d ranks" % (os.path.basename(args.model), args.ranks), fontsize=10)
+    handles = bx.get_legend_handles_labels()[0] + cx.get_legend_handles_labels()[0]
+    bx.legend(handles, [h.get_label() for h in handles], fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "units.png"), dpi=100)
+    plt.close(fig)
 
 
 def charts(args, results, plan_rows, auto):
@@ -421,6 +494,8 @@ def main():
     ap.add_argument("--groups", type=int, nargs="+", default=[], metavar="G",
                     help="one more run per G: --group-stage with hybrid sharding -zg G (G divides --ranks)")
     ap.add_argument("--group-stage", type=int, choices=[1, 2, 3], default=3, help="the stage of the --groups runs")
+    ap.add_argument("--unit-blocks", default=None, metavar="K[,K...]",
+                    help="also run stage 3 with -zu K for each K (blocks per unit): units.md, units.csv, units.png")
     ap.add_argument("--out", default="log_compare", help="output folder")
     ap.add_argument("--cuda", action="store_true", help=argparse.SUPPRESS)  # gone: refused with a pointer to --trainer
     args = ap.parse_args()
@@ -434,6 +509,14 @@ def main():
             die("--groups: %d does not divide --ranks %d (shard groups are all the same size)" % (g, args.ranks))
     if args.auto is not None and not args.auto > 0:
         die("--auto expects MB > 0, got %g" % args.auto)
+    unit_blocks = []
+    if args.unit_blocks is not None:
+        try:
+            unit_blocks = [int(k) for k in args.unit_blocks.split(",")]
+        except ValueError:
+            unit_blocks = [0]
+        if not unit_blocks or min(unit_blocks) < 1 or len(set(unit_blocks)) != len(unit_blocks):
+            die("--unit-blocks expects distinct blocks per unit >= 1, comma-separated, got '%s'" % args.unit_blocks)
     if not os.path.exists(os.path.join(ROOT, args.trainer)):
         die("'%s' not found (make; make cuda or make emu for the CUDA trainers)" % args.trainer)
     args.is_cuda = is_cuda_trainer(args.trainer)
@@ -457,6 +540,7 @@ def main():
     args.precision = results[0].get("precision")
     auto = run_auto(args, results) if args.auto is not None else None
     groups = [run_stage(args, args.group_stage, g) for g in args.groups]
+    units = [results[3] if k == 1 else run_stage(args, 3, unit_blocks=k) for k in sorted(unit_blocks)]
     plan_rows = plan_for_ranks(args, sorted(set([1, 2, 4, 8, args.ranks])))
     for r in results:  # the chart's plan (zero_plan_print) is the one the trainer printed, at this N
         p = [q for q in plan_rows if q["ranks"] == args.ranks and q["stage"] == r["stage"]][0]
@@ -464,9 +548,19 @@ def main():
             die("zero_plan_print says stage %d holds %d bytes per rank at N=%d, the trainer's plan %d: its bytes "
                 "per element are not this trainer's" % (r["stage"], p["plan_total"], args.ranks, state(r, "plan_")))
 
+    for u in units:  # the plan's largest unit and total from zero_plan_print = the trainer's plan
+        p = [q for q in plan_for_ranks(args, [args.ranks], u["unit_blocks"]) if q["stage"] == 3][0]
+        if p["plan_total"] != state(u, "plan_") or p["units"] != u["units"]:
+            die("zero_plan_print --zu %d says %d bytes in %d units, the trainer's plan %d bytes in %d units"
+                % (u["unit_blocks"], p["plan_total"], p["units"], state(u, "plan_"), u["units"]))
+        u["largest_unit"] = p["largest_unit"]  # elements
+        u["elem_bytes"] = 2 if args.is_cuda and args.precision == "bf16" else 4  # a parameter's bytes
+
     md = table(args, results, auto)
     if groups:
         md += "\n" + group_table(args, results, groups)
+    if units:
+        md += "\n" + units_table(args, units)
     print(md)
     with open(os.path.join(args.out, "compare.md"), "w") as f:
         f.write(md)
@@ -500,8 +594,20 @@ def main():
         written += ", groups.csv"
         group_chart(args, results, groups)
         written += ", groups.png"
+    pngs = "memory.png, comm.png, throughput.png, loss.png, memory_vs_ranks.png"
+    if units:
+        with open(os.path.join(args.out, "units.md"), "w") as f:
+            f.write(units_table(args, units))
+        with open(os.path.join(args.out, "units.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["ranks"] + UNIT_KEYS + ["losses", "stage0_losses"])
+            for u in units:
+                w.writerow([args.ranks] + [u[k] for k in UNIT_KEYS] + [" ".join(u["losses"]), " ".join(results[0]["losses"])])
+        written += ", units.md, units.csv"
+        pngs += ", units.png"
+        units_chart(args, units)
     charts(args, results, plan_rows, auto)
-    print("wrote %s/{%s, memory.png, comm.png, throughput.png, loss.png, memory_vs_ranks.png}" % (args.out, written))
+    print("wrote %s/{%s, %s}" % (args.out, written, pngs))
 
 
 if __name__ == "__main__":

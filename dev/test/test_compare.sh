@@ -3,6 +3,10 @@
 #  - the CPU trainer on the tiny model, 4 ranks: its table must agree with the plan (bytes sent
 #    per step and bytes allocated per category, stage by stage), all four stages must print the
 #    same losses, and every chart must be written; dev/plot_log.py must draw a run's log;
+#  - in the same run, --unit-blocks 1,2 (stage 3 with -zu 1 and 2; L = 2): each K's allocated,
+#    sent and counted collectives = its plan, the collectives = 1 + ceil(L/K) reduce-scatters and
+#    2 + 2 ceil(L/K) - 1 all-gathers, losses = stage 0's to 1e-5 relative (at N = 4 the ring adds
+#    an element's 4 addends in an order that depends on the slice boundaries, which K moves);
 #  - --recompute 2 --auto MB (2 steps): every stage's activations column is smaller than without
 #    -r, the losses are the same, and -z auto's reported pick is a stage whose total fits the
 #    budget while the next lower stage's does not (the budget is stage 0's total less 0.1 MB,
@@ -43,18 +47,37 @@ if len(rows) == 4 and not (int(rows[0]["rs"]) + int(rows[0]["ag"]) == int(rows[1
 print("\n".join(fails) if fails else "consistent")
 PY
 
-if ! /usr/bin/python3 dev/bench/compare_stages.py --out "$tmp/cmp" > "$tmp/out.txt" 2>&1; then
+if ! /usr/bin/python3 dev/bench/compare_stages.py --unit-blocks 1,2 --out "$tmp/cmp" > "$tmp/out.txt" 2>&1; then
     bad "compare_stages.py ran"; tail -5 "$tmp/out.txt"
 else
-    ok "compare_stages.py ran ($(grep -c '^| [0-3] ' "$tmp/out.txt") stage rows in the printed table)"
+    ok "compare_stages.py ran ($(grep -c '^| [0-3] (' "$tmp/out.txt") stage rows in the printed table)"
     /usr/bin/python3 "$tmp/check.py" "$tmp/cmp/compare.csv" > "$tmp/check.txt"
     [ "$(cat "$tmp/check.txt")" = "consistent" ] && ok "table = plan (bytes sent and allocated, every stage); the 4 loss columns match" \
         || { bad "table vs plan"; cat "$tmp/check.txt"; }
+    /usr/bin/python3 - "$tmp/cmp/units.csv" > "$tmp/check.txt" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+fails = [] if [r["unit_blocks"] for r in rows] == ["1", "2"] else ["unit sizes %s" % [r["unit_blocks"] for r in rows]]
+for r in rows:
+    K, nb = int(r["unit_blocks"]), -(-2 // int(r["unit_blocks"]))  # the tiny model: L = 2
+    for got in ["params", "grads", "optimizer", "buffers", "rs", "ag", "rs_calls", "ag_calls"]:
+        if r[got] != r["plan_" + got]:
+            fails.append("K=%d: %s %s != plan %s" % (K, got, r[got], r["plan_" + got]))
+    if (int(r["units"]), int(r["rs_calls"]), int(r["ag_calls"])) != (1 + nb, 1 + nb, 2 + 2 * nb - 1):
+        fails.append("K=%d: %s units, %s + %s collectives" % (K, r["units"], r["rs_calls"], r["ag_calls"]))
+    for a, b in zip(r["losses"].split(), r["stage0_losses"].split()):
+        if abs(float(a) - float(b)) > 1e-5 * float(b):
+            fails.append("K=%d: loss %s vs stage 0's %s" % (K, a, b))
+print("\n".join(fails) if fails else "consistent")
+PY
+    [ "$(cat "$tmp/check.txt")" = "consistent" ] && grep -q "^| 2 | 2 | " "$tmp/cmp/compare.md" \
+        && ok "--unit-blocks 1,2: each K's memory, bytes and collectives = plan = 1 + L/K units' arithmetic; losses = stage 0's" \
+        || { bad "--unit-blocks"; cat "$tmp/check.txt"; }
     good=1
-    for f in compare.md compare.csv memory.png comm.png throughput.png loss.png memory_vs_ranks.png; do
+    for f in compare.md compare.csv units.md units.csv memory.png comm.png throughput.png loss.png memory_vs_ranks.png units.png; do
         [ -s "$tmp/cmp/$f" ] || { good=0; echo "     missing $f"; }
     done
-    [ $good -eq 1 ] && ok "table, CSV and five charts written" || bad "outputs missing"
+    [ $good -eq 1 ] && ok "tables, CSVs and six charts written" || bad "outputs missing"
     if /usr/bin/python3 dev/plot_log.py "$tmp/cmp/z0/main.log" "$tmp/cmp/z3/main.log" -o "$tmp/loss.png" > /dev/null && [ -s "$tmp/loss.png" ]; then
         ok "plot_log.py draws two runs' logs"
     else bad "plot_log.py"; fi

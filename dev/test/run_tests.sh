@@ -29,6 +29,7 @@ run_test "bad input" bash dev/test/test_bad_input.sh
 run_test "train_gpt2 command line" bash dev/test/test_train_cli.sh
 run_test "activation recompute -r 0/1/2 (CPU)" bash dev/test/test_recompute.sh
 run_test "-z auto (CPU)" bash dev/test/test_zero_auto.sh
+run_test "unit size -zu K (CPU)" env UNIT_SIZE_SECTIONS="A B C" bash dev/test/test_unit_size.sh
 run_test "OpenAI's GPT-2 weights from safetensors (synthetic files)" bash dev/test/test_openai_weights.sh
 run_test "FineWeb prep (local parquet fixture: decode, resume, bad input, trainer)" bash dev/test/test_fineweb.sh
 run_test "the GPT-2 recipe, shrunk (fixture data, 2 ranks, a failure resumed, Slurm on the emulator)" bash dev/test/test_recipe.sh
@@ -73,6 +74,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated ZeRO stages over NCCL (eager schedule)" env EMU_SCHEDULE=eager bash dev/test/test_zero_emu.sh
     run_test "-z auto (emulated CUDA)" env TRAIN=./train_gpt2cu_emu EMU_THREADS=2 bash dev/test/test_zero_auto.sh
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu
+    run_test "unit size -zu K (emulated CUDA, fp32)" env UNIT_SIZE_SECTIONS=D bash dev/test/test_unit_size.sh
     run_test "emulated train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu_emu bash dev/test/test_bad_input.sh
     run_test "emulated start-up: srun/PMI variables with -pn flags, comm stream priority" bash dev/test/test_comm_start.sh
 else

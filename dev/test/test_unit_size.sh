@@ -18,8 +18,10 @@
 #     uninterrupted run.
 #  D. the CUDA trainer on the emulator (train_gpt2fp32cu_emu, a fresh d3: L = 3, K = 2 leaves a
 #     last unit of 1 block), N = 2: K = 1 stage 0, K = 2 stages 0 and 3, K = 3 stage 3; the
-#     same arithmetic, and byte-identical to K = 1 stage 0 (the emulated NCCL adds in rank order).
-# usage: dev/test/test_unit_size.sh   (train_gpt2 with MPI; D needs make train_gpt2fp32cu_emu)
+#     same arithmetic, and byte-identical to K = 1 stage 0 (the emulated NCCL adds in rank order);
+#     and the bf16 build (train_gpt2cu_emu, the tiny bf16 model, L = 2): K = 2 stage 3 against
+#     K = 1 stage 0 the same way.
+# usage: dev/test/test_unit_size.sh   (train_gpt2 with MPI; D needs make train_gpt2fp32cu_emu train_gpt2cu_emu)
 # UNIT_SIZE_SECTIONS picks sections (default "A B C D"; C needs A's runs).
 set -u
 cd "$(dirname "$0")/../.."
@@ -39,13 +41,14 @@ zrun() {
     [ $rc -eq 0 ] || { echo "     run $name (N=$n $*) exited $rc:"; tail -3 "$tmp/$name.txt"; }
     return $rc
 }
-# erun NAME N ARGS...: the emulated fp32 CUDA trainer on a fresh d3, N processes (-pn) into $tmp/NAME
+# erun NAME N ARGS...: the emulated fp32 CUDA trainer on a fresh d3, N processes (-pn) into
+# $tmp/NAME; EMU_BIN and EMU_MODEL pick another build and model
 erun() {
     local name=$1 n=$2; shift 2
     local pids=() r log rc=0
     for ((r = n - 1; r >= 0; r--)); do
         log="$tmp/$name.txt"; [ $r -gt 0 ] && log="$tmp/$name.r$r.txt"
-        NCCL_HOSTID="unitsize-$name-$r" timeout 600 ./train_gpt2fp32cu_emu -e d3 "${DATA[@]}" -v 0 -s 0 -b 2 -t 32 -x 2 -wt 120 \
+        NCCL_HOSTID="unitsize-$name-$r" timeout 600 ${EMU_BIN:-./train_gpt2fp32cu_emu} -e ${EMU_MODEL:-d3} "${DATA[@]}" -v 0 -s 0 -b 2 -t 32 -x 2 -wt 120 \
             -o "$tmp/$name" -pn "$n" -pr "$r" -pi fs -pf "$tmp/rdv_$name" "$@" > "$log" 2>&1 &
         pids+=($!)
     done
@@ -158,6 +161,20 @@ elif [ -x ./train_gpt2fp32cu_emu ]; then
         same_run $name d_k1_z0 2 && ok "$name: losses, norms, final model byte-identical to K=1 stage 0" \
             || { bad "$name differs from K=1 stage 0"; paste <(losses $name) <(losses d_k1_z0) <(norms $name) <(norms d_k1_z0); }
     done
+    if [ -x ./train_gpt2cu_emu ]; then # bf16: 2-byte params and grads; the tiny model's C = 64
+        for cfg in "1 0" "2 3"; do
+            set -- $cfg
+            name=bf16_k$1_z$2
+            EMU_BIN=./train_gpt2cu_emu EMU_MODEL=gpt2_tiny_bf16.bin erun $name 2 -z $2 -zu $1 || { bad "$name ran"; continue; }
+            check_stage $name 2 $2 "$BYTES_BF16"
+        done
+        units 2 64 2 2 # the tiny model at N = 2, K = 2: one block unit
+        [ "$(mem bf16_k2_z3 "gather buffers" 2)" = "$(( (U0 + U1) * 2 ))" ] && grep -q "2 blocks per unit (2 units)" "$tmp/bf16_k2_z3.txt" \
+            && same_run bf16_k2_z3 bf16_k1_z0 2 && ok "bf16, K=2 stage 3: gather buffers (U0 + U1) x 2 bytes; byte-identical to K=1 stage 0" \
+            || { bad "bf16, K=2 stage 3"; paste <(losses bf16_k2_z3) <(losses bf16_k1_z0) <(norms bf16_k2_z3) <(norms bf16_k1_z0); }
+    else
+        bad "train_gpt2cu_emu not built (make train_gpt2cu_emu)"
+    fi
 else
     bad "train_gpt2fp32cu_emu not built (make train_gpt2fp32cu_emu)"
 fi

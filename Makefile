@@ -70,7 +70,8 @@ endif
 GPU_COMPUTE_CAPABILITY ?= 80 90
 NVCC_ARCH = $(foreach cc,$(GPU_COMPUTE_CAPABILITY),-gencode arch=compute_$(cc),code=sm_$(cc))
 # warnings are errors: CI cannot run CUDA code, so it must at least compile cleanly
-NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno --Werror all-warnings
+# -fopenmp: host loops over elements (the optimizer update with -zo 1) use the CPU's threads
+NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno,-fopenmp --Werror all-warnings
 NVCC_LDLIBS = -lcublasLt -lcudart
 # Several GPUs: NCCL, and MPI for mpirun starts when mpicc exists. NO_MULTI_GPU=1 builds
 # one-process trainers without NCCL; NO_USE_MPI=1 leaves MPI out (ranks then start with

@@ -148,7 +148,7 @@ static float reference_step(GPT2* model, const int* x, const int* y, int B, int 
     return loss;
 }
 
-static const ZeroOptions STAGE0 = {0, 1, RESHARD_DEFAULT, 0, 0, 1};
+static const ZeroOptions STAGE0 = {0, 1, RESHARD_DEFAULT, 0, 0, 1, 0};
 
 // 1. the fp32 and bf16 files: same parameters after rounding to floatX (fp32 build: the bf16
 // file is the fp32 weights rounded, so only its own round trip is exact; compare in bf16)
@@ -200,7 +200,7 @@ static void check_resume(GPT2* model, Comm* comm, const int* x, const int* y, in
     if (system(cmd) != 0) { printf("note: could not remove %s\n", dir); }
 }
 
-// 6. every stage on one process gives stage 0's bits
+// 6. every stage on one process, with and without the optimizer offload (-zo 1), gives stage 0's bits
 static void check_stages(Comm* comm, const char* model_path, const int* x, const int* y, int B, int T) {
     const int steps = 4;
     float loss0[4], norm0[4];
@@ -209,9 +209,11 @@ static void check_stages(Comm* comm, const char* model_path, const int* x, const
     for (int k = 0; k < steps; k++) { loss0[k] = reference_step(&base, x, y, B, T, k + 1, &norm0[k]); }
     gpt2_free(&base);
     const ZeroOptions variants[] = {
-        {1, 1, RESHARD_DEFAULT, 0, 0, 1}, {2, 1, RESHARD_DEFAULT, 0, 0, 1}, {3, 1, RESHARD_DEFAULT, 1, 0, 1},
-        {3, 1, RESHARD_DEFAULT, 0, 0, 1}, {3, 1, RESHARD_ALWAYS, 2, 0, 1}, {3, 1, RESHARD_NEVER, 0, 0, 1},
-        {0, 1, RESHARD_DEFAULT, 0, 0, 2}, {3, 1, RESHARD_DEFAULT, 1, 0, 2}, // two blocks per unit (-zu 2)
+        {1, 1, RESHARD_DEFAULT, 0, 0, 1, 0}, {2, 1, RESHARD_DEFAULT, 0, 0, 1, 0}, {3, 1, RESHARD_DEFAULT, 1, 0, 1, 0},
+        {3, 1, RESHARD_DEFAULT, 0, 0, 1, 0}, {3, 1, RESHARD_ALWAYS, 2, 0, 1, 0}, {3, 1, RESHARD_NEVER, 0, 0, 1, 0},
+        {0, 1, RESHARD_DEFAULT, 0, 0, 2, 0}, {3, 1, RESHARD_DEFAULT, 1, 0, 2, 0}, // two blocks per unit (-zu 2)
+        // -zo 1: the host's AdamW on the offloaded state (llmc/adamw.cuh's twin of the kernel)
+        {1, 1, RESHARD_DEFAULT, 0, 0, 1, 1}, {2, 1, RESHARD_DEFAULT, 0, 0, 1, 1}, {3, 1, RESHARD_DEFAULT, 1, 0, 1, 1},
     };
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
         GPT2 z;
@@ -219,8 +221,8 @@ static void check_stages(Comm* comm, const char* model_path, const int* x, const
         float lz[4], nz[4];
         for (int k = 0; k < steps; k++) { lz[k] = reference_step(&z, x, y, B, T, k + 1, &nz[k]); }
         char what[160];
-        snprintf(what, sizeof(what), "one process, stage %d (reshard %s, prefetch %d, %d blocks per unit): stage 0's losses and norms, bit for bit",
-                 variants[i].stage, RESHARD_NAMES[variants[i].reshard], variants[i].prefetch, variants[i].unit_blocks);
+        snprintf(what, sizeof(what), "one process, stage %d (reshard %s, prefetch %d, %d blocks per unit, offload %d): stage 0's losses and norms, bit for bit",
+                 variants[i].stage, RESHARD_NAMES[variants[i].reshard], variants[i].prefetch, variants[i].unit_blocks, variants[i].offload);
         int same = memcmp(lz, loss0, sizeof(lz)) == 0 && memcmp(nz, norm0, sizeof(nz)) == 0;
         count_check(same);
         printf("%s %s\n", same ? "OK  " : "FAIL", what);

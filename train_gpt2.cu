@@ -110,8 +110,9 @@ typedef struct {
     float* dbias_scratch; // matmul backward's bias partial sums
 } Activations;
 
-// Bytes on the GPU, per category (the start-up table compares them with the plan).
-typedef struct { size_t params, grads, optimizer, buffers, activations, workspace; } MemoryUse;
+// Bytes on the GPU, per category (the start-up table compares them with the plan), and in pinned
+// host memory with the optimizer state offloaded (-zo 1).
+typedef struct { size_t params, grads, optimizer, buffers, activations, workspace, host_optimizer, host_staging; } MemoryUse;
 
 typedef struct {
     GPT2Config config;
@@ -130,10 +131,19 @@ typedef struct {
     floatX* grad_unit0;     // (unit_size[0]) stages 2-3 without accumulation: unit 0's gradient
     floatX* grad_blocks;    // (2, unit_size[1]) stages 2-3 without accumulation: block unit u in slot (u-1) % 2
     // fp32 master weights and AdamW moments: (layout.total) in stage 0, (plan.shard_total) from
-    // stage 1 on. AdamW updates the master; the floatX params are its rounding.
+    // stage 1 on. AdamW updates the master; the floatX params are its rounding. With -zo 1 they
+    // are pinned host memory and the host updates them (the offload section).
     float* master;
     float* m;
     float* v;
+    // optimizer-state offload (-zo 1, stages 1-3; the offload section)
+    int offload;
+    floatX* grad_host;      // (plan.shard_total) pinned: the reduced grad shard, copied down unit by unit
+    floatX* param_host;     // (plan.shard_total) pinned: the updated param shard, copied up unit by unit
+    cudaStream_t copy_stream;           // the copies between the device and the host
+    cudaEvent_t grad_down[MAX_UNITS];   // copy stream: unit u's grad shard is on the host
+    cudaEvent_t param_up[MAX_UNITS];    // copy stream: unit u's updated param shard is on the device
+    double pcie_bytes[2];   // bytes copied down (grads) and up (params) since the step began
     double* norm_squared;   // (1) on the device: this rank's part of the gradient's sum of squares
     double* norm_host;      // (1) pinned: its copy on the host (a copy into pageable memory would block the host)
     double* norm_scratch;   // global_norm_squared's partials
@@ -179,6 +189,10 @@ static floatX* unit0_tensor(const GPT2* model, floatX* unit0, int t) {
     return unit0 + model->plan.layout.offset_in_unit[t];
 }
 
+// The offload section (after the sharding schedule): the optimizer state in host memory (-zo 1).
+static void offload_init(GPT2* model);
+static void offload_free(GPT2* model);
+
 static floatX* alloc_floatx(size_t* counter, size_t n, const char* what) {
     return (floatX*)cuda_malloc_counted(counter, n * sizeof(floatX), what);
 }
@@ -223,10 +237,13 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
             model->grad_blocks = alloc_floatx(&mem->grads, 2 * block, "the block gradient buffers");
         }
     }
-    size_t opt_n = p->stage == 0 ? lay->total : p->shard_total;
-    model->master = alloc_float(&mem->optimizer, opt_n, "the master weights");
-    model->m = alloc_float(&mem->optimizer, opt_n, "AdamW m");
-    model->v = alloc_float(&mem->optimizer, opt_n, "AdamW v");
+    if (opt.offload) { offload_init(model); } // master, m, v on the host
+    else {
+        size_t opt_n = p->stage == 0 ? lay->total : p->shard_total;
+        model->master = alloc_float(&mem->optimizer, opt_n, "the master weights");
+        model->m = alloc_float(&mem->optimizer, opt_n, "AdamW m");
+        model->v = alloc_float(&mem->optimizer, opt_n, "AdamW v");
+    }
     model->norm_squared = (double*)cuda_malloc_counted(&mem->workspace, sizeof(double), "the norm");
     model->norm_scratch = (double*)cuda_malloc_counted(&mem->workspace, GLOBAL_NORM_SCRATCH * sizeof(double), "the norm partials");
     cudaCheck(cudaMallocHost((void**)&model->norm_host, sizeof(double)));
@@ -271,10 +288,11 @@ void gpt2_set_params(GPT2* model, const float* full) {
         cudaCheck(cudaMemcpyAsync(unit, full + lay->unit_offset[u], n * sizeof(float), cudaMemcpyHostToDevice, s));
         if (p->stage < 3) { round_to_floatx(model->params + lay->unit_offset[u], unit, n, s); }
         else { round_to_floatx(model->param_shard + p->shard_offset[u], unit + rank * S, S, s); }
+        // cudaMemcpyDefault: the master is device memory, or pinned host memory with -zo 1
         if (p->stage == 0) {
-            cudaCheck(cudaMemcpyAsync(model->master + lay->unit_offset[u], unit, n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+            cudaCheck(cudaMemcpyAsync(model->master + lay->unit_offset[u], unit, n * sizeof(float), cudaMemcpyDefault, s));
         } else {
-            cudaCheck(cudaMemcpyAsync(model->master + p->shard_offset[u], unit + rank * S, S * sizeof(float), cudaMemcpyDeviceToDevice, s));
+            cudaCheck(cudaMemcpyAsync(model->master + p->shard_offset[u], unit + rank * S, S * sizeof(float), cudaMemcpyDefault, s));
         }
         cudaCheck(cudaStreamSynchronize(s)); // `unit` is reused; no collective is involved
     }
@@ -298,7 +316,11 @@ float* gpt2_full_params(GPT2* model) {
     float* unit = alloc_float(NULL, p->max_shard_size * p->group_size, "a unit"); // the largest unit
     stream_wait_for(comm->stream, model->stream, model->handoff); // the master is up to date
     for (int u = 0; u < lay->num_units; u++) {
-        comm_all_gather(comm, model->master + p->shard_offset[u], unit, p->shard_size[u], sizeof(float), u);
+        // this rank's slice into place (from the device, or the host with -zo 1: NCCL gathers
+        // device memory), then an in-place all-gather
+        float* mine = unit + (size_t)comm->rank * p->shard_size[u];
+        cudaCheck(cudaMemcpyAsync(mine, model->master + p->shard_offset[u], p->shard_size[u] * sizeof(float), cudaMemcpyDefault, comm->stream));
+        comm_all_gather(comm, mine, unit, p->shard_size[u], sizeof(float), u);
         comm_sync(comm, comm->stream, "the parameters to gather for saving");
         cudaCheck(cudaMemcpy(full + lay->unit_offset[u], unit, lay->unit_size[u] * sizeof(float), cudaMemcpyDeviceToHost));
     }
@@ -608,9 +630,10 @@ float gpt2_grad_norm(GPT2* model) {
 
 // AdamW on elements [lo, hi) of unit u; params, master, grads, m, v point at element lo. Cut at
 // the tensors' edges (of each of the unit's blocks), since weight decay applies to the 2-D
-// weights only; padding is left alone (stays 0).
+// weights only; padding is left alone (stays 0). on_host: the pointers are host memory and the
+// host computes (-zo 1), with the same per-element arithmetic as the kernel (llmc/adamw.cuh).
 static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, floatX* params, float* master,
-                             const floatX* grads, float* m, float* v, const AdamWParams* hp) {
+                             const floatX* grads, float* m, float* v, const AdamWParams* hp, int on_host) {
     // the bias corrections on the host, as the CPU's adamw_update computes them
     const float bc1 = 1.0f - powf(hp->beta1, (float)hp->t), bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
     const GPT2Config* c = &model->config;
@@ -626,13 +649,19 @@ static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, flo
             if (a >= b) { continue; }
             float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
             size_t k = a - lo;
-            adamw_update(params + k, master + k, grads + k, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1, bc2,
-                         hp->eps, wd, hp->grad_scale, model->stream);
+            if (on_host) {
+                adamw_update_host(params + k, master + k, grads + k, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2,
+                                  bc1, bc2, hp->eps, wd, hp->grad_scale);
+            } else {
+                adamw_update(params + k, master + k, grads + k, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1,
+                             bc2, hp->eps, wd, hp->grad_scale, model->stream);
+            }
         }
     }
 }
 
 static void params_all_gather(GPT2* model); // stages 1-2, in the sharding section
+static void offload_update(GPT2* model, const AdamWParams* hp); // -zo 1, in the offload section
 
 // One optimizer step (t counts from 1). Stage 0 updates every element on every rank (from the
 // all-reduced gradients); stages 1-3 update their own slices, and stages 1-2 then all-gather the
@@ -642,28 +671,30 @@ float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, fl
     int rank = zero_group_rank(p, model->comm->rank);
     float norm = gpt2_grad_norm(model);
     AdamWParams hp = {lr, beta1, beta2, eps, weight_decay, t, grad_clip_scale(norm, grad_clip)};
-    for (int u = 0; u < p->layout.num_units; u++) {
+    if (model->offload) { offload_update(model, &hp); }
+    for (int u = 0; u < p->layout.num_units && !model->offload; u++) {
         size_t off = p->layout.unit_offset[u], S = p->shard_size[u], so = p->shard_offset[u];
         if (p->stage == 0) {
             adamw_unit_range(model, u, 0, p->layout.unit_size[u], model->params + off, model->master + off,
-                             model->grads + off, model->m + off, model->v + off, &hp);
+                             model->grads + off, model->m + off, model->v + off, &hp, 0);
         } else {
             floatX* params = p->stage == 3 ? model->param_shard + so : model->params + off + rank * S;
             adamw_unit_range(model, u, rank * S, (rank + 1) * S, params, model->master + so, grad_shard_of(model, u),
-                             model->m + so, model->v + so, &hp);
+                             model->m + so, model->v + so, &hp, 0);
         }
     }
     if (p->stage == 1 || p->stage == 2) { params_all_gather(model); }
-    // stage 3: the next step's gathers read the updated shard
+    // stage 3: the next step's gathers read the updated shard (with -zo 1 each waits for its unit's copy up)
     if (p->stage == 3) { stream_wait_for(model->comm->stream, model->stream, model->handoff); }
     return norm;
 }
 
 void gpt2_free(GPT2* model) {
     comm_sync(model->comm, model->stream, "the last kernels");
+    int dev = !model->offload; // with -zo 1 master, m, v are host memory (offload_free)
     void* slabs[] = {model->params, model->param_shard, model->gather_unit0, model->gather_blocks, model->grads,
-                     model->grad_shard, model->grad_unit0, model->grad_blocks, model->master, model->m, model->v,
-                     model->norm_squared, model->norm_scratch};
+                     model->grad_shard, model->grad_unit0, model->grad_blocks, dev ? model->master : NULL,
+                     dev ? model->m : NULL, dev ? model->v : NULL, model->norm_squared, model->norm_scratch};
     for (size_t i = 0; i < sizeof(slabs) / sizeof(slabs[0]); i++) { cudaCheck(cudaFree(slabs[i])); } // NULL is fine
     if (model->acts_memory != NULL) {
         cudaCheck(cudaFree(model->acts_memory)); cudaCheck(cudaFree(model->inputs)); cudaCheck(cudaFree(model->targets));
@@ -679,6 +710,7 @@ void gpt2_free(GPT2* model) {
     for (int s = 0; s < 2; s++) { cudaCheck(cudaEventDestroy(model->grad_slot_reduced[s])); }
     cudaCheck(cudaEventDestroy(model->handoff));
     cudaCheck(cudaFreeHost(model->norm_host));
+    if (model->offload) { offload_free(model); }
     matmul_free();
     cudaCheck(cudaStreamDestroy(model->stream));
     if (model->across != NULL) { // -zg: the split communicators, before their parent
@@ -721,6 +753,9 @@ static cudaEvent_t buffer_free_event(GPT2* model, int u) {
 
 static void schedule_begin_micro_step(GPT2* model) { zero_walk_begin_micro_step(&model->walk); }
 
+static void offload_wait_params_up(GPT2* model, int u, cudaStream_t s); // the offload section
+static void offload_grads_down(GPT2* model, int u);
+
 // Stage 3: the walk says which gathers to queue (the unit, then its prefetch), each once its
 // buffer's last reader is done, and whether the compute must wait for the unit's own.
 static floatX* unit_params(GPT2* model, int u) {
@@ -731,6 +766,7 @@ static floatX* unit_params(GPT2* model, int u) {
     for (int k = 0; k < use.num_gather; k++) {
         int g = use.gather[k];
         cudaCheck(cudaStreamWaitEvent(comm->stream, buffer_free_event(model, g), 0)); // never recorded: no wait
+        offload_wait_params_up(model, g, comm->stream);
         comm_all_gather(comm, model->param_shard + p->shard_offset[g], gather_buffer(model, g), p->shard_size[g], sizeof(floatX), g);
         cudaCheck(cudaEventRecord(model->gathered[g], comm->stream));
     }
@@ -810,6 +846,7 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
         if (p->stage == 0) { comm_all_gather(comm, mine, full, p->shard_size[u], sizeof(floatX), u); }
     }
     if (model->across != NULL) { comm_all_reduce(model->across, grad_shard_of(model, u), p->shard_size[u], sizeof(floatX), u); }
+    if (model->offload) { offload_grads_down(model, u); } // while the backward goes on
 }
 
 // After the last micro-step's backward: the compute stream waits for every reduction queued.
@@ -842,9 +879,92 @@ static void params_all_gather(GPT2* model) {
     stream_wait_for(comm->stream, model->stream, model->handoff);
     for (int u = 0; u < p->layout.num_units; u++) {
         floatX* unit = model->params + p->layout.unit_offset[u];
+        offload_wait_params_up(model, u, comm->stream); // -zo 1: as soon as its unit's copy is up
         comm_all_gather(comm, unit + (size_t)comm->rank * p->shard_size[u], unit, p->shard_size[u], sizeof(floatX), u);
     }
     stream_wait_for(model->stream, comm->stream, model->handoff);
+}
+
+// ----------------------------------------------------------------------------
+// optimizer-state offload (-zo 1, stages 1-3): this rank's shard of the fp32 master weights and
+// AdamW's m and v live in pinned host memory, and the host runs the update (llmc/adamw.cuh's
+// adamw_update_host: the kernel's per-element arithmetic). Per optimizer step, on a copy stream:
+//
+//   backward: unit u's grads reduce-scattered (comm stream) -> its grad shard copied down
+//             (grad_down[u]), while the backward of the units before it goes on
+//   update:   the norm on the GPU, as without offload; then per unit the host waits for
+//             grad_down[u], updates the unit's shard, rounds it to floatX, and queues its copy
+//             up (param_up[u]) while it updates the next unit
+//   after:    stages 1-2 all-gather unit u once param_up[u] is done; stage 3's next forward
+//             gathers unit u after param_up[u], so the copies up overlap the forward
+//
+// The copy stream runs in order, so a wait for grad_down[u] also covers the previous step's
+// copies up out of param_host; the host has waited for every grad_down before the next
+// backward can overwrite a grad shard.
+
+static void offload_init(GPT2* model) {
+    const ZeroPlan* p = &model->plan;
+    if (zero_plan_offload(&model->plan) != 0) { fail("flag -zo 1 applies only to -z 1, 2 or 3 (got -z %d)", p->stage); }
+    MemoryUse* mem = &model->mem;
+    size_t n = p->shard_total;
+    model->offload = 1;
+    model->master = (float*)cuda_malloc_host_counted(&mem->host_optimizer, n * sizeof(float), "the master weights");
+    model->m = (float*)cuda_malloc_host_counted(&mem->host_optimizer, n * sizeof(float), "AdamW m");
+    model->v = (float*)cuda_malloc_host_counted(&mem->host_optimizer, n * sizeof(float), "AdamW v");
+    model->grad_host = (floatX*)cuda_malloc_host_counted(&mem->host_staging, n * sizeof(floatX), "the grad shard's host copy");
+    model->param_host = (floatX*)cuda_malloc_host_counted(&mem->host_staging, n * sizeof(floatX), "the param shard's host copy");
+    cudaCheck(cudaStreamCreateWithFlags(&model->copy_stream, cudaStreamNonBlocking));
+    for (int u = 0; u < p->layout.num_units; u++) {
+        cudaCheck(cudaEventCreateWithFlags(&model->grad_down[u], cudaEventDisableTiming));
+        cudaCheck(cudaEventCreateWithFlags(&model->param_up[u], cudaEventDisableTiming));
+    }
+}
+
+static void offload_free(GPT2* model) {
+    comm_sync(model->comm, model->copy_stream, "the last copies between the device and the host");
+    void* pinned[] = {model->master, model->m, model->v, model->grad_host, model->param_host};
+    for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++) { cudaCheck(cudaFreeHost(pinned[i])); }
+    for (int u = 0; u < model->plan.layout.num_units; u++) {
+        cudaCheck(cudaEventDestroy(model->grad_down[u]));
+        cudaCheck(cudaEventDestroy(model->param_up[u]));
+    }
+    cudaCheck(cudaStreamDestroy(model->copy_stream));
+}
+
+// After unit u's reduce-scatter is queued (comm stream): copy its reduced shard down.
+static void offload_grads_down(GPT2* model, int u) {
+    const ZeroPlan* p = &model->plan;
+    size_t bytes = p->shard_size[u] * sizeof(floatX);
+    stream_wait_for(model->copy_stream, model->comm->stream, model->handoff);
+    cudaCheck(cudaMemcpyAsync(model->grad_host + p->shard_offset[u], grad_shard_of(model, u), bytes,
+                              cudaMemcpyDeviceToHost, model->copy_stream));
+    cudaCheck(cudaEventRecord(model->grad_down[u], model->copy_stream));
+    model->pcie_bytes[0] += (double)bytes;
+}
+
+// The update on the host, unit by unit (see the top of this section); the gradient norm and the
+// clipping factor in hp come from the GPU as without offload.
+static void offload_update(GPT2* model, const AdamWParams* hp) {
+    const ZeroPlan* p = &model->plan;
+    int rank = zero_group_rank(p, model->comm->rank); // the slice it owns in its shard group (-zg)
+    // the copies up overwrite params (stages 1-2: this rank's slice of the slab) that the
+    // compute stream's queued work may still read
+    stream_wait_for(model->copy_stream, model->stream, model->handoff);
+    for (int u = 0; u < p->layout.num_units; u++) {
+        size_t S = p->shard_size[u], so = p->shard_offset[u];
+        comm_wait_event(model->comm, model->grad_down[u], "a gradient shard's copy to the host");
+        adamw_unit_range(model, u, rank * S, (rank + 1) * S, model->param_host + so, model->master + so,
+                         model->grad_host + so, model->m + so, model->v + so, hp, 1);
+        floatX* dst = p->stage == 3 ? model->param_shard + so : model->params + zero_slice_offset(p, u, rank);
+        cudaCheck(cudaMemcpyAsync(dst, model->param_host + so, S * sizeof(floatX), cudaMemcpyHostToDevice, model->copy_stream));
+        cudaCheck(cudaEventRecord(model->param_up[u], model->copy_stream));
+        model->pcie_bytes[1] += (double)(S * sizeof(floatX));
+    }
+}
+
+// Work queued on s from now on (a gather of unit u) waits for unit u's updated params to be up.
+static void offload_wait_params_up(GPT2* model, int u, cudaStream_t s) {
+    if (model->offload) { cudaCheck(cudaStreamWaitEvent(s, model->param_up[u], 0)); } // never recorded: no wait
 }
 
 // GPU memory in use on the device (all processes), in bytes.
@@ -877,6 +997,12 @@ void print_memory_table(const GPT2* model) {
            p->comm_reduce_scatter, p->comm_all_gather, p->comm_scalars);
     if (p->replicas > 1) { printf("comm per step across groups (plan, bus bytes): all-reduce %.0f\n", p->comm_all_reduce_across); }
     printf("collectives per step (plan): reduce-scatter %d, all-gather %d\n", p->calls_reduce_scatter, p->calls_all_gather);
+    if (p->offload) {
+        printf("host memory/rank | allocated (bytes) |      plan (bytes) | ZeRO formula (-zo 1: pinned)\n");
+        printf("host optimizer   | %17zu | %17zu | %9.2f MB\n", m->host_optimizer, p->mem_host_optimizer, p->zero_host_optimizer / MB);
+        printf("host staging     | %17zu | %17zu |\n", m->host_staging, p->mem_host_staging);
+        printf("offload per step (plan, PCIe bytes): grads down %.0f, params up %.0f\n", p->pcie_down, p->pcie_up);
+    }
     printf("cudaMemGetInfo: %.1f MB in use on the device (all processes on it)\n", gpu_memory_used() / MB);
 }
 
@@ -900,8 +1026,9 @@ static void save_checkpoint(GPT2* model, const DataLoader* train, const Rng* rng
     float* m = (float*)mallocCheck(n * sizeof(float));
     float* v = (float*)mallocCheck(n * sizeof(float));
     comm_sync(comm, model->stream, "the optimizer state to copy"); // then the plain copies find the stream idle
-    cudaCheck(cudaMemcpy(m, model->m, n * sizeof(float), cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(v, model->v, n * sizeof(float), cudaMemcpyDeviceToHost));
+    // cudaMemcpyDefault: m and v are on the device, or in host memory with -zo 1
+    cudaCheck(cudaMemcpy(m, model->m, n * sizeof(float), cudaMemcpyDefault));
+    cudaCheck(cudaMemcpy(v, model->v, n * sizeof(float), cudaMemcpyDefault));
     write_state_file(p, &model->config, comm->rank, m, v, train, rng, step, dir);
     free(m);
     free(v);
@@ -924,10 +1051,11 @@ static void load_checkpoint_state(GPT2* model, const char* dir, int step, int h0
     for (int which = 0; which < 2; which++) {
         const float* src = which == 0 ? full_m : full_v;
         float* dst = which == 0 ? model->m : model->v;
-        if (p->stage == 0) { cudaCheck(cudaMemcpy(dst, src, lay->total * sizeof(float), cudaMemcpyHostToDevice)); continue; }
+        // cudaMemcpyDefault: into the device, or host memory with -zo 1
+        if (p->stage == 0) { cudaCheck(cudaMemcpy(dst, src, lay->total * sizeof(float), cudaMemcpyDefault)); continue; }
         for (int u = 0; u < lay->num_units; u++) {
             cudaCheck(cudaMemcpy(dst + p->shard_offset[u], src + zero_slice_offset(p, u, model->comm->rank),
-                                 p->shard_size[u] * sizeof(float), cudaMemcpyHostToDevice));
+                                 p->shard_size[u] * sizeof(float), cudaMemcpyDefault));
         }
     }
     free(full); free(full_m); free(full_v);
@@ -1113,6 +1241,7 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
         if (last) { break; }
         double t0 = now_seconds();
         model_reset_counters(model, step + 1);
+        model->pcie_bytes[0] = model->pcie_bytes[1] = 0.0;
         float lr = lr_cosine(step, args->lr, args->warmup, max_steps, args->final_lr_frac);
         float norm;
         float loss = train_step(model, train, sz->grad_accum, lr, args, step, &norm);
@@ -1125,6 +1254,7 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
                    dt * 1000, sz->total_batch / dt);
             if (peak_tflops > 0) { printf(", MFU %.1f%%", 100.0 * flops_per_gpu_step / dt / (peak_tflops * 1e12)); }
             printf(", GPU memory %.0f MB)", gpu_memory_used() / (1024.0 * 1024.0));
+            if (model->offload) { printf(" | PCIe bytes: grads down %.0f params up %.0f", model->pcie_bytes[0], model->pcie_bytes[1]); }
             if (comm->world_size > 1) {
                 // inside the group (all ranks unless -zg); the scalars over all ranks
                 const Comm* g = model->group;

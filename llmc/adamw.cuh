@@ -71,4 +71,21 @@ static void adamw_update(floatX* params, float* master, const floatX* grads, flo
     cudaCheckLaunch();
 }
 
+// The host twin of adamw_update, for the optimizer state offloaded to pinned host memory (-zo 1):
+// the same adamw_element per element and the same rounding to floatX (from_float), on host
+// pointers, the elements split over the CPU's threads (each element is independent, so the
+// thread count changes no bit). On the emulator both twins are compiled by g++ and give the
+// same bits. On a GPU they may not: nvcc contracts a*b + c into an fma by default (--fmad=true),
+// while g++ contracts only when the target has FMA (-march with FMA; the CUDA build's host code
+// gets no -march), so the offloaded update can differ from the kernel's by an ulp per element.
+static void adamw_update_host(floatX* params, float* master, const floatX* grads, float* m, float* v, size_t n,
+                              float lr, float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
+                              float grad_scale) {
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < (long long)n; i++) {
+        adamw_element(&master[i], &m[i], &v[i], to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps, weight_decay);
+        params[i] = from_float(master[i]);
+    }
+}
+
 #endif // LLMC_ADAMW_CUH

@@ -12,6 +12,7 @@ the build the tight checks of test_gpt2.cu use).
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include "utils.h"
@@ -87,6 +88,17 @@ static inline void* cuda_malloc_counted(size_t* counter, size_t bytes, const cha
              bytes, what, free_b, total_b, cudaGetErrorString(err));
     }
     cudaCheck(cudaMemset(p, 0, bytes));
+    if (counter != NULL) { *counter += bytes; }
+    return p;
+}
+
+// Pinned (page-locked) host memory, zeroed and counted: what the GPU copies to and from
+// asynchronously (a copy into pageable memory would block the host until its stream got there).
+static inline void* cuda_malloc_host_counted(size_t* counter, size_t bytes, const char* what) {
+    void* p = NULL;
+    cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
+    if (err != cudaSuccess) { fail("cannot allocate %zu bytes of pinned host memory for %s: %s", bytes, what, cudaGetErrorString(err)); }
+    memset(p, 0, bytes);
     if (counter != NULL) { *counter += bytes; }
     return p;
 }

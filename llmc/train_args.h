@@ -45,6 +45,7 @@ typedef struct {
     int prefetch;              // -zp (stage 3)
     int zero_group;            // -zg: ranks per shard group, stages 1-3 (-1: not given: all N)
     int unit_blocks;           // -zu: transformer blocks per unit, 1..L (every stage)
+    int offload;               // -zo: 1 keeps the optimizer state in host memory (CUDA trainer, stages 1-3)
     int checkpoint_every;      // -n (0: never)
     int checkpoint_keep;       // -nk (0: all)
     int resume;                // -y
@@ -71,7 +72,7 @@ static inline TrainArgs train_args_defaults(void) {
         .B = 4, .T = 64, .total_batch = -1, .lr = 3e-4f, .warmup = 0, .final_lr_frac = 1.0f,
         .weight_decay = 0.0f, .max_steps = -1, .val_every = 20, .val_max_steps = 20,
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
-        .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1, .unit_blocks = 1,
+        .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1, .unit_blocks = 1, .offload = 0,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
         .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
@@ -108,6 +109,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-zp", ARG_INT, prefetch, "stage 3 prefetch depth: units gathered ahead (0: off; default 1)"),
     ARG("-zg", ARG_INT, zero_group, "stages 1-3, hybrid sharding: shard in groups of this many consecutive ranks, replicate across groups (default: all)"),
     ARG("-zu", ARG_INT, unit_blocks, "unit size (FSDP's wrap policy): transformer blocks per unit, 1..L, the last unit holds the rest (every stage: what is gathered and reduced as one collective)"),
+    ARG("-zo", ARG_INT, offload, "CUDA trainer, -z 1/2/3: 1 keeps the optimizer state (master, m, v) in pinned host memory and runs AdamW on the CPU"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
@@ -192,6 +194,9 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
     // groups apply if it picks stage 1-3)
     if (args->zero_group != -1 && args->zero_stage == 0) { fail("flag -zg applies only to -z 1, 2, 3 or auto (got -z 0)"); }
     if (args->zero_group != -1 && args->zero_group < 1) { fail("flag -zg expects ranks per shard group >= 1, got %d", args->zero_group); }
+    if (args->offload != 0 && args->offload != 1) { fail("flag -zo expects 0 or 1, got %d", args->offload); }
+    if (args->offload && is_auto) { fail("flag -zo 1 needs the stage given: -z 1, 2 or 3 (got -z auto)"); }
+    if (args->offload && args->zero_stage == 0) { fail("flag -zo 1 applies only to -z 1, 2 or 3: stage 0 has no optimizer shard to offload (got -z 0)"); }
     if (args->recompute < -1 || args->recompute > 2) { fail("flag -r expects 0, 1 or 2, got %d", args->recompute); }
     if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
     if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }
@@ -254,7 +259,7 @@ static inline TrainSizes train_sizes(const TrainArgs* args, const GPT2Config* co
         fail("flag -zg %d must divide the %d ranks (groups of consecutive ranks, all the same size)", args->zero_group, N);
     }
     int group = args->zero_group == -1 ? N : args->zero_group;
-    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch, group, args->unit_blocks};
+    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch, group, args->unit_blocks, args->offload};
     return s;
 }
 

@@ -55,6 +55,11 @@ Choices the plan counts (and the trainers follow):
   (the last holds the rest). Larger units mean fewer, larger collectives, and larger gather and
   grad slots: every slot holds the largest unit, U_1. Below, "block" means a block unit; the
   walk and the slots count block units, never layers.
+- optimizer-state offload (CUDA trainer, -zo 1, stages 1-3; zero_plan_offload): the shard's
+  optimizer state (fp32 master, m, v) lives in pinned host memory and the host runs AdamW on
+  it. The GPU saves the whole optimizer column; the host holds it, plus a pinned copy of the
+  reduced grad shard (copied down) and of the updated param shard (copied up): P/N elements
+  each way over PCIe per optimizer step.
 */
 #ifndef LLMC_ZERO_PLAN_H
 #define LLMC_ZERO_PLAN_H
@@ -89,6 +94,7 @@ typedef struct {
     int prefetch;           // stage 3
     int group_size;         // -zg: ranks per shard group, a divisor of N (0: all N, plain ZeRO)
     int unit_blocks;        // -zu: transformer blocks per unit, K (1..L), every stage
+    int offload;            // -zo 1: optimizer state on the host (CUDA trainer, stages 1-3)
 } ZeroOptions;
 
 // Bytes per element of each kind of state, which differ between the trainers.
@@ -137,6 +143,13 @@ typedef struct {
     int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the block units
     // collectives per optimizer step (the scalars' two all-gathers not counted)
     int calls_reduce_scatter, calls_all_gather;
+    int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the blocks
+    // optimizer-state offload (zero_plan_offload; all 0 without it)
+    int offload;
+    size_t mem_host_optimizer;      // pinned host: the shard's optimizer state (mem_optimizer moves here)
+    size_t mem_host_staging;        // pinned host: the grad shard copied down + the param shard copied up
+    size_t zero_host_optimizer;     // the formula's optimizer bytes, now on the host (zero_optimizer is 0)
+    double pcie_down, pcie_up;      // bytes per optimizer step: grad shard to the host, param shard back
 } ZeroPlan;
 
 // Bus bytes of a reduce-scatter or all-gather of a full buffer of `bytes` over N ranks.
@@ -241,6 +254,28 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
         p->calls_all_gather = (p->unit0_gathers + p->block_gathers) * grad_accum;
     }
 }
+
+// Optimizer-state offload (-zo 1) on a plan made by zero_plan_init: the optimizer column moves
+// from the device to pinned host memory, which also stages the two copies of every step (the
+// reduced grad shard down, P/N * grad bytes; the updated param shard up, P/N * param bytes).
+// Nothing else changes: the same collectives, the same gradient and parameter buffers. Stage 0
+// has no shard to offload (every rank updates everything): returns -1 and leaves the plan alone.
+static inline int zero_plan_offload(ZeroPlan* p) {
+    if (p->stage < 1) { return -1; }
+    size_t PN = p->shard_total;
+    p->offload = 1;
+    p->mem_host_optimizer = p->mem_optimizer;
+    p->mem_optimizer = 0;
+    p->zero_host_optimizer = p->zero_optimizer;
+    p->zero_optimizer = 0;
+    p->mem_host_staging = PN * (size_t)(p->bytes.grad + p->bytes.param);
+    p->pcie_down = (double)PN * p->bytes.grad;
+    p->pcie_up = (double)PN * p->bytes.param;
+    return 0;
+}
+
+// Pinned host memory the plan allocates per rank (0 without offload).
+static inline size_t zero_plan_host_total(const ZeroPlan* p) { return p->mem_host_optimizer + p->mem_host_staging; }
 
 // Everything the plan allocates per rank, in bytes (the communication scratch included).
 static inline size_t zero_plan_total(const ZeroPlan* p) {

@@ -365,7 +365,7 @@ static void check_walk(int L, ReshardPolicy reshard, int prefetch, int K) {
 // the lowest stage whose total is no larger; one byte less, the lowest strictly smaller, or -1.
 // With G (-z auto -zg G, 0: none): stages 1-3 in groups of G, stage 0 plain.
 static void check_pick_stage(const char* name, const GPT2Config* c, int N, int G, StateBytes sb, size_t other) {
-    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, G, 1};
+    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, G, 1, 0};
     ZeroPlan ref[4], got[4];
     size_t total[4];
     for (int s = 0; s < 4; s++) {

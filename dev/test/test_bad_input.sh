@@ -118,6 +118,13 @@ case_ "trailing garbage"     "flag -l expects a number, got '1e-3x'" "${M[@]}" -
 case_ "missing value"        "flag -t needs a value"             "${M[@]}" -t
 case_ "zero batch"           "flag -b expects a batch size >= 1, got 0" "${M[@]}" -b 0
 case_ "-r 3 (both trainers)" "flag -r expects 0, 1 or 2, got 3" "${M[@]}" -r 3
+if [ $cuda -eq 1 ]; then # the optimizer offload (-zo): stages 1-3 of the CUDA trainer only
+case_ "-zo 2"                "flag -zo expects 0 or 1, got 2"    "${M[@]}" -z 1 -zo 2
+case_ "-zo 1 with -z 0"      "flag -zo 1 applies only to -z 1, 2 or 3: stage 0 has no optimizer shard to offload (got -z 0)" "${M[@]}" -zo 1
+case_ "-zo 1 with -z auto"   "flag -zo 1 needs the stage given: -z 1, 2 or 3 (got -z auto)" "${M[@]}" -z auto -zo 1
+else
+case_ "-zo on the CPU"       "flag -zo is for the CUDA trainer: the CPU trainer's optimizer state is in host memory already" "${M[@]}" -z 1 -zo 1
+fi
 case_ "-d not a multiple"    "flag -d 1000 must be a positive multiple of B*T*ranks = 4*64*1 = 256" "${M[@]}" -d 1000
 case_ "-zg with -z 0"        "flag -zg applies only to -z 1, 2, 3 or auto (got -z 0)" "${M[@]}" -zg 1
 case_ "-zg 0"                "flag -zg expects ranks per shard group >= 1, got 0" "${M[@]}" -z 1 -zg 0

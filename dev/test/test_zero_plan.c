@@ -2,7 +2,8 @@
 Unit tests of the sharding plan (llmc/zero_plan.h) and the data loader's distributed sampler,
 against exact theory: shards partition every unit; memory per rank follows the ZeRO formula
 and shrinks stage by stage as DESIGN.md §4 says; bytes per step follow the bus-byte counts
-(stage 3 with reshard 'always' moves exactly 1.5x stage 0); N ranks read disjoint tokens. Each
+(stage 3 with reshard 'always' moves exactly 1.5x stage 0); the optimizer offload moves exactly
+the optimizer bytes to the host; N ranks read disjoint tokens. Each
 check of the units runs for several unit sizes K (-zu), L divisible by K or not.
     make dev/test/test_zero_plan && dev/test/test_zero_plan
 */
@@ -236,6 +237,54 @@ static void check_shrinks(const GPT2Config* c, int N, StateBytes sb) {
     }
 }
 
+// Optimizer-state offload (-zo 1, CUDA): against the same plan without it, exactly the optimizer
+// column moves to the host (fp32 master + m + v: 12 bytes per shard element), the host also
+// stages one floatX grad shard and one floatX param shard, and each step copies P/N floatX
+// elements each way; nothing else changes. Stage 0 has no shard to offload: refused, plan untouched.
+static void check_offload(const char* name, const GPT2Config* c, int N, int floatx) {
+    StateBytes sb = ZERO_STATE_BYTES_CUDA(floatx);
+    for (int s = 0; s < 4; s++) {
+        ZeroPlan plain, off;
+        zero_plan_init(&plain, c, s, N, 0, 1, RESHARD_DEFAULT, 1, 1, sb, 16);
+        off = plain;
+        int rc = zero_plan_offload(&off);
+        if (s == 0) {
+            CHECK(rc == -1 && memcmp(&off, &plain, sizeof(off)) == 0, "%s N=%d: stage 0 offload refused, plan untouched", name, N);
+            continue;
+        }
+        size_t PN = plain.layout.total / N;
+        CHECK(rc == 0 && off.offload == 1, "%s N=%d stage %d: offload accepted", name, N, s);
+        CHECK(off.mem_optimizer == 0 && off.zero_optimizer == 0 && off.mem_host_optimizer == 12 * PN
+              && off.zero_host_optimizer == 12 * PN, "%s N=%d stage %d: optimizer 0 on the GPU, 12 P/N on the host", name, N, s);
+        CHECK(off.mem_host_staging == PN * 2 * (size_t)floatx && zero_plan_host_total(&off) == PN * (12 + 2 * (size_t)floatx),
+              "%s N=%d stage %d: host staging = grad + param shard", name, N, s);
+        CHECK(off.pcie_down == (double)PN * floatx && off.pcie_up == (double)PN * floatx, "%s N=%d stage %d: PCIe P/N each way", name, N, s);
+        CHECK(zero_plan_total(&plain) - zero_plan_total(&off) == 12 * PN, "%s N=%d stage %d: the GPU saves exactly 12 P/N", name, N, s);
+        CHECK(plain.offload == 0 && zero_plan_host_total(&plain) == 0 && plain.pcie_down == 0 && plain.pcie_up == 0,
+              "%s N=%d stage %d: no host bytes without offload", name, N, s);
+        // the rest of the plan is the same: params, grads, buffers, scratch, collectives
+        ZeroPlan back = off;
+        back.offload = 0; back.mem_optimizer = plain.mem_optimizer; back.zero_optimizer = plain.zero_optimizer;
+        back.mem_host_optimizer = back.mem_host_staging = back.zero_host_optimizer = 0;
+        back.pcie_down = back.pcie_up = 0;
+        CHECK(memcmp(&back, &plain, sizeof(back)) == 0, "%s N=%d stage %d: offload changes only the optimizer, host and PCIe fields", name, N, s);
+    }
+}
+
+// The plan's numbers with and without offload for one model and N (DESIGN.md §4 quotes them).
+static void print_offload(const GPT2Config* c, int N) {
+    const double MB = 1048576.0;
+    for (int s = 1; s < 4; s++) {
+        ZeroPlan plain, off;
+        zero_plan_init(&plain, c, s, N, 0, 1, RESHARD_DEFAULT, 1, 1, (StateBytes)ZERO_STATE_BYTES_CUDA(2), 16);
+        off = plain;
+        zero_plan_offload(&off);
+        printf("GPT-2 124M, N=%d, CUDA bf16, stage %d: GPU %.1f MB -> %.1f MB with -zo 1; host %.1f MB (optimizer %.1f, staging %.1f); "
+               "PCIe per step %.1f MB down + %.1f MB up\n", N, s, zero_plan_total(&plain) / MB, zero_plan_total(&off) / MB,
+               zero_plan_host_total(&off) / MB, off.mem_host_optimizer / MB, off.mem_host_staging / MB, off.pcie_down / MB, off.pcie_up / MB);
+    }
+}
+
 // N loaders on one shard: over one epoch their batches never overlap (the last token of a
 // batch is the next batch's first input, so compare input positions), in order and shuffled.
 static void check_sampler(const char* path, int N, int shuffle) {
@@ -438,6 +487,9 @@ int main(int argc, char** argv) {
                 check_memory_and_comm("d12", &d12, Ns[i], CPU, d12_units[k]);
                 check_memory_and_comm("d12 cuda", &d12, Ns[i], CUDA, d12_units[k]);
             }
+            check_offload("d12 cuda bf16", &d12, Ns[i], 2);
+            check_offload("d12 cuda fp32", &d12, Ns[i], 4);
+            check_offload("tiny cuda bf16", &tiny, Ns[i], 2);
         }
     }
     for (int L = 1; L <= 6; L++) {
@@ -469,6 +521,7 @@ int main(int argc, char** argv) {
     check_hybrid("tiny", &tiny, 6, 2, CPU);
     check_shrinks(&d12, 4, CPU);
     check_shrinks(&d12, 8, CUDA);
+    print_offload(&d12, 8);
     for (int N = 1; N <= 4; N++) { check_sampler(shard, N, 0); check_sampler(shard, N, 1); }
     printf("test_zero_plan: %d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;

@@ -112,7 +112,7 @@ for cfg in "nodown random 2" "noup lazy 1"; do
     [ -x "$tmp/bin_$1" ] || { bad "building the mutant $1"; continue; }
     EMU_SCHEDULE=$2 EMU_SEED=$3 run $1 "$tmp/bin_$1" -z 3 -zo 1 -x 2 > /dev/null 2>&1
     # the mutant must train (a crash would prove nothing about the wait), and unlike the real
-
+    # trainer's same run in A (which gives the no-offload bits under the lazy and random schedules)
     [ -n "$(losses $1)" ] && [ -n "$(losses fp32_z3_zo)" ] && [ "$(losses $1) $(norms $1)" != "$(losses fp32_z3_zo) $(norms fp32_z3_zo)" ] \
         && ok "without that wait ($1), stage 3 -zo 1 under the $2 schedule trains differently: $(losses $1 | tr '\n' ' ')vs $(losses fp32_z3_zo | tr '\n' ' ')" \
         || bad "the mutant $1 did not train, or trained like the real trainer: '$(losses $1 | tr '\n' ' ')' / '$(losses fp32_z3_zo | tr '\n' ' ')'"

@@ -17,6 +17,10 @@ and groups.png (memory per rank and bytes per step against G, with stage 0 and t
 into auto.csv and onto memory.png. With --unit-blocks K,K,... stage 3 runs once per unit size
 (-zu K; K = 1 is the stage-3 run above): a second table (units.md, also in compare.md),
 units.csv and units.png (memory per rank and collectives per step against K).
+With --offload (a CUDA trainer), stages 1-3 run once more with
+-zo 1 (the optimizer state in host memory): one more table (GPU state with and without it, the
+pinned host bytes, the PCIe bytes per step, each against the plan; the losses must equal the
+stage's run without offload), offload.csv and offload.png.
 
     /usr/bin/python3 dev/bench/compare_stages.py                       # tiny model, N=4 (what CI runs)
     /usr/bin/python3 dev/bench/compare_stages.py --model gpt2_124M.bin --ranks 4 --steps 4
@@ -25,6 +29,7 @@ units.csv and units.png (memory per rank and collectives per step against K).
     /usr/bin/python3 dev/bench/compare_stages.py --unit-blocks 1,2        # stage 3 with 1 and 2 blocks per unit
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu --ranks 2 --steps 3     # a GPU
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 # the CPU emulator
+    /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 --offload  # + -zo 1
     make compare                                                       # the first line with --unit-blocks 1,2
 
 --trainer is the CPU trainer (train_gpt2, built with MPI) or a CUDA one (train_gpt2cu,
@@ -124,17 +129,22 @@ def parse_memory(args, text, what):
     return r
 
 
-def run_stage(args, stage, group=None, unit_blocks=1):
-    """Runs one stage (with -zg GROUP if given, -zu unit_blocks when not 1); returns the parsed numbers."""
+def run_stage(args, stage, group=None, unit_blocks=1, offload=False):
+    """Runs one stage (with -zg GROUP if given, -zu unit_blocks when not 1, -zo 1 with offload: the
+    optimizer state in host memory); returns the parsed numbers."""
     name, flags, what = "z%d" % stage, ["-x", str(args.steps), "-z", str(stage)], "stage %d" % stage
     if group is not None:
         name, flags = "z%dg%d" % (stage, group), flags + ["-zg", str(group)]
     if unit_blocks != 1:
         name, what = "z%d_zu%d" % (stage, unit_blocks), "stage %d -zu %d" % (stage, unit_blocks)
         flags += ["-zu", str(unit_blocks)]
+    if offload:
+        name, what, flags = name + "_zo", what + " -zo 1", flags + ["-zo", "1"]
     rc, text = launch(args, name, flags)
     if rc != 0:
         die("%s failed (exit %d):\n%s" % (what, rc, "\n".join(text.splitlines()[-5:])))
+    if offload:
+        return parse_offload(args, stage, text)
     r = {"stage": stage, "group": group if group is not None else args.ranks}
     r.update(parse_memory(args, text, what))
     if r["table_stage"] != stage:
@@ -172,6 +182,86 @@ def run_stage(args, stage, group=None, unit_blocks=1):
     else:
         r["measured"] = float(re.search(r"peak RSS per rank: max ([0-9.]+) MB", text).group(1)) * MB
     return r
+
+
+def parse_offload(args, stage, text):
+    """A -zo 1 run: the start-up table's rows, its host rows and PCIe plan, the steps' PCIe bytes."""
+    r = {"stage": stage}
+    r.update(parse_memory(args, text, "stage %d -zo 1" % stage))
+    for row, key in [("host optimizer", "host_optimizer"), ("host staging", "host_staging")]:
+        m = re.search(r"^%s\s*\|\s*(\d+)\s*\|\s*(\d+)" % row, text, re.M)
+        if not m:
+            die("stage %d -zo 1: no '%s' row in the start-up table" % (stage, row))
+        r[key], r["plan_" + key] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"^offload per step \(plan, PCIe bytes\): grads down (\d+), params up (\d+)$", text, re.M)
+    r["plan_down"], r["plan_up"] = int(m.group(1)), int(m.group(2))
+    steps = re.findall(r"^step +\d+/\d+: train loss ([0-9.]+) norm [0-9.]+ lr \S+ \(([0-9.]+) ms.*"
+                       r"\| PCIe bytes: grads down (\d+) params up (\d+)", text, re.M)
+    if len(steps) != args.steps:
+        die("stage %d -zo 1 printed %d steps with PCIe bytes, expected %d" % (stage, len(steps), args.steps))
+    r["losses"] = [st[0] for st in steps]
+    times = [float(st[1]) for st in steps][1:] or [float(steps[0][1])]
+    r["ms"] = sum(times) / len(times)
+    sent = set((int(st[2]), int(st[3])) for st in steps)
+    if len(sent) != 1:
+        die("stage %d -zo 1 copied different bytes in different steps: %s" % (stage, sorted(sent)))
+    r["down"], r["up"] = sent.pop()
+    return r
+
+
+def run_offload(args, results):
+    """Stages 1-3 again with -zo 1; each must train as its run without offload did, and allocate
+    and copy what its plan says."""
+    rows = []
+    for s in [1, 2, 3]:
+        r = run_stage(args, s, offload=True)
+        base = results[s]
+        if r["losses"] != base["losses"]:
+            die("stage %d -zo 1: losses %s, without offload %s" % (s, r["losses"], base["losses"]))
+        for k in ["params", "grads", "optimizer", "buffers", "host_optimizer", "host_staging"]:
+            if r[k] != r["plan_" + k]:
+                die("stage %d -zo 1: %s allocated %d, plan %d" % (s, k, r[k], r["plan_" + k]))
+        if (r["down"], r["up"]) != (r["plan_down"], r["plan_up"]):
+            die("stage %d -zo 1: PCIe bytes per step %s, plan %s" % (s, (r["down"], r["up"]), (r["plan_down"], r["plan_up"])))
+        r["base_state"] = state(base)
+        rows.append(r)
+    return rows
+
+
+def offload_table(rows):
+    head = ["stage", "GPU state MB", "GPU state MB, -zo 1", "saved MB", "host pinned MB (optimizer + staging)",
+            "PCIe down MB/step", "PCIe up MB/step", "ms/step", "ms/step, -zo 1", "losses = no offload"]
+    lines = ["-zo 1 (optimizer state in pinned host memory; allocated = plan on every row, PCIe bytes = plan):", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        host = r["host_optimizer"] + r["host_staging"]
+        lines.append("| " + " | ".join([
+            STAGE_NAMES[r["stage"]], "%.1f" % (r["base_state"] / MB), "%.1f" % (state(r) / MB),
+            "%.1f" % ((r["base_state"] - state(r)) / MB),
+            "%.1f (%.1f + %.1f)" % (host / MB, r["host_optimizer"] / MB, r["host_staging"] / MB),
+            "%.2f" % (r["down"] / MB), "%.2f" % (r["up"] / MB), "%.0f" % r["base_ms"], "%.0f" % r["ms"], "yes"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def offload_chart(args, rows):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    x = range(len(rows))
+    w = 0.27
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.bar([i - w for i in x], [r["base_state"] / MB for r in rows], w, color="#4c72b0", label="GPU state, no offload")
+    ax.bar(list(x), [state(r) / MB for r in rows], w, color="#55a868", label="GPU state, -zo 1")
+    ax.bar([i + w for i in x], [(r["host_optimizer"] + r["host_staging"]) / MB for r in rows], w, color="#dd8452",
+           label="pinned host, -zo 1")
+    ax.set_xticks(list(x), ["stage " + STAGE_NAMES[r["stage"]] for r in rows])
+    ax.set_ylabel("bytes per rank (MB)")
+    ax.set_title("Optimizer offload (-zo 1): %s, %s, %d ranks" % (os.path.basename(args.trainer), os.path.basename(args.model),
+                                                                  args.ranks), fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.out, "offload.png"), dpi=100)
+    plt.close(fig)
 
 
 def run_auto(args, results):
@@ -496,6 +586,8 @@ def main():
     ap.add_argument("--group-stage", type=int, choices=[1, 2, 3], default=3, help="the stage of the --groups runs")
     ap.add_argument("--unit-blocks", default=None, metavar="K[,K...]",
                     help="also run stage 3 with -zu K for each K (blocks per unit): units.md, units.csv, units.png")
+    ap.add_argument("--offload", action="store_true",
+                    help="CUDA trainer: stages 1-3 once more with -zo 1 (optimizer state in host memory)")
     ap.add_argument("--out", default="log_compare", help="output folder")
     ap.add_argument("--cuda", action="store_true", help=argparse.SUPPRESS)  # gone: refused with a pointer to --trainer
     args = ap.parse_args()
@@ -520,6 +612,8 @@ def main():
     if not os.path.exists(os.path.join(ROOT, args.trainer)):
         die("'%s' not found (make; make cuda or make emu for the CUDA trainers)" % args.trainer)
     args.is_cuda = is_cuda_trainer(args.trainer)
+    if args.offload and not args.is_cuda:
+        die("--offload needs a CUDA trainer (--trainer ./train_gpt2cu or ./train_gpt2cu_emu): -zo is the CUDA trainer's flag")
     if args.model is None:
         args.model = CUDA_MODEL if args.is_cuda else CPU_MODEL
     for path in ["dev/bench/zero_plan_print", args.model]:
@@ -541,6 +635,7 @@ def main():
     auto = run_auto(args, results) if args.auto is not None else None
     groups = [run_stage(args, args.group_stage, g) for g in args.groups]
     units = [results[3] if k == 1 else run_stage(args, 3, unit_blocks=k) for k in sorted(unit_blocks)]
+    offload = run_offload(args, results) if args.offload else None
     plan_rows = plan_for_ranks(args, sorted(set([1, 2, 4, 8, args.ranks])))
     for r in results:  # the chart's plan (zero_plan_print) is the one the trainer printed, at this N
         p = [q for q in plan_rows if q["ranks"] == args.ranks and q["stage"] == r["stage"]][0]
@@ -561,6 +656,10 @@ def main():
         md += "\n" + group_table(args, results, groups)
     if units:
         md += "\n" + units_table(args, units)
+    if offload is not None:
+        for r in offload:
+            r["base_ms"] = results[r["stage"]]["ms"]
+        md += "\n" + offload_table(offload)
     print(md)
     with open(os.path.join(args.out, "compare.md"), "w") as f:
         f.write(md)
@@ -606,6 +705,17 @@ def main():
         written += ", units.md, units.csv"
         pngs += ", units.png"
         units_chart(args, units)
+    if offload is not None:
+        okeys = ["stage", "params", "grads", "optimizer", "buffers", "host_optimizer", "host_staging", "plan_host_optimizer",
+                 "plan_host_staging", "down", "up", "plan_down", "plan_up", "ms", "base_state"]
+        with open(os.path.join(args.out, "offload.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["ranks"] + okeys + ["losses"])
+            for r in offload:
+                w.writerow([args.ranks] + [r[k] for k in okeys] + [" ".join(r["losses"])])
+        written += ", offload.csv"
+        pngs += ", offload.png"
+        offload_chart(args, offload)
     charts(args, results, plan_rows, auto)
     print("wrote %s/{%s, %s}" % (args.out, written, pngs))
 

@@ -16,7 +16,9 @@
 #    G = 2's within 1e-5 (another order of additions), groups.png written;
 #  - a CUDA trainer (COMPARE_CUDA, default ./train_gpt2cu_emu; skipped where not built), 2 ranks,
 #    2 steps: the same table = plan and equal-losses checks, its workspace column, GPU allocated =
-#    the sum of its rows;
+#    the sum of its rows; with --offload (stages 1-3 again with -zo 1) the GPU saves exactly the
+#    optimizer bytes the host now holds, nothing else moves, the host staging and the PCIe bytes are
+#    floatX shards, and the table and chart are written;
 #  - the old --cuda flag is refused, naming --trainer.
 # Timing columns are reported, never asserted.
 set -u
@@ -151,10 +153,33 @@ if [ ! -x "$CUDA_TRAINER" ]; then
     echo "skip $CUDA_TRAINER not built (make emu; COMPARE_CUDA=./train_gpt2cu on a GPU machine)"
 else
     start=$SECONDS
-    if ! /usr/bin/python3 dev/bench/compare_stages.py --trainer "$CUDA_TRAINER" --ranks 2 --steps 2 --out "$tmp/cu" > "$tmp/cu.txt" 2>&1; then
-        bad "compare_stages.py --trainer $CUDA_TRAINER ran"; tail -5 "$tmp/cu.txt"
+    if ! /usr/bin/python3 dev/bench/compare_stages.py --trainer "$CUDA_TRAINER" --ranks 2 --steps 2 --offload --out "$tmp/cu" > "$tmp/cu.txt" 2>&1; then
+        bad "compare_stages.py --trainer $CUDA_TRAINER --offload ran"; tail -5 "$tmp/cu.txt"
     else
-        ok "compare_stages.py --trainer $CUDA_TRAINER --ranks 2 --steps 2 ran ($((SECONDS - start)) s)"
+        ok "compare_stages.py --trainer $CUDA_TRAINER --ranks 2 --steps 2 --offload ran ($((SECONDS - start)) s)"
+        # -zo 1 rows: the GPU saves exactly the optimizer bytes the host now holds (12 P/N: the
+        # stage-1 row without offload), nothing else moves, and the host's staging is 2 floatX shards
+        fx=2; grep -q "(fp32, " "$tmp/cu/compare.md" && fx=4
+        /usr/bin/python3 - "$tmp/cu/offload.csv" "$tmp/cu/compare.csv" $fx > "$tmp/check.txt" <<'PY'
+import csv, sys
+off = list(csv.DictReader(open(sys.argv[1])))
+fx = int(sys.argv[3])  # bytes per floatX element
+base = {r["stage"]: r for r in csv.DictReader(open(sys.argv[2]))}
+fails = [] if [r["stage"] for r in off] == ["1", "2", "3"] else ["offload rows: stages %s" % [r["stage"] for r in off]]
+for r in off:
+    b, opt = base[r["stage"]], int(base["1"]["optimizer"])  # stage 1: the shard's master + m + v on the GPU
+    shard = opt // 12  # P/N elements: 12 bytes each of master + m + v
+    if int(r["optimizer"]) != 0 or int(r["host_optimizer"]) != opt or int(r["host_staging"]) != 2 * fx * shard:
+        fails.append("stage %s: GPU optimizer %s, host %s + %s, expected 0, %d + %d" % (r["stage"], r["optimizer"], r["host_optimizer"], r["host_staging"], opt, 2 * fx * shard))
+    if any(r[k] != b[k] for k in ["params", "grads", "buffers"]) or int(r["base_state"]) - opt != sum(int(r[k]) for k in ["params", "grads", "optimizer", "buffers"]):
+        fails.append("stage %s: GPU rows other than the optimizer changed" % r["stage"])
+    if int(r["down"]) != fx * shard or int(r["up"]) != fx * shard:
+        fails.append("stage %s: PCIe %s down %s up, expected P/N floatX = %d each" % (r["stage"], r["down"], r["up"], fx * shard))
+print("\n".join(fails) if fails else "offload")
+PY
+        [ "$(cat "$tmp/check.txt")" = "offload" ] && [ -s "$tmp/cu/offload.png" ] && grep -q "^-zo 1 (optimizer state" "$tmp/cu/compare.md" \
+            && ok "$CUDA_TRAINER --offload: the GPU saves exactly the host's 12 P/N, staging $((2 * fx)) P/N, PCIe $fx P/N each way; table and chart" \
+            || { bad "$CUDA_TRAINER --offload"; cat "$tmp/check.txt"; }
         /usr/bin/python3 "$tmp/check.py" "$tmp/cu/compare.csv" > "$tmp/check.txt"
         [ "$(cat "$tmp/check.txt")" = "consistent" ] && ok "$CUDA_TRAINER: table = plan (bytes sent and allocated, every stage); the 4 loss columns match" \
             || { bad "$CUDA_TRAINER: table vs plan"; cat "$tmp/check.txt"; }

@@ -671,8 +671,8 @@ float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, fl
     int rank = zero_group_rank(p, model->comm->rank);
     float norm = gpt2_grad_norm(model);
     AdamWParams hp = {lr, beta1, beta2, eps, weight_decay, t, grad_clip_scale(norm, grad_clip)};
-    if (model->offload) { offload_update(model, &hp); }
-    for (int u = 0; u < p->layout.num_units && !model->offload; u++) {
+    if (model->offload) { offload_update(model, &hp); } // the same update on the host (-zo 1)
+    for (int u = 0; u < p->layout.num_units && !model->offload; u++) { // the GPU's update
         size_t off = p->layout.unit_offset[u], S = p->shard_size[u], so = p->shard_offset[u];
         if (p->stage == 0) {
             adamw_unit_range(model, u, 0, p->layout.unit_size[u], model->params + off, model->master + off,

@@ -948,7 +948,8 @@ static void offload_update(GPT2* model, const AdamWParams* hp) {
     const ZeroPlan* p = &model->plan;
     int rank = zero_group_rank(p, model->comm->rank); // the slice it owns in its shard group (-zg)
     // the copies up overwrite params (stages 1-2: this rank's slice of the slab) that the
-    // compute stream's queued work may still read
+    // backward read; the host already waited for it (the norm), but the stream order should not
+    // rest on where the host happens to wait
     stream_wait_for(model->copy_stream, model->stream, model->handoff);
     for (int u = 0; u < p->layout.num_units; u++) {
         size_t S = p->shard_size[u], so = p->shard_offset[u];

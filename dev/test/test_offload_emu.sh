@@ -11,9 +11,10 @@
 #  B. checkpoints: written with -zo 1 (stage 3) resume without it (stage 2), and the other way
 #     (stage 1 -> stage 3 with -zo 1): the step-2 model byte-identical to the uninterrupted run.
 #  C. the emulator sees a missing wait of the offload: copies of train_gpt2.cu without the copy
-#     stream's wait for the reduce-scatter before a grad shard goes down (random schedule), and
-#     without stage 3's wait for a param shard's copy up before its gather (lazy schedule: the
-#     copies up run only when something waits for them) must train differently.
+#     stream's wait for the reduce-scatter before a grad shard goes down (stage 3, random
+#     schedule), without stage 3's wait for a param shard's copy up before its gather (lazy
+#     schedule: the copies up run only when something waits for them), and without stage 1-2's
+#     all-gather wait for it (stage 2, random) must train differently.
 # usage: dev/test/test_offload_emu.sh   (make emu)
 set -u
 cd "$(dirname "$0")/../.."
@@ -106,15 +107,17 @@ mutant() {
 }
 mutant nodown "stream_wait_for(model->copy_stream, model->comm->stream, model->handoff);" &
 mutant noup "offload_wait_params_up(model, g, comm->stream);" &
+mutant noag "offload_wait_params_up(model, u, comm->stream);" &
 wait
-for cfg in "nodown random 2" "noup lazy 1"; do
+for cfg in "nodown 3 random 2" "noup 3 lazy 1" "noag 2 random 1"; do
     set -- $cfg
-    [ -x "$tmp/bin_$1" ] || { bad "building the mutant $1"; continue; }
-    EMU_SCHEDULE=$2 EMU_SEED=$3 run $1 "$tmp/bin_$1" -z 3 -zo 1 -x 2 > /dev/null 2>&1
+    name=$1 z=$2 sched=$3 seed=$4 real=fp32_z$2_zo
+    [ -x "$tmp/bin_$name" ] || { bad "building the mutant $name"; continue; }
+    EMU_SCHEDULE=$sched EMU_SEED=$seed run $name "$tmp/bin_$name" -z $z -zo 1 -x 2 > /dev/null 2>&1
     # the mutant must train (a crash would prove nothing about the wait), and unlike the real
     # trainer's same run in A (which gives the no-offload bits under the lazy and random schedules)
-    [ -n "$(losses $1)" ] && [ -n "$(losses fp32_z3_zo)" ] && [ "$(losses $1) $(norms $1)" != "$(losses fp32_z3_zo) $(norms fp32_z3_zo)" ] \
-        && ok "without that wait ($1), stage 3 -zo 1 under the $2 schedule trains differently: $(losses $1 | tr '\n' ' ')vs $(losses fp32_z3_zo | tr '\n' ' ')" \
-        || bad "the mutant $1 did not train, or trained like the real trainer: '$(losses $1 | tr '\n' ' ')' / '$(losses fp32_z3_zo | tr '\n' ' ')'"
+    [ -n "$(losses $name)" ] && [ -n "$(losses $real)" ] && [ "$(losses $name) $(norms $name)" != "$(losses $real) $(norms $real)" ] \
+        && ok "without that wait ($name), stage $z -zo 1 under the $sched schedule trains differently: $(losses $name | tr '\n' ' ')vs $(losses $real | tr '\n' ' ')" \
+        || bad "the mutant $name did not train, or trained like the real trainer: '$(losses $name | tr '\n' ' ')' / '$(losses $real | tr '\n' ' ')'"
 done
 summary "offload_emu"

@@ -49,7 +49,8 @@ static int close_enough(double got, double ref, double atol, double rtol) {
 }
 
 // ----------------------------------------------------------------------------
-// AdamW: adamw_element against train_gpt2.c's adamw_update, bit for bit, over 20 steps
+// AdamW: adamw_element (the kernel's body) and adamw_update_host (the offloaded update, -zo 1,
+// OpenMP threads) against train_gpt2.c's adamw_update, bit for bit, over 20 steps
 
 static void test_adamw(float weight_decay, float grad_scale, float beta2) {
     const size_t n = 4099;
@@ -61,10 +62,14 @@ static void test_adamw(float weight_decay, float grad_scale, float beta2) {
     float* m = (float*)calloc(n, sizeof(float));
     float* v = (float*)calloc(n, sizeof(float));
     floatX* grads = (floatX*)mallocCheck(n * sizeof(floatX));
+    float* master_h = (float*)mallocCheck(n * sizeof(float)); // adamw_update_host's state and params
+    float* m_h = (float*)calloc(n, sizeof(float));
+    float* v_h = (float*)calloc(n, sizeof(float));
+    floatX* params_h = (floatX*)mallocCheck(n * sizeof(floatX));
     float* grads_cpu = (float*)mallocCheck(n * sizeof(float));
     Rng rng;
     rng_init(&rng, 1234);
-    for (size_t i = 0; i < n; i++) { p_cpu[i] = master[i] = rng_normal(&rng, 0.0f, 0.02f); }
+    for (size_t i = 0; i < n; i++) { p_cpu[i] = master[i] = master_h[i] = rng_normal(&rng, 0.0f, 0.02f); }
 
     // the gradients span the scales AdamW meets: tiny (v near eps^2), typical, large, and zeros
     const float grad_std[4] = {1e-6f, 1e-3f, 1.0f, 30.0f};
@@ -84,21 +89,25 @@ static void test_adamw(float weight_decay, float grad_scale, float beta2) {
             adamw_element(&master[i], &m[i], &v[i], to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,
                           weight_decay);
         }
+        adamw_update_host(params_h, master_h, grads, m_h, v_h, n, lr, beta1, beta2, bc1, bc2, eps, weight_decay, grad_scale);
         for (size_t i = 0; i < n && mismatch_step == 0; i++) {
             if (float_bits(master[i]) != float_bits(p_cpu[i]) || float_bits(m[i]) != float_bits(m_cpu[i]) ||
-                float_bits(v[i]) != float_bits(v_cpu[i])) {
+                float_bits(v[i]) != float_bits(v_cpu[i]) || float_bits(master_h[i]) != float_bits(p_cpu[i]) ||
+                float_bits(m_h[i]) != float_bits(m_cpu[i]) || float_bits(v_h[i]) != float_bits(v_cpu[i]) ||
+                float_bits(to_float(params_h[i])) != float_bits(to_float(from_float(p_cpu[i])))) {
                 mismatch_step = t;
                 worst = i;
             }
         }
     }
     char name[160], detail[256];
-    snprintf(name, sizeof(name), "adamw_element == CPU adamw_update bitwise, 20 steps (wd %g, grad_scale %g, beta2 %g)",
+    snprintf(name, sizeof(name), "adamw_element and adamw_update_host == CPU adamw_update bitwise, 20 steps (wd %g, grad_scale %g, beta2 %g)",
              weight_decay, grad_scale, beta2);
     snprintf(detail, sizeof(detail), "step %d, element %zu: master %.9g vs %.9g, m %.9g vs %.9g, v %.9g vs %.9g",
              mismatch_step, worst, master[worst], p_cpu[worst], m[worst], m_cpu[worst], v[worst], v_cpu[worst]);
     report(name, mismatch_step == 0, detail);
     free(p_cpu); free(m_cpu); free(v_cpu); free(master); free(m); free(v); free(grads); free(grads_cpu);
+    free(master_h); free(m_h); free(v_h); free(params_h);
 }
 
 // ----------------------------------------------------------------------------

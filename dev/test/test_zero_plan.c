@@ -241,18 +241,19 @@ static void check_shrinks(const GPT2Config* c, int N, StateBytes sb) {
 // column moves to the host (fp32 master + m + v: 12 bytes per shard element), the host also
 // stages one floatX grad shard and one floatX param shard, and each step copies P/N floatX
 // elements each way; nothing else changes. Stage 0 has no shard to offload: refused, plan untouched.
-static void check_offload(const char* name, const GPT2Config* c, int N, int floatx) {
+// With G (-zg, 0: none) the shard is P/G.
+static void check_offload(const char* name, const GPT2Config* c, int N, int G, int floatx) {
     StateBytes sb = ZERO_STATE_BYTES_CUDA(floatx);
-    for (int s = 0; s < 4; s++) {
+    for (int s = G > 0 ? 1 : 0; s < 4; s++) { // stage 0 has no groups
         ZeroPlan plain, off;
-        zero_plan_init(&plain, c, s, N, 0, 1, RESHARD_DEFAULT, 1, 1, sb, 16);
+        zero_plan_init(&plain, c, s, N, G, 1, RESHARD_DEFAULT, 1, 1, sb, 16);
         off = plain;
         int rc = zero_plan_offload(&off);
         if (s == 0) {
             CHECK(rc == -1 && memcmp(&off, &plain, sizeof(off)) == 0, "%s N=%d: stage 0 offload refused, plan untouched", name, N);
             continue;
         }
-        size_t PN = plain.layout.total / N;
+        size_t PN = plain.layout.total / (G > 0 ? G : N);
         CHECK(rc == 0 && off.offload == 1, "%s N=%d stage %d: offload accepted", name, N, s);
         CHECK(off.mem_optimizer == 0 && off.zero_optimizer == 0 && off.mem_host_optimizer == 12 * PN
               && off.zero_host_optimizer == 12 * PN, "%s N=%d stage %d: optimizer 0 on the GPU, 12 P/N on the host", name, N, s);
@@ -487,9 +488,10 @@ int main(int argc, char** argv) {
                 check_memory_and_comm("d12", &d12, Ns[i], CPU, d12_units[k]);
                 check_memory_and_comm("d12 cuda", &d12, Ns[i], CUDA, d12_units[k]);
             }
-            check_offload("d12 cuda bf16", &d12, Ns[i], 2);
-            check_offload("d12 cuda fp32", &d12, Ns[i], 4);
-            check_offload("tiny cuda bf16", &tiny, Ns[i], 2);
+            check_offload("d12 cuda bf16", &d12, Ns[i], 0, 2);
+            check_offload("d12 cuda fp32", &d12, Ns[i], 0, 4);
+            check_offload("tiny cuda bf16", &tiny, Ns[i], 0, 2);
+            if (Ns[i] % 2 == 0) { check_offload("d12 cuda bf16 -zg 2", &d12, Ns[i], 2, 2); }
         }
     }
     for (int L = 1; L <= 6; L++) {

@@ -143,7 +143,6 @@ typedef struct {
     int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the block units
     // collectives per optimizer step (the scalars' two all-gathers not counted)
     int calls_reduce_scatter, calls_all_gather;
-    int unit0_gathers, block_gathers; // stage 3: all-gathers per micro-step of unit 0 / of the blocks
     // optimizer-state offload (zero_plan_offload; all 0 without it)
     int offload;
     size_t mem_host_optimizer;      // pinned host: the shard's optimizer state (mem_optimizer moves here)

@@ -134,7 +134,7 @@ static float* grads_of_batch(GPT2* model, const int* x, const int* y, int B, int
     gpt2_backward(model, 1);
     *loss = gpt2_mean_loss(model);
     grads_finish_reduction(model);
-    return download(model->grads, model->plan.layout.total);
+    return download((const floatX*)model->grads, model->plan.layout.total); // floatX: the default -zd
 }
 
 // One AdamW step of the reference's kind on (x, y); returns the loss, *norm the norm.
@@ -148,7 +148,7 @@ static float reference_step(GPT2* model, const int* x, const int* y, int B, int 
     return loss;
 }
 
-static const ZeroOptions STAGE0 = {0, 1, RESHARD_DEFAULT, 0, 0, 1, 0};
+static const ZeroOptions STAGE0 = {0, 1, RESHARD_DEFAULT, 0, 0, 1, 0, 0};
 
 // 1. the fp32 and bf16 files: same parameters after rounding to floatX (fp32 build: the bf16
 // file is the fp32 weights rounded, so only its own round trip is exact; compare in bf16)
@@ -209,11 +209,11 @@ static void check_stages(Comm* comm, const char* model_path, const int* x, const
     for (int k = 0; k < steps; k++) { loss0[k] = reference_step(&base, x, y, B, T, k + 1, &norm0[k]); }
     gpt2_free(&base);
     const ZeroOptions variants[] = {
-        {1, 1, RESHARD_DEFAULT, 0, 0, 1, 0}, {2, 1, RESHARD_DEFAULT, 0, 0, 1, 0}, {3, 1, RESHARD_DEFAULT, 1, 0, 1, 0},
-        {3, 1, RESHARD_DEFAULT, 0, 0, 1, 0}, {3, 1, RESHARD_ALWAYS, 2, 0, 1, 0}, {3, 1, RESHARD_NEVER, 0, 0, 1, 0},
-        {0, 1, RESHARD_DEFAULT, 0, 0, 2, 0}, {3, 1, RESHARD_DEFAULT, 1, 0, 2, 0}, // two blocks per unit (-zu 2)
+        {1, 1, RESHARD_DEFAULT, 0, 0, 1, 0, 0}, {2, 1, RESHARD_DEFAULT, 0, 0, 1, 0, 0}, {3, 1, RESHARD_DEFAULT, 1, 0, 1, 0, 0},
+        {3, 1, RESHARD_DEFAULT, 0, 0, 1, 0, 0}, {3, 1, RESHARD_ALWAYS, 2, 0, 1, 0, 0}, {3, 1, RESHARD_NEVER, 0, 0, 1, 0, 0},
+        {0, 1, RESHARD_DEFAULT, 0, 0, 2, 0, 0}, {3, 1, RESHARD_DEFAULT, 1, 0, 2, 0, 0}, // two blocks per unit (-zu 2)
         // -zo 1: the host's AdamW on the offloaded state (llmc/adamw.cuh's twin of the kernel)
-        {1, 1, RESHARD_DEFAULT, 0, 0, 1, 1}, {2, 1, RESHARD_DEFAULT, 0, 0, 1, 1}, {3, 1, RESHARD_DEFAULT, 1, 0, 1, 1},
+        {1, 1, RESHARD_DEFAULT, 0, 0, 1, 1, 0}, {2, 1, RESHARD_DEFAULT, 0, 0, 1, 1, 0}, {3, 1, RESHARD_DEFAULT, 1, 0, 1, 1, 0},
     };
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
         GPT2 z;

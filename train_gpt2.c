@@ -533,7 +533,7 @@ void gpt2_set_params(GPT2* model, const float* full) {
 void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path, int recompute) {
     GPT2Config config;
     FILE* fp = model_file_open(path, &config, NULL);
-    ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0, 0, 1, 0};
+    ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0, 0, 1, 0, 0};
     gpt2_init(model, &config, comm, opt, recompute);
     float* full = (float*)callocCheck(model->plan.layout.total, sizeof(float));
     model_file_read(fp, path, &config, &model->plan.layout, full, MODEL_VERSION_FP32);
@@ -1322,6 +1322,7 @@ int main(int argc, char** argv) {
         fail("flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer: the CPU trainer runs its ranks under mpirun -np N");
     }
     if (args.offload != 0) { fail("flag -zo is for the CUDA trainer: the CPU trainer's optimizer state is in host memory already"); }
+    if (args.grad_dtype != NULL) { fail("flag -zd is for the CUDA trainer: the CPU trainer accumulates and reduces fp32 gradients"); }
     comm.timeout_s = args.wait_timeout;
     comm.io_timeout_s = io_wait_seconds(&args);
     // a full disk or a file-size limit must fail a write with a message, not kill the process

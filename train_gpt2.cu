@@ -112,7 +112,7 @@ typedef struct {
 
 // Bytes on the GPU, per category (the start-up table compares them with the plan), and in pinned
 // host memory with the optimizer state offloaded (-zo 1).
-typedef struct { size_t params, grads, optimizer, buffers, activations, workspace, host_optimizer, host_staging; } MemoryUse;
+typedef struct { size_t params, grads, grad_scratch, optimizer, buffers, activations, workspace, host_optimizer, host_staging; } MemoryUse;
 
 typedef struct {
     GPT2Config config;
@@ -125,11 +125,15 @@ typedef struct {
     floatX* param_shard;    // (plan.shard_total) this rank's slice of every unit, stage 3
     floatX* gather_unit0;   // (unit_size[0]) stage 3: unit 0 while gathered
     floatX* gather_blocks;  // (block_gather_buffers, unit_size[1]) stage 3: block unit u in slot (u-1) % count
-    // gradients (floatX)
-    floatX* grads;          // (layout.total) full local gradient, when plan.full_grads
-    floatX* grad_shard;     // (plan.shard_total) stages 2-3: this rank's reduced slices
-    floatX* grad_unit0;     // (unit_size[0]) stages 2-3 without accumulation: unit 0's gradient
-    floatX* grad_blocks;    // (2, unit_size[1]) stages 2-3 without accumulation: block unit u in slot (u-1) % 2
+    // gradients, accumulated and reduced in grad_bytes per element (-zd): floatX, or float in the
+    // bf16 build with -zd fp32 (Megatron's "main grads"), when the backward's kernels write floatX
+    // into grad_scratch and each unit's end adds that into these (grad_accumulate)
+    int grad_bytes;         // 2 (bf16) or 4 (fp32): the element type of the four buffers below
+    void* grads;            // (layout.total) full local gradient, when plan.full_grads
+    void* grad_shard;       // (plan.shard_total) stages 2-3: this rank's reduced slices
+    void* grad_unit0;       // (unit_size[0]) stages 2-3 without accumulation: unit 0's gradient
+    void* grad_blocks;      // (2, unit_size[1]) stages 2-3 without accumulation: block unit u in slot (u-1) % 2
+    floatX* grad_scratch;   // (unit_size[0] + unit_size[1]) -zd fp32 in the bf16 build: unit 0, then the block unit in its backward
     // fp32 master weights and AdamW moments: (layout.total) in stage 0, (plan.shard_total) from
     // stage 1 on. AdamW updates the master; the floatX params are its rounding. With -zo 1 they
     // are pinned host memory and the host updates them (the offload section).
@@ -199,6 +203,21 @@ static floatX* alloc_floatx(size_t* counter, size_t n, const char* what) {
 static float* alloc_float(size_t* counter, size_t n, const char* what) {
     return (float*)cuda_malloc_counted(counter, n * sizeof(float), what);
 }
+static void* alloc_grads(GPT2* model, size_t n, const char* what) {
+    return cuda_malloc_counted(&model->mem.grads, n * model->grad_bytes, what);
+}
+
+// Element `i` of a gradient buffer of grad_bytes elements.
+static void* grad_at(const GPT2* model, void* base, size_t i) { return (char*)base + i * model->grad_bytes; }
+
+// The plan's bytes per element for -zd's choice (opt.grad_bytes, 0: floatX): floatX params,
+// fp32 master + m + v, NCCL reduce-scatters in place.
+static StateBytes cuda_state_bytes(ZeroOptions opt) {
+    int floatx = (int)sizeof(floatX), grad = opt.grad_bytes == 0 ? floatx : opt.grad_bytes;
+    if (grad != floatx && grad != 4) { fail("internal: %d-byte gradients in the %s build", grad, PRECISION_NAME); }
+    StateBytes bytes = ZERO_STATE_BYTES_CUDA(floatx, grad);
+    return bytes;
+}
 
 // Makes the plan and allocates what it says this rank holds (zeroed). The parameters are set
 // later (gpt2_set_params), from a file or a fresh initialization.
@@ -207,8 +226,8 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     model->config = *config;
     model->comm = comm;
     model->recompute = recompute;
-    // floatX params and grads; fp32 master + m + v; NCCL reduce-scatters in place
-    StateBytes bytes = ZERO_STATE_BYTES_CUDA((int)sizeof(floatX));
+    StateBytes bytes = cuda_state_bytes(opt);
+    model->grad_bytes = bytes.grad;
     zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.group_size, opt.grad_accum, opt.reshard,
                    opt.prefetch, opt.unit_blocks, bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
@@ -229,14 +248,15 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
         model->gather_unit0 = alloc_floatx(&mem->buffers, unit0, "the unit-0 gather buffer");
         model->gather_blocks = alloc_floatx(&mem->buffers, (size_t)p->block_gather_buffers * block, "the block gather buffers");
     }
-    if (p->full_grads) { model->grads = alloc_floatx(&mem->grads, lay->total, "the gradients"); }
+    if (p->full_grads) { model->grads = alloc_grads(model, lay->total, "the gradients"); }
     if (p->stage >= 2) {
-        model->grad_shard = alloc_floatx(&mem->grads, p->shard_total, "the gradient shard");
+        model->grad_shard = alloc_grads(model, p->shard_total, "the gradient shard");
         if (!p->full_grads) {
-            model->grad_unit0 = alloc_floatx(&mem->grads, unit0, "the unit-0 gradient");
-            model->grad_blocks = alloc_floatx(&mem->grads, 2 * block, "the block gradient buffers");
+            model->grad_unit0 = alloc_grads(model, unit0, "the unit-0 gradient");
+            model->grad_blocks = alloc_grads(model, 2 * block, "the block gradient buffers");
         }
     }
+    if (p->mem_grad_scratch > 0) { model->grad_scratch = alloc_floatx(&mem->grad_scratch, unit0 + block, "the gradient scratch"); }
     if (opt.offload) { offload_init(model); } // master, m, v on the host
     else {
         size_t opt_n = p->stage == 0 ? lay->total : p->shard_total;
@@ -596,7 +616,7 @@ void gpt2_backward(GPT2* model, int reduce) {
 // zero each unit's buffer when they hand it out).
 void gpt2_zero_grad(GPT2* model) {
     if (model->grads != NULL) {
-        cudaCheck(cudaMemsetAsync(model->grads, 0, model->plan.layout.total * sizeof(floatX), model->stream));
+        cudaCheck(cudaMemsetAsync(model->grads, 0, model->plan.layout.total * model->grad_bytes, model->stream));
     }
 }
 
@@ -604,10 +624,10 @@ void gpt2_zero_grad(GPT2* model) {
 // update
 
 // This rank's reduced gradient slice of unit u (after the step's reduce-scatters).
-static floatX* grad_shard_of(GPT2* model, int u) {
+static void* grad_shard_of(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
-    if (p->stage >= 2) { return model->grad_shard + p->shard_offset[u]; }
-    return model->grads + zero_slice_offset(p, u, model->comm->rank);
+    if (p->stage >= 2) { return grad_at(model, model->grad_shard, p->shard_offset[u]); }
+    return grad_at(model, model->grads, zero_slice_offset(p, u, model->comm->rank));
 }
 
 static double norm_squared_over_ranks(const GPT2* model, double mine); // in the sharding section
@@ -620,8 +640,10 @@ float gpt2_grad_norm(GPT2* model) {
     int part = model->comm->rank / p->group_size; // which of the shard's R slices
     for (int u = 0; u < p->layout.num_units; u++) {
         size_t n = p->layout.unit_size[u] / p->world_size;
-        global_norm_squared(model->norm_squared, grad_shard_of(model, u) + part * n, n, u > 0, model->norm_scratch,
-                            model->stream);
+        void* g = grad_at(model, grad_shard_of(model, u), part * n);
+        double* out = model->norm_squared;
+        if (model->grad_bytes == 4) { global_norm_squared(out, (const float*)g, n, u > 0, model->norm_scratch, model->stream); }
+        else { global_norm_squared(out, (const floatX*)g, n, u > 0, model->norm_scratch, model->stream); }
     }
     cudaCheck(cudaMemcpyAsync(model->norm_host, model->norm_squared, sizeof(double), cudaMemcpyDeviceToHost, model->stream));
     comm_sync(model->comm, model->stream, "the gradient norm");
@@ -630,10 +652,11 @@ float gpt2_grad_norm(GPT2* model) {
 
 // AdamW on elements [lo, hi) of unit u; params, master, grads, m, v point at element lo. Cut at
 // the tensors' edges (of each of the unit's blocks), since weight decay applies to the 2-D
-// weights only; padding is left alone (stays 0). on_host: the pointers are host memory and the
-// host computes (-zo 1), with the same per-element arithmetic as the kernel (llmc/adamw.cuh).
+// weights only; padding is left alone (stays 0). grads has grad_bytes elements. on_host: the
+// pointers are host memory and the host computes (-zo 1), with the same per-element arithmetic as
+// the kernel (llmc/adamw.cuh); offload keeps floatX gradients (train_args.h refuses -zd fp32 -zo 1).
 static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, floatX* params, float* master,
-                             const floatX* grads, float* m, float* v, const AdamWParams* hp, int on_host) {
+                             void* grads, float* m, float* v, const AdamWParams* hp, int on_host) {
     // the bias corrections on the host, as the CPU's adamw_update computes them
     const float bc1 = 1.0f - powf(hp->beta1, (float)hp->t), bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
     const GPT2Config* c = &model->config;
@@ -649,11 +672,15 @@ static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, flo
             if (a >= b) { continue; }
             float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
             size_t k = a - lo;
+            void* g = grad_at(model, grads, k);
             if (on_host) {
-                adamw_update_host(params + k, master + k, grads + k, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2,
+                adamw_update_host(params + k, master + k, (const floatX*)g, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2,
                                   bc1, bc2, hp->eps, wd, hp->grad_scale);
+            } else if (model->grad_bytes == 4) {
+                adamw_update(params + k, master + k, (const float*)g, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1,
+                             bc2, hp->eps, wd, hp->grad_scale, model->stream);
             } else {
-                adamw_update(params + k, master + k, grads + k, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1,
+                adamw_update(params + k, master + k, (const floatX*)g, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1,
                              bc2, hp->eps, wd, hp->grad_scale, model->stream);
             }
         }
@@ -676,7 +703,7 @@ float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, fl
         size_t off = p->layout.unit_offset[u], S = p->shard_size[u], so = p->shard_offset[u];
         if (p->stage == 0) {
             adamw_unit_range(model, u, 0, p->layout.unit_size[u], model->params + off, model->master + off,
-                             model->grads + off, model->m + off, model->v + off, &hp, 0);
+                             grad_at(model, model->grads, off), model->m + off, model->v + off, &hp, 0);
         } else {
             floatX* params = p->stage == 3 ? model->param_shard + so : model->params + off + rank * S;
             adamw_unit_range(model, u, rank * S, (rank + 1) * S, params, model->master + so, grad_shard_of(model, u),
@@ -693,7 +720,7 @@ void gpt2_free(GPT2* model) {
     comm_sync(model->comm, model->stream, "the last kernels");
     int dev = !model->offload; // with -zo 1 master, m, v are host memory (offload_free)
     void* slabs[] = {model->params, model->param_shard, model->gather_unit0, model->gather_blocks, model->grads,
-                     model->grad_shard, model->grad_unit0, model->grad_blocks, dev ? model->master : NULL,
+                     model->grad_shard, model->grad_unit0, model->grad_blocks, model->grad_scratch, dev ? model->master : NULL,
                      dev ? model->m : NULL, dev ? model->v : NULL, model->norm_squared, model->norm_scratch};
     for (size_t i = 0; i < sizeof(slabs) / sizeof(slabs[0]); i++) { cudaCheck(cudaFree(slabs[i])); } // NULL is fine
     if (model->acts_memory != NULL) {
@@ -806,23 +833,51 @@ void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B
 // Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
 // accumulation) in the unit-0 buffer or one of the two block slots (each the largest block
 // unit's size, unit_size[1]), block unit u in slot (u-1) % 2.
-static floatX* unit_grad_buffer(GPT2* model, int u) {
+static void* unit_grad_buffer(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
-    if (p->full_grads) { return model->grads + p->layout.unit_offset[u]; }
+    if (p->full_grads) { return grad_at(model, model->grads, p->layout.unit_offset[u]); }
     if (u == 0) { return model->grad_unit0; }
-    return model->grad_blocks + (size_t)zero_grad_slot(u) * p->layout.unit_size[1];
+    return grad_at(model, model->grad_blocks, (size_t)zero_grad_slot(u) * p->layout.unit_size[1]);
+}
+
+// Where the backward's kernels write unit u's gradient: the unit's gradient buffer itself, or
+// with -zd fp32 in the bf16 build the floatX scratch (unit 0 at its start, any block unit after it),
+// which is zero whenever a unit's backward begins (grad_accumulate zeroes what it reads).
+static floatX* unit_grad_target(GPT2* model, int u) {
+    if (model->grad_scratch == NULL) { return (floatX*)unit_grad_buffer(model, u); }
+    return model->grad_scratch + (u == 0 ? 0 : model->plan.layout.unit_size[0]);
 }
 
 // The two block buffers alternate, so block l's reduce-scatter can still be running while block
 // l-1's backward fills the other one; block l-2 waits (compute stream) for block l's to finish.
 static floatX* unit_grads(GPT2* model, int u) {
-    floatX* buf = unit_grad_buffer(model, u);
-    if (model->plan.full_grads) { return buf; }
-    if (u > 0 && zero_walk_grad_slot(&model->walk, u) != -1) {
-        cudaCheck(cudaStreamWaitEvent(model->stream, model->grad_slot_reduced[zero_grad_slot(u)], 0));
+    if (!model->plan.full_grads) {
+        if (u > 0 && zero_walk_grad_slot(&model->walk, u) != -1) {
+            cudaCheck(cudaStreamWaitEvent(model->stream, model->grad_slot_reduced[zero_grad_slot(u)], 0));
+        }
+        cudaCheck(cudaMemsetAsync(unit_grad_buffer(model, u), 0, model->plan.layout.unit_size[u] * model->grad_bytes, model->stream));
     }
-    cudaCheck(cudaMemsetAsync(buf, 0, model->plan.layout.unit_size[u] * sizeof(floatX), model->stream));
-    return buf;
+    return unit_grad_target(model, u);
+}
+
+// -zd fp32 (bf16 build): one micro-step's floatX gradient of a unit joins the fp32 sum, each
+// element rounded once (fp32 addition) instead of to bf16 against the running sum; the scratch
+// is zeroed for the next unit's backward in the same pass. The kernels that filled the scratch
+// accumulate into it (cuBLASLt's beta = 1), so it must start at zero.
+__global__ void grad_accumulate_kernel(float* sum, floatX* scratch, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        sum[i] += to_float(scratch[i]);
+        scratch[i] = from_float(0.0f);
+    }
+}
+
+static void grad_accumulate(GPT2* model, int u) {
+    if (model->grad_scratch == NULL) { return; }
+    size_t n = model->plan.layout.unit_size[u];
+    grad_accumulate_kernel<<<ceil_div(n, 256), 256, 0, model->stream>>>((float*)unit_grad_buffer(model, u),
+                                                                         unit_grad_target(model, u), n);
+    cudaCheckLaunch();
 }
 
 // A unit's gradients are complete (for this micro-step). On the step's last micro-step they are
@@ -832,20 +887,22 @@ static floatX* unit_grads(GPT2* model, int u) {
 // backward goes on. With -zg, the reduced slice is then all-reduced across the groups (the
 // same stream: right after its reduce-scatter).
 static void unit_grads_done(GPT2* model, int u, int reduce) {
+    grad_accumulate(model, u); // -zd fp32: every micro-step, before the reduction reads the sum
     if (!reduce) { return; }
     const ZeroPlan* p = &model->plan;
     Comm* comm = model->group;
-    floatX* full = unit_grad_buffer(model, u);
-    floatX* mine = full + (size_t)comm->rank * p->shard_size[u];
+    size_t eb = (size_t)model->grad_bytes; // ncclBfloat16 or ncclFloat32 (nccl_type)
+    void* full = unit_grad_buffer(model, u);
+    void* mine = grad_at(model, full, (size_t)comm->rank * p->shard_size[u]);
     stream_wait_for(comm->stream, model->stream, model->handoff);
     if (p->stage >= 2) {
-        comm_reduce_scatter(comm, full, model->grad_shard + p->shard_offset[u], p->shard_size[u], sizeof(floatX), u);
+        comm_reduce_scatter(comm, full, grad_at(model, model->grad_shard, p->shard_offset[u]), p->shard_size[u], eb, u);
         if (u > 0 && !p->full_grads) { cudaCheck(cudaEventRecord(model->grad_slot_reduced[zero_grad_slot(u)], comm->stream)); }
     } else {
-        comm_reduce_scatter(comm, full, mine, p->shard_size[u], sizeof(floatX), u);
-        if (p->stage == 0) { comm_all_gather(comm, mine, full, p->shard_size[u], sizeof(floatX), u); }
+        comm_reduce_scatter(comm, full, mine, p->shard_size[u], eb, u);
+        if (p->stage == 0) { comm_all_gather(comm, mine, full, p->shard_size[u], eb, u); }
     }
-    if (model->across != NULL) { comm_all_reduce(model->across, grad_shard_of(model, u), p->shard_size[u], sizeof(floatX), u); }
+    if (model->across != NULL) { comm_all_reduce(model->across, grad_shard_of(model, u), p->shard_size[u], eb, u); }
     if (model->offload) { offload_grads_down(model, u); } // while the backward goes on
 }
 
@@ -905,6 +962,8 @@ static void params_all_gather(GPT2* model) {
 static void offload_init(GPT2* model) {
     const ZeroPlan* p = &model->plan;
     if (zero_plan_offload(&model->plan) != 0) { fail("flag -zo 1 applies only to -z 1, 2 or 3 (got -z %d)", p->stage); }
+    // the copies and the host's update below are floatX (parse_grad_dtype refuses -zd fp32 -zo 1 in bf16)
+    if (model->grad_bytes != (int)sizeof(floatX)) { fail("internal: -zo 1 with %d-byte gradients in the %s build", model->grad_bytes, PRECISION_NAME); }
     MemoryUse* mem = &model->mem;
     size_t n = p->shard_total;
     model->offload = 1;
@@ -983,13 +1042,14 @@ void print_memory_table(const GPT2* model) {
     const double MB = 1024.0 * 1024.0;
     printf("ZeRO stage %d, %d ranks", p->stage, p->world_size);
     if (p->replicas > 1) { printf(" in %d shard groups of %d", p->replicas, p->group_size); }
-    printf(", %s", PRECISION_NAME);
+    printf(", %s, grads %s", PRECISION_NAME, p->bytes.grad == 4 ? "fp32" : "bf16");
     if (p->stage == 3) { printf(", reshard_after_forward %s, prefetch %d", RESHARD_NAMES[p->reshard], p->prefetch); }
     printf(", %d blocks per unit (%d units), %zu parameters padded to %zu\n", p->unit_blocks, p->layout.num_units,
            p->layout.num_parameters, p->layout.total);
     printf("GPU memory/rank  | allocated (bytes) |      plan (bytes) | ZeRO formula\n");
     printf("params           | %17zu | %17zu | %9.2f MB\n", m->params, p->mem_params, p->zero_params / MB);
     printf("grads            | %17zu | %17zu | %9.2f MB\n", m->grads, p->mem_grads, p->zero_grads / MB);
+    printf("grad scratch     | %17zu | %17zu |\n", m->grad_scratch, p->mem_grad_scratch);
     printf("optimizer        | %17zu | %17zu | %9.2f MB\n", m->optimizer, p->mem_optimizer, p->zero_optimizer / MB);
     printf("gather buffers   | %17zu | %17zu |\n", m->buffers, p->mem_buffers);
     printf("activations      | %17zu |                 - |\n", m->activations);
@@ -1278,7 +1338,7 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
 static void print_peak_memory(const GPT2* model) {
     const MemoryUse* mu = &model->mem;
     Comm* comm = model->comm;
-    double mine = (double)(mu->params + mu->grads + mu->optimizer + mu->buffers + mu->activations + mu->workspace), most = mine;
+    double mine = (double)(mu->params + mu->grads + mu->grad_scratch + mu->optimizer + mu->buffers + mu->activations + mu->workspace), most = mine;
     double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
     comm_gather_doubles(comm, mine, all);
     for (int r = 0; r < comm->world_size; r++) { if (all[r] > most) { most = all[r]; } }
@@ -1302,7 +1362,7 @@ static void pick_stage_auto(TrainSizes* sz, const GPT2Config* config, Comm* comm
     free(all);
     size_t other = activations_bytes(config, args->recompute, args->B, args->T) + CUBLASLT_WORKSPACE_BYTES
                  + (1 + GLOBAL_NORM_SCRATCH) * sizeof(double);
-    StateBytes bytes = ZERO_STATE_BYTES_CUDA((int)sizeof(floatX));
+    StateBytes bytes = cuda_state_bytes(sz->zero);
     train_pick_stage(sz, config, comm->world_size, bytes, UNIT_ALIGN, other, "activations, workspace", least,
                      args->zero_budget_mb > 0 ? "flag -zm" : "the GPU's free memory, least over the ranks", comm->rank);
 }
@@ -1328,6 +1388,7 @@ int main(int argc, char** argv) {
     int version;
     FILE* model_fp = train_model_config(&args, &config, &version);
     TrainSizes sz = train_sizes(&args, &config, N);
+    sz.zero.grad_bytes = parse_grad_dtype(args.grad_dtype, (int)sizeof(floatX), args.offload);
     // every file is checked before the GPU is touched: bad input gets its message on any machine
     DataLoader train, val;
     dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);

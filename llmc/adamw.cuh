@@ -39,9 +39,11 @@ __host__ __device__ inline void adamw_element(float* master, float* m, float* v,
 
 // Grid-stride over the n elements; each element is read and written by one thread, so the
 // result does not depend on the launch shape. params and master are not __restrict__: the
-// FP32 build may pass the same buffer for both.
+// FP32 build may pass the same buffer for both. GradT: floatX, or float (the bf16 build's fp32
+// gradients, -zd fp32).
+template <typename GradT>
 __global__ void __launch_bounds__(ADAMW_THREADS)
-adamw_kernel(floatX* params, float* master, const floatX* __restrict__ grads, float* __restrict__ m,
+adamw_kernel(floatX* params, float* master, const GradT* __restrict__ grads, float* __restrict__ m,
              float* __restrict__ v, size_t n, float lr, float beta1, float beta2, float bc1, float bc2,
              float eps, float weight_decay, float grad_scale) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -60,13 +62,14 @@ adamw_kernel(floatX* params, float* master, const floatX* __restrict__ grads, fl
 // corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t computed on the host by the caller
 // (adamw_bias_correction); master (fp32) is updated, params (floatX) = the new master rounded to floatX.
 // (Not the CPU's adamw_update: this one takes a stream and 15 arguments, so C++ never confuses the two.)
-static void adamw_update(floatX* params, float* master, const floatX* grads, float* m, float* v, size_t n,
+template <typename GradT>
+static void adamw_update(floatX* params, float* master, const GradT* grads, float* m, float* v, size_t n,
                          float lr, float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
                          float grad_scale, cudaStream_t stream) {
     if (n == 0) { return; }
     size_t blocks = (n + ADAMW_THREADS - 1) / ADAMW_THREADS;
     if (blocks > ADAMW_MAX_BLOCKS) { blocks = ADAMW_MAX_BLOCKS; }
-    adamw_kernel<<<(unsigned int)blocks, ADAMW_THREADS, 0, stream>>>(params, master, grads, m, v, n, lr, beta1, beta2,
+    adamw_kernel<GradT><<<(unsigned int)blocks, ADAMW_THREADS, 0, stream>>>(params, master, grads, m, v, n, lr, beta1, beta2,
                                                                      bc1, bc2, eps, weight_decay, grad_scale);
     cudaCheckLaunch();
 }

@@ -23,7 +23,9 @@ double is exact for fp32 gradients too, as the CPU's (double)x * x is.
 #define GLOBAL_NORM_SCRATCH GLOBAL_NORM_BLOCKS // doubles of scratch: one partial per block
 
 // The sum of squares thread `tid` of `nthreads` owns: x[tid], x[tid + nthreads], ..., in order.
-__host__ __device__ inline double global_norm_thread_sum(const floatX* x, size_t n, size_t tid, size_t nthreads) {
+// GradT: floatX, or float (the bf16 build's fp32 gradients, -zd fp32).
+template <typename GradT>
+__host__ __device__ inline double global_norm_thread_sum(const GradT* x, size_t n, size_t tid, size_t nthreads) {
     double s = 0.0;
     for (size_t i = tid; i < n; i += nthreads) {
         double xi = (double)to_float(x[i]);
@@ -45,8 +47,9 @@ __device__ inline double block_sum_double(double x, double* shared) {
 }
 
 // grid GLOBAL_NORM_BLOCKS, block GLOBAL_NORM_THREADS: partial[block] = the block's sum of squares
+template <typename GradT>
 __global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
-global_norm_partial_kernel(double* partial, const floatX* x, size_t n) {
+global_norm_partial_kernel(double* partial, const GradT* x, size_t n) {
     __shared__ double warp_sums[32];
     size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t nthreads = (size_t)gridDim.x * blockDim.x;
@@ -65,14 +68,15 @@ global_norm_finish_kernel(double* out, const double* partial, int nblocks, int a
     if (threadIdx.x == 0) { *out = accumulate ? *out + s : s; }
 }
 
-// Sum of squares of x[0..n) (floatX), in double throughout (see the top of this file), in a
+// Sum of squares of x[0..n) (floatX or float), in double throughout (see the top of this file), in a
 // fixed order: a fixed grid (independent of n) writes one partial per block into scratch, then
 // one block adds the partials in order and ADDS the result into *out (a double on the device)
 // when accumulate, else writes it. scratch: GLOBAL_NORM_SCRATCH doubles on the device, free
 // again once the stream has run the second kernel. n may be 0 (adds 0).
-static void global_norm_squared(double* out, const floatX* x, size_t n, int accumulate, double* scratch,
+template <typename GradT>
+static void global_norm_squared(double* out, const GradT* x, size_t n, int accumulate, double* scratch,
                                 cudaStream_t stream) {
-    global_norm_partial_kernel<<<GLOBAL_NORM_BLOCKS, GLOBAL_NORM_THREADS, 0, stream>>>(scratch, x, n);
+    global_norm_partial_kernel<GradT><<<GLOBAL_NORM_BLOCKS, GLOBAL_NORM_THREADS, 0, stream>>>(scratch, x, n);
     cudaCheckLaunch();
     global_norm_finish_kernel<<<1, GLOBAL_NORM_FINISH_THREADS, 0, stream>>>(out, scratch, GLOBAL_NORM_BLOCKS, accumulate);
     cudaCheckLaunch();

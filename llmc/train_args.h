@@ -54,6 +54,7 @@ typedef struct {
     int recompute;             // -r: 0 none, 1 GELU, 2 GELU + layernorms (-1: not given: 1 CUDA, 0 CPU)
     int hellaswag;             // -h 1: HellaSwag accuracy every -v steps and at the end
     const char* hellaswag_file; // -hf (NULL: not given, HELLASWAG_DEFAULT_FILE)
+    const char* grad_dtype;    // -zd bf16 | fp32: CUDA trainer, gradient accumulation and reduction dtype (NULL: the build's floatX)
     // CUDA trainer, processes started without mpirun (llmc/nccl_comm.cuh)
     int num_processes;         // -pn (-1: not given)
     int process_rank;          // -pr (-1: not given)
@@ -74,7 +75,7 @@ static inline TrainArgs train_args_defaults(void) {
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1, .unit_blocks = 1, .offload = 0,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
-        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
+        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .grad_dtype = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
     return a;
 }
@@ -110,6 +111,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-zg", ARG_INT, zero_group, "stages 1-3, hybrid sharding: shard in groups of this many consecutive ranks, replicate across groups (default: all)"),
     ARG("-zu", ARG_INT, unit_blocks, "unit size (FSDP's wrap policy): transformer blocks per unit, 1..L, the last unit holds the rest (every stage: what is gathered and reduced as one collective)"),
     ARG("-zo", ARG_INT, offload, "CUDA trainer, -z 1/2/3: 1 keeps the optimizer state (master, m, v) in pinned host memory and runs AdamW on the CPU"),
+    ARG("-zd", ARG_STR, grad_dtype, "CUDA trainer: gradients accumulated over micro-steps and reduced in bf16 or fp32 (default: the build's precision; fp32 only in the fp32 build)"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
@@ -226,6 +228,23 @@ static inline ReshardPolicy parse_reshard(const char* s) {
     fail("flag -zr expects default, always or never, got '%s'", s);
 }
 
+// -zd on the CUDA trainer: the gradient's bytes per element, 2 (bf16) or 4 (fp32); NULL gives
+// the build's floatX. The fp32 build has no bf16 gradients to offer (its backward writes fp32).
+// Offload (-zo 1) copies down and updates from floatX gradients: fp32 ones in the bf16 build are
+// refused with it rather than narrowed.
+static inline int parse_grad_dtype(const char* s, int floatx_bytes, int offload) {
+    if (s == NULL) { return floatx_bytes; }
+    if (strcmp(s, "fp32") == 0) {
+        if (offload && floatx_bytes != 4) { fail("flags -zd fp32 and -zo 1 do not combine in the bf16 build: the offloaded update reads bf16 gradients (drop one of them)"); }
+        return 4;
+    }
+    if (strcmp(s, "bf16") == 0) {
+        if (floatx_bytes != 2) { fail("flag -zd bf16 needs the bf16 build (make PRECISION=BF16): this fp32 build keeps fp32 gradients (-zd fp32)"); }
+        return 2;
+    }
+    fail("flag -zd expects bf16 or fp32, got '%s'", s);
+}
+
 // A fresh "dN" model name gives N; anything else is a file path (0).
 static inline int parse_depth(const char* model) {
     if (model[0] != 'd' || model[1] == '\0') { return 0; }
@@ -259,7 +278,7 @@ static inline TrainSizes train_sizes(const TrainArgs* args, const GPT2Config* co
         fail("flag -zg %d must divide the %d ranks (groups of consecutive ranks, all the same size)", args->zero_group, N);
     }
     int group = args->zero_group == -1 ? N : args->zero_group;
-    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch, group, args->unit_blocks, args->offload};
+    s.zero = (ZeroOptions){args->zero_stage, s.grad_accum, parse_reshard(args->reshard), prefetch, group, args->unit_blocks, args->offload, 0};
     return s;
 }
 

@@ -45,6 +45,11 @@ Choices the plan counts (and the trainers follow):
   communication. The price in stages 2-3 is a full local gradient buffer while accumulating
   (what FSDP's no_sync does); reduce-scattering every micro-step (DeepSpeed's choice) would
   keep the memory and multiply the traffic instead.
+- Gradient dtype (CUDA -zd): the gradients are accumulated over the micro-steps, reduced and
+  read by the update in bytes.grad per element. bf16 (2) rounds each micro-step's contribution
+  against the running sum and the ranks' sum to 8 bits; fp32 (4, Megatron's "main grads") doubles
+  the gradient memory and every gradient byte on the wire (reduce-scatter, stage 0's all-gather),
+  plus a bf16 scratch of unit 0 and one block that the backward writes (mem_grad_scratch).
 - reshard_after_forward (stage 3): 'default' frees each block after its forward except the
   last, which backward needs first; 'always' frees every block (each is gathered twice:
   exactly 1.5x stage 0's traffic); 'never' keeps every block gathered from its forward to its
@@ -73,12 +78,15 @@ Choices the plan counts (and the trainers follow):
 #define UNIT_ALIGN 16
 
 // Each trainer's bytes per element, initializers of StateBytes (below) in its field order:
-// param, grad, optimizer, reduce_scatter_in_place, ring_scratch. The CPU trainer (train_gpt2.c): fp32 params
-// and grads, AdamW m + v; MPI's stage 0-1 reduce-scatter needs a one-shard buffer. The CUDA
-// trainer (train_gpt2.cu): floatX params and grads (bf16 2, fp32 4), fp32 master + m + v; NCCL
+// param, grad, optimizer, reduce_scatter_in_place, ring_scratch, grad_scratch. The CPU trainer
+// (train_gpt2.c): fp32 params and grads, AdamW m + v; MPI's stage 0-1 reduce-scatter needs a
+// one-shard buffer. The CUDA trainer (train_gpt2.cu): floatX params (bf16 2, fp32 4), gradients
+// accumulated and reduced in grad_bytes (-zd: floatX, or fp32 = 4 in the bf16 build, when the
+// backward writes floatX into a scratch that is added into them), fp32 master + m + v; NCCL
 // reduce-scatters in place. dev/test/zero_lib.sh states them again as the shell tests' expectation.
-#define ZERO_STATE_BYTES_CPU {4, 4, 8, 0, 1}
-#define ZERO_STATE_BYTES_CUDA(floatx_bytes) {(floatx_bytes), (floatx_bytes), 12, 1, 0}
+#define ZERO_STATE_BYTES_CPU {4, 4, 8, 0, 1, 0}
+#define ZERO_STATE_BYTES_CUDA(floatx_bytes, grad_bytes) \
+    {(floatx_bytes), (grad_bytes), 12, 1, 0, (grad_bytes) != (floatx_bytes) ? (floatx_bytes) : 0}
 
 typedef enum { RESHARD_DEFAULT = 0, RESHARD_ALWAYS = 1, RESHARD_NEVER = 2 } ReshardPolicy;
 static const char* const RESHARD_NAMES[] = {"default", "always", "never"};
@@ -86,7 +94,7 @@ static const char* const RESHARD_NAMES[] = {"default", "always", "never"};
 // -z auto, until the trainer has picked a stage (train_pick_stage in llmc/train_args.h)
 #define ZERO_STAGE_AUTO (-2)
 
-// What a trainer asks of the plan (from its flags: -z, -d, -zr, -zp).
+// What a trainer asks of the plan (from its flags: -z, -d, -zr, -zp, -zd).
 typedef struct {
     int stage;              // 0..3
     int grad_accum;         // micro-steps per optimizer step
@@ -95,6 +103,7 @@ typedef struct {
     int group_size;         // -zg: ranks per shard group, a divisor of N (0: all N, plain ZeRO)
     int unit_blocks;        // -zu: transformer blocks per unit, K (1..L), every stage
     int offload;            // -zo 1: optimizer state on the host (CUDA trainer, stages 1-3)
+    int grad_bytes;         // CUDA -zd: bytes per gradient element, 2 or 4 (0: the build's floatX; the CPU: fp32)
 } ZeroOptions;
 
 // Bytes per element of each kind of state, which differ between the trainers.
@@ -108,6 +117,10 @@ typedef struct {
     // 1: each reduce-scatter in flight holds two slices of partial sums (the CPU trainer's ring,
     // llmc/mpi_comm.h); 0: the library's own buffers (NCCL), outside the plan
     int ring_scratch;
+    // the bytes of what the backward writes when it is narrower than `grad` (CUDA -zd fp32 in the
+    // bf16 build: 2), else 0. The backward's kernels write floatX into a scratch of unit 0 plus one
+    // block, which each unit's end adds into the wider gradient (and zeroes)
+    int grad_scratch;
 } StateBytes;
 
 typedef struct {
@@ -134,6 +147,7 @@ typedef struct {
     // per-rank memory, bytes
     size_t mem_params, mem_grads, mem_optimizer, mem_buffers;
     size_t mem_comm_scratch;        // the most the reduce-scatters in flight hold at once (ring_scratch)
+    size_t mem_grad_scratch;        // the backward's narrower gradient scratch (grad_scratch): unit 0 + one block
     size_t zero_params, zero_grads, zero_optimizer; // the ZeRO paper's formula for the stage
     // per-rank communication per optimizer step, bus bytes: inside the shard group (all of it
     // when G = N), and across the groups (the grad shards' all-reduce)
@@ -222,6 +236,11 @@ static inline void zero_plan_init(ZeroPlan* p, const GPT2Config* c, int stage, i
         size_t across = 2 * (p->max_shard_size / p->replicas) * bytes.grad;
         if (across > p->mem_comm_scratch) { p->mem_comm_scratch = across; }
     }
+    // the backward's scratch, when it writes narrower than the gradient is kept: unit 0 lives
+    // through the whole backward (the head's part first, the encoder's last); a block unit's part
+    // is added into the gradient as soon as its backward ends, so the largest block unit's room
+    // serves them all
+    p->mem_grad_scratch = (unit0 + block) * bytes.grad_scratch;
     // optimizer state: full on every rank in stage 0, the shard from stage 1 on
     p->mem_optimizer = (stage == 0 ? P : PN) * bytes.optimizer;
     // the formula of the ZeRO paper (no buffers)
@@ -278,7 +297,7 @@ static inline size_t zero_plan_host_total(const ZeroPlan* p) { return p->mem_hos
 
 // Everything the plan allocates per rank, in bytes (the communication scratch included).
 static inline size_t zero_plan_total(const ZeroPlan* p) {
-    return p->mem_params + p->mem_grads + p->mem_optimizer + p->mem_buffers + p->mem_comm_scratch;
+    return p->mem_params + p->mem_grads + p->mem_optimizer + p->mem_buffers + p->mem_comm_scratch + p->mem_grad_scratch;
 }
 
 // -z auto: the lowest stage (the least communication) whose plan, plus `other` bytes the

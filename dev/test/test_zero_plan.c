@@ -19,7 +19,8 @@ static int g_passed = 0, g_failed = 0;
 } while (0)
 
 static const StateBytes CPU = ZERO_STATE_BYTES_CPU;     // MPI: stages 0-1 reduce-scatter into a buffer
-static const StateBytes CUDA = ZERO_STATE_BYTES_CUDA(2); // bf16; NCCL: in place
+static const StateBytes CUDA = ZERO_STATE_BYTES_CUDA(2, 2); // bf16; NCCL: in place
+static const StateBytes CUDA_FP32_GRADS = ZERO_STATE_BYTES_CUDA(2, 4); // bf16, -zd fp32
 
 // ceil(a / b)
 static int div_up(int a, int b) { return (a + b - 1) / b; }
@@ -222,6 +223,39 @@ static void check_hybrid(const char* name, const GPT2Config* c, int N, int G, St
     }
 }
 
+// -zd fp32 against -zd bf16 (CUDA, bf16 build), from the padded count P alone: the gradient
+// bytes double in every stage and accumulation; a bf16 scratch of exactly unit 0 + one block is
+// added; params and optimizer are unchanged; the gradient's wire bytes double (reduce-scatter
+// 4P(N-1)/N, stage 0's all-gather too) and the params' all-gathers (stages 1-3) stay.
+static void check_grad_dtype(const char* name, const GPT2Config* c, int N, int print) {
+    for (int accum = 1; accum <= 3; accum += 2) {
+        for (int s = 0; s < 4; s++) {
+            ZeroPlan h, f; // half (bf16) and full (fp32) gradients
+            zero_plan_init(&h, c, s, N, 0, accum, RESHARD_DEFAULT, 1, 1, CUDA, 16);
+            zero_plan_init(&f, c, s, N, 0, accum, RESHARD_DEFAULT, 1, 1, CUDA_FP32_GRADS, 16);
+            size_t P = h.layout.total, scratch = (h.layout.unit_size[0] + h.layout.unit_size[1]) * 2;
+            double ring = (double)(N - 1) / N;
+            CHECK(f.mem_grads == 2 * h.mem_grads && f.zero_grads == 2 * h.zero_grads, "%s N=%d stage %d x%d: fp32 grads %zu != 2 x bf16 %zu",
+                  name, N, s, accum, f.mem_grads, h.mem_grads);
+            CHECK(f.mem_grad_scratch == scratch && h.mem_grad_scratch == 0, "%s N=%d stage %d: grad scratch %zu (want %zu), bf16 %zu",
+                  name, N, s, f.mem_grad_scratch, scratch, h.mem_grad_scratch);
+            CHECK(f.mem_params == h.mem_params && f.mem_optimizer == h.mem_optimizer && f.mem_buffers == h.mem_buffers,
+                  "%s N=%d stage %d: -zd changed params, optimizer or buffers", name, N, s);
+            CHECK(zero_plan_total(&f) == zero_plan_total(&h) + h.mem_grads + scratch, "%s N=%d stage %d: total", name, N, s);
+            CHECK(f.comm_reduce_scatter == 4.0 * P * ring && h.comm_reduce_scatter == 2.0 * P * ring,
+                  "%s N=%d stage %d: reduce-scatter %.0f / %.0f", name, N, s, f.comm_reduce_scatter, h.comm_reduce_scatter);
+            CHECK(s == 0 ? f.comm_all_gather == 4.0 * P * ring : f.comm_all_gather == h.comm_all_gather,
+                  "%s N=%d stage %d: all-gather %.0f (bf16 grads %.0f)", name, N, s, f.comm_all_gather, h.comm_all_gather);
+            if (print && accum == 1) {
+                printf("GPT-2 124M, N=%d, CUDA bf16, stage %d: -zd bf16 %.1f MB per rank (grads %.1f), %.1f MB on the wire per step; "
+                       "-zd fp32 %.1f MB (grads %.1f + scratch %.1f), %.1f MB\n", N, s, zero_plan_total(&h) / 1048576.0,
+                       h.mem_grads / 1048576.0, (h.comm_reduce_scatter + h.comm_all_gather) / 1048576.0, zero_plan_total(&f) / 1048576.0,
+                       f.mem_grads / 1048576.0, f.mem_grad_scratch / 1048576.0, (f.comm_reduce_scatter + f.comm_all_gather) / 1048576.0);
+            }
+        }
+    }
+}
+
 // For GPT-2 124M: per-rank memory shrinks at every stage (DESIGN.md §4's table).
 static void check_shrinks(const GPT2Config* c, int N, StateBytes sb) {
     size_t prev = (size_t)-1;
@@ -243,7 +277,7 @@ static void check_shrinks(const GPT2Config* c, int N, StateBytes sb) {
 // elements each way; nothing else changes. Stage 0 has no shard to offload: refused, plan untouched.
 // With G (-zg, 0: none) the shard is P/G.
 static void check_offload(const char* name, const GPT2Config* c, int N, int G, int floatx) {
-    StateBytes sb = ZERO_STATE_BYTES_CUDA(floatx);
+    StateBytes sb = ZERO_STATE_BYTES_CUDA(floatx, floatx);
     for (int s = G > 0 ? 1 : 0; s < 4; s++) { // stage 0 has no groups
         ZeroPlan plain, off;
         zero_plan_init(&plain, c, s, N, G, 1, RESHARD_DEFAULT, 1, 1, sb, 16);
@@ -277,7 +311,7 @@ static void print_offload(const GPT2Config* c, int N) {
     const double MB = 1048576.0;
     for (int s = 1; s < 4; s++) {
         ZeroPlan plain, off;
-        zero_plan_init(&plain, c, s, N, 0, 1, RESHARD_DEFAULT, 1, 1, (StateBytes)ZERO_STATE_BYTES_CUDA(2), 16);
+        zero_plan_init(&plain, c, s, N, 0, 1, RESHARD_DEFAULT, 1, 1, (StateBytes)ZERO_STATE_BYTES_CUDA(2, 2), 16);
         off = plain;
         zero_plan_offload(&off);
         printf("GPT-2 124M, N=%d, CUDA bf16, stage %d: GPU %.1f MB -> %.1f MB with -zo 1; host %.1f MB (optimizer %.1f, staging %.1f); "
@@ -415,7 +449,7 @@ static void check_walk(int L, ReshardPolicy reshard, int prefetch, int K) {
 // the lowest stage whose total is no larger; one byte less, the lowest strictly smaller, or -1.
 // With G (-z auto -zg G, 0: none): stages 1-3 in groups of G, stage 0 plain.
 static void check_pick_stage(const char* name, const GPT2Config* c, int N, int G, StateBytes sb, size_t other) {
-    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, G, 1, 0};
+    ZeroOptions opt = {ZERO_STAGE_AUTO, 1, RESHARD_DEFAULT, 1, G, 1, 0, 0};
     ZeroPlan ref[4], got[4];
     size_t total[4];
     for (int s = 0; s < 4; s++) {
@@ -492,6 +526,8 @@ int main(int argc, char** argv) {
             check_offload("d12 cuda fp32", &d12, Ns[i], 0, 4);
             check_offload("tiny cuda bf16", &tiny, Ns[i], 0, 2);
             if (Ns[i] % 2 == 0) { check_offload("d12 cuda bf16 -zg 2", &d12, Ns[i], 2, 2); }
+            check_grad_dtype("d12", &d12, Ns[i], Ns[i] == 8);
+            check_grad_dtype("tiny", &tiny, Ns[i], 0);
         }
     }
     for (int L = 1; L <= 6; L++) {

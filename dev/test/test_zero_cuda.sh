@@ -32,30 +32,7 @@ SECTIONS=" ${ZERO_CUDA_SECTIONS:-A B C D E F G} " X=${ZERO_CUDA_STEPS:-4}
 want() { [[ "$SECTIONS" == *" $1 "* ]]; }
 for b in $BF16 $FP32; do [ -x $b ] || { echo "$b missing (make cuda)"; echo "zero_cuda: 0 passed, 1 failed"; exit 1; }; done
 
-# crun NAME BIN N ARGS...: the tiny model on N ranks (N processes on this machine's GPUs) into
-# $tmp/NAME; rank 0's output in NAME.txt, rank r's in NAME.r<r>.txt
-crun() {
-    local name=$1 bin=$2 n=$3; shift 3
-    local pids=() r log
-    for ((r = n - 1; r >= 0; r--)); do # the last rank first: nobody may depend on start order
-        log="$tmp/$name.txt"; [ $r -gt 0 ] && log="$tmp/$name.r$r.txt"
-        local procs=()
-        [ "$n" -gt 1 ] && procs=(-pn "$n" -pr "$r" -pi fs -pf "$tmp/rdv_$name")
-        NCCL_HOSTID="gpt2zero-$name-$r" timeout 300 "$bin" -e "$MODEL" "${DATA[@]}" -v 0 -s 0 -b 2 -t 32 -wt 60 \
-            -o "$tmp/$name" "${procs[@]}" "$@" > "$log" 2>&1 &
-        pids+=($!)
-    done
-    local rc=0
-    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-    [ $rc -eq 0 ] || { echo "     run $name (N=$n $*) exited $rc:"; tail -3 "$tmp/$name"*.txt; }
-    return $rc
-}
-source dev/test/zero_lib.sh # model_of, losses, norms, plan_bytes, step_bytes, check_stage, BYTES_BF16
-same_run() { # same final model, losses and norms
-    local a b; a=$(model_of "$1"); b=$(model_of "$2")
-    [ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b" && [ -n "$(losses "$1")" ] &&
-        [ "$(losses "$1")" = "$(losses "$2")" ] && [ "$(norms "$1")" = "$(norms "$2")" ]
-}
+source dev/test/zero_lib.sh # crun, same_run, model_of, losses, norms, plan_bytes, step_bytes, check_stage, BYTES_BF16
 
 if want A; then
 echo "--- A. every stage at N = 2, 3 (bf16)"

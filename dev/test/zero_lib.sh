@@ -1,7 +1,7 @@
 # Readers of a trainer's output for the ZeRO tests (dev/test/test_zero.sh on the CPU,
 # dev/test/test_zero_cuda.sh on the GPU): both trainers print the same lines. Source after
 # dev/test/lib.sh; a run NAME has its rank-0 output in $tmp/NAME.txt and its files in $tmp/NAME/.
-# check_stage reads one run against its plan and the ZeRO formula.
+# check_stage reads one run against its plan and the ZeRO formula; crun starts the CUDA trainer's ranks.
 model_of() { ls "$tmp/$1"/model_*.bin 2>/dev/null | head -1; }
 losses() { grep -o 'train loss [0-9.]*' "$tmp/$1.txt" | awk '{print $3}'; }
 norms() { grep -o ' norm [0-9.]*' "$tmp/$1.txt" | awk '{print $2}'; }
@@ -16,6 +16,7 @@ padded() { sed -n 's/.*parameters padded to \([0-9]*\)$/\1/p' "$tmp/$1.txt"; }
 # holding other bytes than its precision says fails the ZeRO formula check below.
 BYTES_CPU="4 4 8"   # train_gpt2: fp32 params and grads; AdamW m + v
 BYTES_BF16="2 2 12" # train_gpt2cu: bf16 params and grads; fp32 master + m + v
+BYTES_BF16_FP32_GRADS="2 4 12" # train_gpt2cu -zd fp32: fp32 grads (plus a bf16 scratch, its own row)
 # check_stage NAME N STAGE "PARAMS GRADS OPTIMIZER": run NAME (N ranks, ZeRO STAGE) sent the
 # plan's bytes every step (a plan of none at N = 1), and allocated per category the plan's
 # bytes, which are the ZeRO formula from the padded parameter count P alone: params PARAMS*P,
@@ -55,4 +56,28 @@ check_eval_gathers() {
     [ -n "$(val_gathers "$3")" ] && [ "$(val_gathers "$3")" = "$(val_gathers "$2")" ] \
         && ok "stage 3 evaluation (reshard always): prefetch 2 gathers what prefetch 0 does ($(val_gathers "$3"))" \
         || bad "evaluation with prefetch 2 gathers '$(val_gathers "$3")', with prefetch 0 '$(val_gathers "$2")'"
+}
+
+# crun NAME BIN N ARGS...: the tiny model on N ranks (N processes on this machine's GPUs) into
+# $tmp/NAME; rank 0's output in NAME.txt, rank r's in NAME.r<r>.txt
+crun() {
+    local name=$1 bin=$2 n=$3; shift 3
+    local pids=() r log
+    for ((r = n - 1; r >= 0; r--)); do # the last rank first: nobody may depend on start order
+        log="$tmp/$name.txt"; [ $r -gt 0 ] && log="$tmp/$name.r$r.txt"
+        local procs=()
+        [ "$n" -gt 1 ] && procs=(-pn "$n" -pr "$r" -pi fs -pf "$tmp/rdv_$name")
+        NCCL_HOSTID="gpt2zero-$name-$r" timeout 300 "$bin" -e "$MODEL" "${DATA[@]}" -v 0 -s 0 -b 2 -t 32 -wt 60 \
+            -o "$tmp/$name" "${procs[@]}" "$@" > "$log" 2>&1 &
+        pids+=($!)
+    done
+    local rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    [ $rc -eq 0 ] || { echo "     run $name (N=$n $*) exited $rc:"; tail -3 "$tmp/$name"*.txt; }
+    return $rc
+}
+same_run() { # same final model, losses and norms
+    local a b; a=$(model_of "$1"); b=$(model_of "$2")
+    [ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b" && [ -n "$(losses "$1")" ] &&
+        [ "$(losses "$1")" = "$(losses "$2")" ] && [ "$(norms "$1")" = "$(norms "$2")" ]
 }

@@ -151,8 +151,13 @@ case_ "-pr beyond -pn"       "flag -pr 2 must be below -pn 2"    "${M[@]}" -pn 2
 case_ "-pi tcp without -ps"  "flag -pi tcp needs rank 0's address -ps host[:port]" "${M[@]}" -pn 2 -pr 1 -pi tcp
 case_ "-pi unknown"          "flag -pi expects fs or tcp, got 'nfs'" "${M[@]}" -pn 2 -pr 1 -pi nfs
 case_ "-pn 0"                "flag -pn expects the number of processes >= 1" "${M[@]}" -pn 0 -pr 0
+case_ "-zd junk"             "flag -zd expects bf16 or fp32, got 'fp16'" "${M[@]}" -zd fp16
+if [[ "$TRAIN_GPT2" == *fp32* ]]; then
+case_ "-zd bf16, fp32 build" "flag -zd bf16 needs the bf16 build (make PRECISION=BF16)" "${M[@]}" -zd bf16
+fi
 else
 case_ "-pn on the CPU"       "flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer" "${M[@]}" -pn 2 -pr 0
+case_ "-zd on the CPU"       "flag -zd is for the CUDA trainer: the CPU trainer accumulates and reduces fp32 gradients" "${M[@]}" -zd fp32
 fi
 
 echo "bad input: $passed passed, $failed failed"

@@ -30,6 +30,7 @@ stage's run without offload), offload.csv and offload.png.
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu --ranks 2 --steps 3     # a GPU
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 # the CPU emulator
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 --offload  # + -zo 1
+    /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 --grad-dtype fp32
     make compare                                                       # the first line with --unit-blocks 1,2
 
 --trainer is the CPU trainer (train_gpt2, built with MPI) or a CUDA one (train_gpt2cu,
@@ -37,6 +38,8 @@ train_gpt2fp32cu, their _emu builds; told apart by their -h). For a CUDA trainer
 defaults to the bf16 file, NCCL is pinned to Ring/Simple (as dev/test/test_zero_cuda.sh does,
 so that the stages reduce in the same order), and when there are more ranks than visible GPUs
 each rank gets its own NCCL_HOSTID (NCCL refuses two ranks of one host on one device).
+--grad-dtype bf16|fp32 passes -zd to every run of a CUDA trainer (the gradients' dtype: fp32
+doubles the gradient rows and their bytes on the wire, and adds the table's 'grad scratch' column).
 Needs dev/bench/zero_plan_print (make) and Debian's matplotlib.
 """
 import argparse
@@ -96,6 +99,8 @@ def launch(args, name, flags):
     wrap = ["bash", "-c", HOSTID_SHELL, "_"] if args.hostid_per_rank else []
     cmd = ["mpirun", "--bind-to", "none", "-np", str(args.ranks)] + wrap + [args.trainer, "-e", args.model,
            "-b", str(args.batch), "-t", str(args.seq_len), "-v", "0", "-s", "0"] + flags
+    if args.grad_dtype is not None:
+        cmd += ["-zd", args.grad_dtype]
     if args.recompute is not None:
         cmd += ["-r", str(args.recompute)]
     cmd += ["-o", os.path.join(args.out, name)]
@@ -118,10 +123,13 @@ def parse_memory(args, text, what):
         m = re.search(r"^%s\s*\|\s*(\d+)\s*\|\s*(\d+)" % row, text, re.M)
         r[key], r["plan_" + key] = int(m.group(1)), int(m.group(2))
     r["activations"] = int(re.search(r"^activations\s*\|\s*(\d+)", text, re.M).group(1))
+    r["grad_scratch"] = r["plan_grad_scratch"] = 0  # the CPU trainer's backward writes its fp32 grads
     if args.is_cuda:
         r["workspace"] = int(re.search(r"^workspace\s*\|\s*(\d+)", text, re.M).group(1))
-        m = re.search(r"^ZeRO stage \d, \d+ ranks(?: in \d+ shard groups of \d+)?, (bf16|fp32)", text, re.M)
-        r["precision"] = m.group(1)
+        m = re.search(r"^grad scratch\s*\|\s*(\d+)\s*\|\s*(\d+)", text, re.M)
+        r["grad_scratch"], r["plan_grad_scratch"] = int(m.group(1)), int(m.group(2))
+        m = re.search(r"^ZeRO stage \d, \d+ ranks(?: in \d+ shard groups of \d+)?, (bf16|fp32), grads (bf16|fp32)", text, re.M)
+        r["precision"], r["grads_dtype"] = m.group(1), m.group(2)
         m = re.search(r"^device (.*) \((\d+) visible\)", text, re.M)
         r["device"] = m.group(1) if m else "?"
     r["table_stage"] = int(re.search(r"^ZeRO stage (\d),", text, re.M).group(1))
@@ -288,7 +296,7 @@ def run_auto(args, results):
     # the run allocated what the picked stage's own run did
     got = parse_memory(args, text, "-z auto")
     want = results[a["picked"]]
-    keys = ["params", "grads", "optimizer", "buffers", "activations"] + (["workspace"] if args.is_cuda else [])
+    keys = ["params", "grads", "optimizer", "buffers", "activations"] + (["grad_scratch", "workspace"] if args.is_cuda else [])
     if got["table_stage"] != a["picked"] or any(got[k] != want[k] for k in keys):
         die("-z auto picked stage %d but its run is stage %d allocating %s, not stage %d's %s"
             % (a["picked"], got["table_stage"], [got[k] for k in keys], a["picked"], [want[k] for k in keys]))
@@ -299,6 +307,8 @@ def plan_for_ranks(args, ranks, unit_blocks=1):
     cmd = [os.path.join(ROOT, "dev/bench/zero_plan_print")]
     if args.is_cuda:
         cmd += ["--cuda", "2" if args.precision == "bf16" else "4"]
+        if args.precision == "bf16" and args.grads_dtype == "fp32":
+            cmd += ["--grads", "4"]
     cmd += ["--zu", str(unit_blocks)]
     proc = subprocess.run(cmd + [args.model] + [str(n) for n in ranks], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -308,14 +318,15 @@ def plan_for_ranks(args, ranks, unit_blocks=1):
 
 
 def state(r, prefix=""):
-    return sum(r[prefix + k] for k in ["params", "grads", "optimizer", "buffers"])
+    return sum(r[prefix + k] for k in ["params", "grads", "optimizer", "buffers", "grad_scratch"])
 
 
 def caption(args, results):
     rec = results[0]["recompute"]
     who = ""
     if args.is_cuda:
-        who = "%s (%s, %s), " % (os.path.basename(args.trainer), results[0]["precision"], results[0]["device"])
+        who = "%s (%s, %s grads, %s), " % (os.path.basename(args.trainer), results[0]["precision"], results[0]["grads_dtype"],
+                                          results[0]["device"])
     elif os.path.basename(args.trainer) != "train_gpt2":
         who = "%s, " % os.path.basename(args.trainer)
     return ("%s%s, %d ranks, B=%d, T=%d per rank, %d steps, recompute %d (%s"
@@ -337,14 +348,14 @@ def auto_line(args, auto):
 def table(args, results, auto):
     cuda = args.is_cuda
     head = ["stage", "params MB", "grads MB", "optimizer MB", "buffers MB", "activations MB"]
-    head += ["workspace MB"] if cuda else []
+    head += ["grad scratch MB", "workspace MB"] if cuda else []
     head += ["state allocated MB", "state plan MB", "GPU allocated MB" if cuda else "peak RSS MB",
              "reduce-scatter MB/step", "all-gather MB/step", "plan comm MB/step", "ms/step", "tok/s", "final loss"]
     rows = []
     for r in results:
         row = [STAGE_NAMES[r["stage"]], "%.1f" % (r["params"] / MB), "%.1f" % (r["grads"] / MB),
                "%.1f" % (r["optimizer"] / MB), "%.1f" % (r["buffers"] / MB), "%.1f" % (r["activations"] / MB)]
-        row += ["%.1f" % (r["workspace"] / MB)] if cuda else []
+        row += ["%.1f" % (r["grad_scratch"] / MB), "%.1f" % (r["workspace"] / MB)] if cuda else []
         row += ["%.1f" % (state(r) / MB), "%.1f" % (state(r, "plan_") / MB), "%.1f" % (r["measured"] / MB),
                 "%.2f" % (r["rs"] / MB), "%.2f" % (r["ag"] / MB), "%.2f" % ((r["plan_rs"] + r["plan_ag"]) / MB),
                 "%.0f" % r["ms"], "%.0f" % r["tok_s"], r["losses"][-1]]
@@ -425,6 +436,8 @@ def charts(args, results, plan_rows, auto):
     title = "%s, %d ranks, B=%d T=%d" % (os.path.basename(args.model), args.ranks, args.batch, args.seq_len)
     if args.is_cuda:
         title = "%s: %s" % (os.path.basename(args.trainer), title)
+        if results[0]["grads_dtype"] != results[0]["precision"]:
+            title += " -zd %s" % results[0]["grads_dtype"]
     if results[0]["recompute"] != (1 if args.is_cuda else 0):
         title += " r=%d" % results[0]["recompute"]
 
@@ -433,7 +446,7 @@ def charts(args, results, plan_rows, auto):
     fig, ax = plt.subplots(figsize=(9.5, 4.5))
     bottom = [0.0] * len(results)
     cats = [("params", "#4c72b0"), ("grads", "#dd8452"), ("optimizer", "#55a868"), ("buffers", "#8172b3"),
-            ("activations", "#937860")] + ([("workspace", "#8c8c8c")] if args.is_cuda else [])
+            ("activations", "#937860")] + ([("grad_scratch", "#da8bc3"), ("workspace", "#8c8c8c")] if args.is_cuda else [])
     for key, color in cats:
         vals = [r[key] / MB for r in results]
         ax.bar(x, vals, bottom=bottom, color=color, label=key)
@@ -588,6 +601,8 @@ def main():
                     help="also run stage 3 with -zu K for each K (blocks per unit): units.md, units.csv, units.png")
     ap.add_argument("--offload", action="store_true",
                     help="CUDA trainer: stages 1-3 once more with -zo 1 (optimizer state in host memory)")
+    ap.add_argument("--grad-dtype", choices=["bf16", "fp32"], default=None,
+                    help="CUDA trainer: pass -zd to every run (gradients accumulated and reduced in bf16 or fp32)")
     ap.add_argument("--out", default="log_compare", help="output folder")
     ap.add_argument("--cuda", action="store_true", help=argparse.SUPPRESS)  # gone: refused with a pointer to --trainer
     args = ap.parse_args()
@@ -614,6 +629,8 @@ def main():
     args.is_cuda = is_cuda_trainer(args.trainer)
     if args.offload and not args.is_cuda:
         die("--offload needs a CUDA trainer (--trainer ./train_gpt2cu or ./train_gpt2cu_emu): -zo is the CUDA trainer's flag")
+    if args.grad_dtype is not None and not args.is_cuda:
+        die("--grad-dtype is for a CUDA trainer (-zd): the CPU trainer keeps fp32 gradients")
     if args.model is None:
         args.model = CUDA_MODEL if args.is_cuda else CPU_MODEL
     for path in ["dev/bench/zero_plan_print", args.model]:
@@ -631,7 +648,7 @@ def main():
     results = [run_stage(args, s) for s in STAGES]
     if len(set(r["recompute"] for r in results)) != 1:
         die("the stages ran with different recompute: %s" % [r["recompute"] for r in results])
-    args.precision = results[0].get("precision")
+    args.precision, args.grads_dtype = results[0].get("precision"), results[0].get("grads_dtype")
     auto = run_auto(args, results) if args.auto is not None else None
     groups = [run_stage(args, args.group_stage, g) for g in args.groups]
     units = [results[3] if k == 1 else run_stage(args, 3, unit_blocks=k) for k in sorted(unit_blocks)]
@@ -664,8 +681,8 @@ def main():
     with open(os.path.join(args.out, "compare.md"), "w") as f:
         f.write(md)
     measured = "gpu_alloc" if args.is_cuda else "rss"
-    keys = ["stage", "params", "grads", "optimizer", "buffers", "activations"] + (["workspace"] if args.is_cuda else []) + [
-            "plan_params", "plan_grads", "plan_optimizer", "plan_buffers", measured, "rs", "ag", "scalars", "plan_rs",
+    keys = ["stage", "params", "grads", "optimizer", "buffers", "activations"] + (["grad_scratch", "workspace"] if args.is_cuda else []) + [
+            "plan_params", "plan_grads", "plan_optimizer", "plan_buffers"] + (["plan_grad_scratch"] if args.is_cuda else []) + [measured, "rs", "ag", "scalars", "plan_rs",
             "plan_ag", "plan_scalars", "ms", "tok_s"]
     with open(os.path.join(args.out, "compare.csv"), "w", newline="") as f:
         w = csv.writer(f)

@@ -19,6 +19,9 @@
 #    the sum of its rows; with --offload (stages 1-3 again with -zo 1) the GPU saves exactly the
 #    optimizer bytes the host now holds, nothing else moves, the host staging and the PCIe bytes are
 #    floatX shards, and the table and chart are written;
+#    and with --grad-dtype fp32 (-zd fp32): table = plan, and against the bf16 run every stage's
+#    grads column and reduce-scatter bytes exactly doubled, a grad scratch column, the same
+#    params and optimizer; --grad-dtype on the CPU trainer is refused;
 #  - the old --cuda flag is refused, naming --trainer.
 # Timing columns are reported, never asserted.
 set -u
@@ -37,8 +40,9 @@ if [r["stage"] for r in rows] != ["0", "1", "2", "3"]:
     fails.append("stages %s" % [r["stage"] for r in rows])
 for r in rows:
     for got, plan in [("rs", "plan_rs"), ("ag", "plan_ag"), ("scalars", "plan_scalars"), ("params", "plan_params"),
-                      ("grads", "plan_grads"), ("optimizer", "plan_optimizer"), ("buffers", "plan_buffers")]:
-        if r[got] != r[plan]:
+                      ("grads", "plan_grads"), ("optimizer", "plan_optimizer"), ("buffers", "plan_buffers"),
+                      ("grad_scratch", "plan_grad_scratch")]:
+        if got in r and r[got] != r[plan]:  # grad_scratch: CUDA only
             fails.append("stage %s: %s %s != plan %s" % (r["stage"], got, r[got], r[plan]))
 losses = {r["losses"] for r in rows}
 if len(losses) != 1:
@@ -188,7 +192,7 @@ PY
 import csv, sys
 fails = []
 for r in csv.DictReader(open(sys.argv[1])):
-    rows = sum(int(r[k]) for k in ["params", "grads", "optimizer", "buffers", "activations", "workspace"])
+    rows = sum(int(r[k]) for k in ["params", "grads", "grad_scratch", "optimizer", "buffers", "activations", "workspace"])
     if int(r["workspace"]) <= 0 or abs(float(r["gpu_alloc"]) - rows) > 0.051 * 1048576:
         fails.append("stage %s: GPU allocated %s, rows %d (workspace %s)" % (r["stage"], r["gpu_alloc"], rows, r["workspace"]))
 print("\n".join(fails) if fails else "sums")
@@ -196,7 +200,31 @@ PY
         [ "$(cat "$tmp/check.txt")" = "sums" ] && grep -q "| workspace MB | .* | GPU allocated MB |" "$tmp/cu/compare.md" \
             && ok "$CUDA_TRAINER: workspace column; GPU allocated = the sum of the rows" || { bad "$CUDA_TRAINER: GPU allocated"; cat "$tmp/check.txt"; }
     fi
+    start=$SECONDS
+    if ! /usr/bin/python3 dev/bench/compare_stages.py --trainer "$CUDA_TRAINER" --ranks 2 --steps 2 --grad-dtype fp32 --out "$tmp/cu32" > "$tmp/cu32.txt" 2>&1; then
+        bad "compare_stages.py --trainer $CUDA_TRAINER --grad-dtype fp32 ran"; tail -5 "$tmp/cu32.txt"
+    else
+        ok "compare_stages.py --grad-dtype fp32 ran ($((SECONDS - start)) s)"
+        /usr/bin/python3 "$tmp/check.py" "$tmp/cu32/compare.csv" > "$tmp/check.txt"
+        [ "$(cat "$tmp/check.txt")" = "consistent" ] && ok "--grad-dtype fp32: table = plan (grad scratch included); the 4 loss columns match" \
+            || { bad "--grad-dtype fp32: table vs plan"; cat "$tmp/check.txt"; }
+        /usr/bin/python3 - "$tmp/cu/compare.csv" "$tmp/cu32/compare.csv" > "$tmp/check.txt" <<'PY'
+import csv, sys
+fails = []
+for h, f in zip(csv.DictReader(open(sys.argv[1])), csv.DictReader(open(sys.argv[2]))):
+    if int(f["grads"]) != 2 * int(h["grads"]) or int(f["rs"]) != 2 * int(h["rs"]) or int(h["grad_scratch"]) != 0 \
+            or int(f["grad_scratch"]) <= 0 or (f["params"], f["optimizer"]) != (h["params"], h["optimizer"]):
+        fails.append("stage %s: grads %s vs %s, rs %s vs %s, scratch %s vs %s" % (f["stage"], f["grads"], h["grads"], f["rs"],
+                                                                              h["rs"], f["grad_scratch"], h["grad_scratch"]))
+print("\n".join(fails) if fails else "doubled")
+PY
+        [ "$(cat "$tmp/check.txt")" = "doubled" ] && grep -q "| grad scratch MB |" "$tmp/cu32/compare.md" && grep -q "fp32 grads" "$tmp/cu32/compare.md" \
+            && ok "--grad-dtype fp32: grads and reduce-scatter bytes exactly 2x bf16's per stage, a grad scratch column" \
+            || { bad "--grad-dtype fp32 vs bf16"; cat "$tmp/check.txt"; }
+    fi
 fi
+/usr/bin/python3 dev/bench/compare_stages.py --grad-dtype fp32 --out "$tmp/gd_cpu" > /dev/null 2> "$tmp/err.txt"; rc=$?
+[ $rc -ne 0 ] && grep -q -- "--grad-dtype is for a CUDA trainer" "$tmp/err.txt" && ok "--grad-dtype refused on the CPU trainer" || bad "--grad-dtype on the CPU: exit $rc"
 
 /usr/bin/python3 dev/bench/compare_stages.py --cuda --out "$tmp/cuda_flag" > /dev/null 2> "$tmp/err.txt"; rc=$?
 [ $rc -ne 0 ] && grep -q -- "--cuda is gone.*--trainer ./train_gpt2cu" "$tmp/err.txt" && ok "--cuda refused, pointing to --trainer" || bad "--cuda: exit $rc"

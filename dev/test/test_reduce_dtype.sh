@@ -15,7 +15,7 @@ source dev/test/lib.sh
 export NCCL_ALGO=Ring NCCL_PROTO=Simple EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1 # as dev/test/test_zero_emu.sh
 BF16=${ZERO_CUDA_BF16:-./train_gpt2cu_emu} FP32=${ZERO_CUDA_FP32:-./train_gpt2fp32cu_emu}
 for b in $BF16 $FP32; do [ -x $b ] || { echo "$b missing (make emu)"; echo "reduce_dtype: 0 passed, 1 failed"; exit 1; }; done
-source dev/test/zero_lib.sh # crun, same_run, check_stage, plan_bytes, step_bytes, mem, padded, norms
+source dev/test/zero_lib.sh # cuda_run, same_run, check_stage, plan_bytes, step_bytes, mem, padded, norms
 SECTIONS=" ${RD_SECTIONS:-A B} " # RD_SECTIONS picks sections (default both)
 want() { [[ "$SECTIONS" == *" $1 "* ]]; }
 
@@ -28,7 +28,7 @@ unit0=$(pad $((Vp * C + maxT * C + 2 * C))) block=$(pad $((12 * C * C + 13 * C))
 for acc in 1 2; do
     for z in 0 1 2 3; do
         name=a${acc}z$z
-        crun $name $BF16 $N -zd fp32 -z $z -b 1 -t 16 -d $((16 * N * acc)) -x 2 || { bad "$name ran"; continue; }
+        cuda_run $name $BF16 $N -zd fp32 -z $z -b 1 -t 16 -d $((16 * N * acc)) -x 2 || { bad "$name ran"; continue; }
         if [ $z -gt 0 ]; then
             same_run $name a${acc}z0 && ok "x$acc micro-steps, stage $z: losses, norms and model byte-identical to stage 0" \
                 || { bad "x$acc stage $z differs from stage 0"; paste <(losses $name) <(losses a${acc}z0) <(norms $name) <(norms a${acc}z0); }
@@ -56,8 +56,8 @@ echo "--- B. 64 micro-steps of B=1: fp32 accumulation is closer to the fp32 trai
 # (activations, params) cost the -zd fp32 run 1e-4 against the fp32 trainer; bf16 accumulation
 # costs 9e-4. Demanded: bf16's distance at least 5e-4 (5 units of the printed norm: it visibly
 # drifts) and at least 3x fp32's.
-crun acc_bf16 $BF16 1 -zd bf16 -b 1 -t 4 -d 256 -x 1 -gc 0 && crun acc_fp32grads $BF16 1 -zd fp32 -b 1 -t 4 -d 256 -x 1 -gc 0 \
-    && crun acc_fp32 $FP32 1 -b 1 -t 4 -d 256 -x 1 -gc 0 || bad "B ran"
+cuda_run acc_bf16 $BF16 1 -zd bf16 -b 1 -t 4 -d 256 -x 1 -gc 0 && cuda_run acc_fp32grads $BF16 1 -zd fp32 -b 1 -t 4 -d 256 -x 1 -gc 0 \
+    && cuda_run acc_fp32 $FP32 1 -b 1 -t 4 -d 256 -x 1 -gc 0 || bad "B ran"
 read -r nb nf nr <<< "$(norms acc_bf16) $(norms acc_fp32grads) $(norms acc_fp32)"
 awk -v b="${nb:-x}" -v f="${nf:-x}" -v r="${nr:-x}" 'BEGIN { db = b - r; if (db < 0) db = -db; df = f - r; if (df < 0) df = -df
     exit !(b r f ~ /^[0-9.]+$/ && db >= 5e-4 && db >= 3 * df) }' \

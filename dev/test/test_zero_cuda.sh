@@ -32,14 +32,14 @@ SECTIONS=" ${ZERO_CUDA_SECTIONS:-A B C D E F G} " X=${ZERO_CUDA_STEPS:-4}
 want() { [[ "$SECTIONS" == *" $1 "* ]]; }
 for b in $BF16 $FP32; do [ -x $b ] || { echo "$b missing (make cuda)"; echo "zero_cuda: 0 passed, 1 failed"; exit 1; }; done
 
-source dev/test/zero_lib.sh # crun, same_run, model_of, losses, norms, plan_bytes, step_bytes, check_stage, BYTES_BF16
+source dev/test/zero_lib.sh # cuda_run, same_run, model_of, losses, norms, plan_bytes, step_bytes, check_stage, BYTES_BF16
 
 if want A; then
 echo "--- A. every stage at N = 2, 3 (bf16)"
 for N in 2 3; do
     for z in 0 1 2 3; do
         name=n${N}z${z}
-        crun $name $BF16 $N -z $z -x $X || { bad "$name ran"; continue; }
+        cuda_run $name $BF16 $N -z $z -x $X || { bad "$name ran"; continue; }
         if [ $z -gt 0 ]; then
             same_run $name n${N}z0 && ok "N=$N stage $z: losses, norms and model byte-identical to stage 0" \
                 || { bad "N=$N stage $z differs from stage 0"; paste <(losses $name) <(losses n${N}z0) <(norms $name) <(norms n${N}z0); }
@@ -54,7 +54,7 @@ echo "--- B. stage 3 policies and prefetch (N=3)"
 for cfg in "always 0" "always 2" "never 0" "never 2" "default 0" "default 3"; do
     set -- $cfg
     name=p_$1_$2
-    crun $name $BF16 3 -z 3 -zr $1 -zp $2 -x $X || { bad "$name ran"; continue; }
+    cuda_run $name $BF16 3 -z 3 -zr $1 -zp $2 -x $X || { bad "$name ran"; continue; }
     same_run $name n3z0 && ok "reshard $1, prefetch $2: byte-identical to stage 0" || bad "reshard $1, prefetch $2: differs"
     [ "$(step_bytes $name)" = "$(plan_bytes $name)" ] && ok "reshard $1, prefetch $2: bytes = plan" || bad "reshard $1 prefetch $2 bytes"
 done
@@ -66,7 +66,7 @@ read -r rsn agn _ <<< "$(step_bytes p_never_0)"
 fi
 if want C; then
 echo "--- C. gradient accumulation x3 (N=2)"
-for z in 0 1 2 3; do crun acc_z$z $BF16 2 -z $z -d 384 -x 3 || bad "acc_z$z ran"; done
+for z in 0 1 2 3; do cuda_run acc_z$z $BF16 2 -z $z -d 384 -x 3 || bad "acc_z$z ran"; done
 grep -q "3 micro-steps per step" "$tmp/acc_z0.txt" && ok "accumulation: 3 micro-steps" || bad "accumulation not 3 micro-steps"
 for z in 1 2 3; do same_run acc_z$z acc_z0 && ok "accumulation: stage $z byte-identical to stage 0" || bad "accumulation: stage $z differs"; done
 for z in 0 1 2 3; do
@@ -87,9 +87,9 @@ close() {
 # fp32: 1e-4 on the losses (the CPU test's 1e-5 is for one fixed summation order; cuBLASLt picks
 # its tiling per shape, and B=4 vs B=2 are different shapes, so the batch sums run in other
 # orders too), 1e-3 on the norms (printed to 4 decimals, ~0.5-3).
-crun one_fp32 $FP32 1 -b 4 -x 10 && crun two_fp32 $FP32 2 -b 2 -z 2 -x 10 && close one_fp32 two_fp32 1e-4 1e-3 \
+cuda_run one_fp32 $FP32 1 -b 4 -x 10 && cuda_run two_fp32 $FP32 2 -b 2 -z 2 -x 10 && close one_fp32 two_fp32 1e-4 1e-3 \
     && ok "fp32: 2 ranks x B=2 (stage 2) = 1 rank x B=4 over 10 steps (1e-4)" || { bad "fp32: 2 ranks vs 1 rank"; paste <(losses one_fp32) <(losses two_fp32); }
-crun one_acc_fp32 $FP32 1 -b 1 -d 96 -x 10 && crun three_fp32 $FP32 3 -b 1 -z 3 -x 10 && close one_acc_fp32 three_fp32 1e-4 1e-3 \
+cuda_run one_acc_fp32 $FP32 1 -b 1 -d 96 -x 10 && cuda_run three_fp32 $FP32 3 -b 1 -z 3 -x 10 && close one_acc_fp32 three_fp32 1e-4 1e-3 \
     && ok "fp32: 3 ranks x B=1 (stage 3) = 1 rank x 3 micro-steps over 10 steps (1e-4)" || { bad "fp32: 3 ranks vs 1 rank"; paste <(losses one_acc_fp32) <(losses three_fp32); }
 # bf16: the gradients are rounded to 8 bits before the ranks add them (one rank rounds once after
 # adding in fp32): ~2^-9 relative per element. AdamW's step is lr * m / sqrt(v), nearly the sign
@@ -97,30 +97,30 @@ crun one_acc_fp32 $FP32 1 -b 1 -d 96 -x 10 && crun three_fp32 $FP32 3 -b 1 -z 3 
 # loss moves by ~1% of its value in total and the runs differ by a small part of that. 5e-3 on
 # the losses and 5e-2 on the norms leave room for that, while a missed rank's gradient (a 2x
 # change in the update) or a wrong loss scale shows at once.
-crun one_bf16 $BF16 1 -b 4 -x 10 && crun two_bf16 $BF16 2 -b 2 -z 1 -x 10 && close one_bf16 two_bf16 5e-3 5e-2 \
+cuda_run one_bf16 $BF16 1 -b 4 -x 10 && cuda_run two_bf16 $BF16 2 -b 2 -z 1 -x 10 && close one_bf16 two_bf16 5e-3 5e-2 \
     && ok "bf16: 2 ranks x B=2 (stage 1) = 1 rank x B=4 over 10 steps (5e-3)" || { bad "bf16: 2 ranks vs 1 rank"; paste <(losses one_bf16) <(losses two_bf16) <(norms one_bf16) <(norms two_bf16); }
 
 fi
 if want E; then
 echo "--- E. evaluation and sampling under stage 3"
-crun ev0 $BF16 2 -z 0 -x 2 -v 1 -m 3 -s 2 -g 4 && crun ev3 $BF16 2 -z 3 -x 2 -v 1 -m 3 -s 2 -g 4
+cuda_run ev0 $BF16 2 -z 0 -x 2 -v 1 -m 3 -s 2 -g 4 && cuda_run ev3 $BF16 2 -z 3 -x 2 -v 1 -m 3 -s 2 -g 4
 if [ -n "$(grep 'val loss' "$tmp/ev0.txt")" ] && [ "$(grep 'val loss' "$tmp/ev0.txt")" = "$(grep 'val loss' "$tmp/ev3.txt")" ] &&
    [ "$(grep -A1 '^generating' "$tmp/ev0.txt")" = "$(grep -A1 '^generating' "$tmp/ev3.txt")" ]; then
     ok "stage 3 gives stage 0's val losses and samples"
 else bad "stage 3 eval/sampling differ"; grep -E 'val loss|generating' -A1 "$tmp/ev0.txt" "$tmp/ev3.txt" | head; fi
-crun evn $BF16 2 -z 3 -zr never -zp 2 -x 1 -v 1 -m 3 && crun eva0 $BF16 2 -z 3 -zr always -zp 0 -x 1 -v 1 -m 3 \
-    && crun eva2 $BF16 2 -z 3 -zr always -zp 2 -x 1 -v 1 -m 3 && check_eval_gathers evn eva0 eva2 || bad "stage 3 evaluation runs"
+cuda_run evn $BF16 2 -z 3 -zr never -zp 2 -x 1 -v 1 -m 3 && cuda_run eva0 $BF16 2 -z 3 -zr always -zp 0 -x 1 -v 1 -m 3 \
+    && cuda_run eva2 $BF16 2 -z 3 -zr always -zp 2 -x 1 -v 1 -m 3 && check_eval_gathers evn eva0 eva2 || bad "stage 3 evaluation runs"
 
 fi
 if want F; then
 echo "--- F. checkpoints across stages and ranks; mpirun"
-crun ck_full $BF16 2 -z 3 -x 4 -n 2 && cp -r "$tmp/ck_full" "$tmp/ck_resume" && rm -f "$tmp/ck_resume"/model_00000004.bin \
-    "$tmp/ck_resume"/*00000004* && crun ck_resume $BF16 2 -z 1 -x 4 -y 1
+cuda_run ck_full $BF16 2 -z 3 -x 4 -n 2 && cp -r "$tmp/ck_full" "$tmp/ck_resume" && rm -f "$tmp/ck_resume"/model_00000004.bin \
+    "$tmp/ck_resume"/*00000004* && cuda_run ck_resume $BF16 2 -z 1 -x 4 -y 1
 if grep -q "resumed from checkpoint 2" "$tmp/ck_resume.txt" && cmp -s "$tmp/ck_full/model_00000004.bin" "$tmp/ck_resume/model_00000004.bin"; then
     ok "2 ranks stage 3 -> checkpoint at step 2 -> 2 ranks stage 1: the step-4 model byte-identical"
 else bad "resume on another stage differs"; fi
-crun ck3 $BF16 3 -z 2 -b 2 -x 4 -n 2 && cp -r "$tmp/ck3" "$tmp/ck3_to1" && rm -f "$tmp/ck3_to1"/*00000004* \
-    && crun ck3_to1 $BF16 1 -b 6 -x 4 -y 1 && grep -q "resumed from checkpoint 2" "$tmp/ck3_to1.txt" \
+cuda_run ck3 $BF16 3 -z 2 -b 2 -x 4 -n 2 && cp -r "$tmp/ck3" "$tmp/ck3_to1" && rm -f "$tmp/ck3_to1"/*00000004* \
+    && cuda_run ck3_to1 $BF16 1 -b 6 -x 4 -y 1 && grep -q "resumed from checkpoint 2" "$tmp/ck3_to1.txt" \
     && paste <(losses ck3 | tail -2) <(losses ck3_to1) | awk 'NF != 2 { exit 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 5e-3 * $1) exit 1 }' \
     && ok "3 ranks stage 2 -> checkpoint -> 1 rank (B=6): steps 3-4 within 5e-3" || { bad "resume 3 ranks -> 1 rank"; paste <(losses ck3) <(losses ck3_to1); }
 if command -v mpirun >/dev/null && grep -q -- "-DUSE_MPI" <(make -n -B "$(basename "$BF16")" 2>/dev/null); then

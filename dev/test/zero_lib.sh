@@ -1,7 +1,7 @@
 # Readers of a trainer's output for the ZeRO tests (dev/test/test_zero.sh on the CPU,
 # dev/test/test_zero_cuda.sh on the GPU): both trainers print the same lines. Source after
 # dev/test/lib.sh; a run NAME has its rank-0 output in $tmp/NAME.txt and its files in $tmp/NAME/.
-# check_stage reads one run against its plan and the ZeRO formula; crun starts the CUDA trainer's ranks.
+# check_stage reads one run against its plan and the ZeRO formula; cuda_run starts the CUDA trainer's ranks.
 model_of() { ls "$tmp/$1"/model_*.bin 2>/dev/null | head -1; }
 losses() { grep -o 'train loss [0-9.]*' "$tmp/$1.txt" | awk '{print $3}'; }
 norms() { grep -o ' norm [0-9.]*' "$tmp/$1.txt" | awk '{print $2}'; }
@@ -58,9 +58,9 @@ check_eval_gathers() {
         || bad "evaluation with prefetch 2 gathers '$(val_gathers "$3")', with prefetch 0 '$(val_gathers "$2")'"
 }
 
-# crun NAME BIN N ARGS...: the tiny model on N ranks (N processes on this machine's GPUs) into
+# cuda_run NAME BIN N ARGS...: the tiny model on N ranks (N processes on this machine's GPUs) into
 # $tmp/NAME; rank 0's output in NAME.txt, rank r's in NAME.r<r>.txt
-crun() {
+cuda_run() {
     local name=$1 bin=$2 n=$3; shift 3
     local pids=() r log
     for ((r = n - 1; r >= 0; r--)); do # the last rank first: nobody may depend on start order

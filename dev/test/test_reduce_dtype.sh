@@ -4,7 +4,8 @@
 #     losses, norms and final model byte-identical to stage 0's; each step's bytes = the plan =
 #     exact arithmetic from the padded count P (reduce-scatter 4P(N-1)/N, stage 0's all-gather
 #     too, stages 1-2's params 2P(N-1)/N); memory = plan = ZeRO formula with 4-byte grads; the
-#     bf16 scratch row = 2 x (unit 0 + one block), from the model's shape.
+#     bf16 scratch row = 2 x (unit 0 + one block), from the model's shape; with -zu 2 (two blocks
+#     per unit) stage 3 = stage 0 and the scratch = 2 x (unit 0 + the two-block unit).
 #  B. 64 micro-steps of B=1: the first step's gradient norm of -zd fp32 is closer to the fp32
 #     trainer's than -zd bf16's, by a clear margin.
 # usage: dev/test/test_reduce_dtype.sh   (make train_gpt2cu_emu train_gpt2fp32cu_emu; on a GPU:
@@ -47,6 +48,12 @@ for acc in 1 2; do
     done
 done
 
+# two blocks per unit (-zu 2): the scratch holds unit 0 and the (largest) block unit
+for z in 0 3; do cuda_run k2z$z $BF16 $N -zd fp32 -zu 2 -z $z -b 1 -t 16 -x 2 || bad "k2z$z ran"; done
+same_run k2z3 k2z0 && ok "-zu 2, stage 3: stage 0's losses, norms and model" || bad "-zu 2: stage 3 differs from stage 0"
+scratch=$(( 2 * (unit0 + $(pad $((2 * (12 * C * C + 13 * C))))) ))
+[ "$(mem k2z3 "grad scratch" 2)" = $scratch ] && [ "$(mem k2z3 "grad scratch" 3)" = $scratch ] \
+    && ok "-zu 2: grad scratch allocated = plan = 2 x (unit 0 + a two-block unit) = $scratch" || bad "-zu 2: grad scratch '$(mem k2z3 "grad scratch" 2)', want $scratch"
 fi
 if want B; then
 echo "--- B. 64 micro-steps of B=1: fp32 accumulation is closer to the fp32 trainer"

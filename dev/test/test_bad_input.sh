@@ -154,6 +154,8 @@ case_ "-pn 0"                "flag -pn expects the number of processes >= 1" "${
 case_ "-zd junk"             "flag -zd expects bf16 or fp32, got 'fp16'" "${M[@]}" -zd fp16
 if [[ "$TRAIN_GPT2" == *fp32* ]]; then
 case_ "-zd bf16, fp32 build" "flag -zd bf16 needs the bf16 build (make PRECISION=BF16)" "${M[@]}" -zd bf16
+else # the bf16 build: the offloaded update reads bf16 gradients (the fp32 build's are fp32 anyway)
+case_ "-zd fp32 with -zo 1"  "flags -zd fp32 and -zo 1 do not combine in the bf16 build: the offloaded update reads bf16 gradients (drop one of them)" "${M[@]}" -z 1 -zo 1 -zd fp32
 fi
 else
 case_ "-pn on the CPU"       "flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer" "${M[@]}" -pn 2 -pr 0

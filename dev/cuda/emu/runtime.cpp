@@ -26,8 +26,10 @@ What a GPU would report as a sticky fault (or not at all) ends the process with 
 */
 #include "emu_internal.h"
 
+#include <execinfo.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <ucontext.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +187,8 @@ struct Allocation {
     char* map_lo;     // the pages holding it; the guard page follows at map_lo + map_bytes
     size_t map_bytes;
     bool live;
+    void* callers[4]; // cudaMalloc's callers (return addresses), for messages
+    int ncallers;
 };
 
 static char* g_arena = nullptr;
@@ -199,14 +203,43 @@ static size_t device_memory_total() {
     return total;
 }
 
-static const Allocation* allocation_at(const void* p) { // any allocation whose pages hold p
+static const Allocation* allocation_at(const void* p) { // any allocation whose pages (or guard page) hold p
     uintptr_t a = (uintptr_t)p;
-    auto it = g_allocations.upper_bound(a);
+    auto it = g_allocations.upper_bound(a); // the first allocation starting after p: p may be in its pages
+    if (it != g_allocations.end() && a >= (uintptr_t)it->second.map_lo) { return &it->second; }
     if (it == g_allocations.begin()) { return nullptr; }
     --it;
     const Allocation& al = it->second;
     if (a >= (uintptr_t)al.map_lo && a < (uintptr_t)al.map_lo + al.map_bytes + g_page) { return &al; }
     return nullptr;
+}
+
+bool allocation_at_unlocked(const void* p, AllocationView* out) {
+    const Allocation* al = allocation_at(p);
+    if (al == nullptr) { return false; }
+    *out = AllocationView{al->base, al->bytes, al->live};
+    return true;
+}
+
+std::string allocation_text(const void* base) {
+    auto it = g_allocations.find((uintptr_t)base);
+    if (it == g_allocations.end()) { return "an unknown allocation"; }
+    const Allocation& al = it->second;
+    char s[128];
+    snprintf(s, sizeof(s), "a %zu-byte allocation at %p%s (cudaMalloc", al.bytes, (void*)al.base, al.live ? "" : ", freed");
+    std::string text = s;
+    // the first two callers outside the emulator and the toolkit's headers: the line, and what called it
+    int named = 0;
+    std::string last;
+    for (int i = 0; i < al.ncallers && named < 2; i++) {
+        if (!program_code(al.callers[i])) { break; } // the C library's start-up, an interpreter...
+        std::string line = source_line(al.callers[i]);
+        if (line == last || line.find("unknown line") != std::string::npos) { continue; }
+        text += (named == 0 ? " at " : " from ") + line;
+        last = line;
+        named++;
+    }
+    return text + ")";
 }
 
 bool device_range(const void* p, size_t n, const void** alloc_base, size_t* alloc_bytes) {
@@ -257,6 +290,7 @@ static void set_live_protection(int prot) {
 static int g_api_depth = 0; // nesting of ApiScope on the thread that holds g_lock
 
 static void segv_handler(int sig, siginfo_t* info, void* ctx);
+bool address_in_shared_guard(const void* p); // kernel.cpp
 
 // The fault handler runs on a stack of its own, so that it can report a kernel thread that
 // overflowed its stack. Every OS thread that runs kernels calls this once.
@@ -277,7 +311,8 @@ static void init_once() {
     if (done) { return; }
     done = true;
     g_page = (size_t)sysconf(_SC_PAGESIZE);
-    g_protect = env_long("EMU_PROTECT", 0) != 0;
+    refuse_without_hooks();
+    g_protect = env_long("EMU_PROTECT", 0) != 0 || check_settings().protect;
     // reserve an address range for device memory: inaccessible until allocated
     for (size_t gib = 1024; gib >= 16 && g_arena == nullptr; gib /= 4) {
         void* p = mmap(nullptr, gib << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -287,6 +322,10 @@ static void init_once() {
         }
     }
     if (g_arena == nullptr) { fatal("cannot reserve an address range for device memory"); }
+    // The first sixteenth stays empty: a 32-bit index overflow (up to 2^31 elements of 16 bytes
+    // before an allocation, 32 GiB) lands in the device range and is named as such.
+    g_arena_used = g_arena_bytes / 16;
+    check_device_arena(g_arena, g_arena_bytes);
     install_signal_stack();
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -299,7 +338,7 @@ static void init_once() {
 
 std::string current_kernel_text(); // kernel.cpp: "kernel K block (..) thread (..)" or ""
 
-static void segv_handler(int sig, siginfo_t* info, void*) {
+static void segv_handler(int sig, siginfo_t* info, void* ctx) {
     const void* addr = info->si_addr;
     char text[1024];
     text[0] = '\0';
@@ -311,9 +350,12 @@ static void segv_handler(int sig, siginfo_t* info, void*) {
         if (!al->live) {
             snprintf(text, sizeof(text), "%s touched freed device memory at %p (a %zu-byte allocation at %p)", by, addr,
                      al->bytes, (void*)al->base);
-        } else if (a >= lo + al->bytes || a < lo) {
-            snprintf(text, sizeof(text), "%s touched %p, %zd bytes past the end of a %zu-byte device allocation at %p", by,
-                     addr, (ssize_t)(a - (lo + al->bytes)), al->bytes, (void*)al->base);
+        } else if (a >= lo + al->bytes) {
+            snprintf(text, sizeof(text), "%s touched %p, %zu bytes past the end of a %zu-byte device allocation at %p", by,
+                     addr, (size_t)(a - (lo + al->bytes)), al->bytes, (void*)al->base);
+        } else if (a < lo) {
+            snprintf(text, sizeof(text), "%s touched %p, %zu bytes before the start of a %zu-byte device allocation at %p",
+                     by, addr, (size_t)(lo - a), al->bytes, (void*)al->base);
         } else {
             snprintf(text, sizeof(text),
                      "%s read or wrote device memory at %p (byte %zu of a %zu-byte cudaMalloc allocation) outside a "
@@ -324,10 +366,23 @@ static void segv_handler(int sig, siginfo_t* info, void*) {
         snprintf(text, sizeof(text), "%s touched %p, inside the device address range but in no allocation", by, addr);
     } else if (address_in_kernel_stack_guard(addr)) {
         snprintf(text, sizeof(text), "stack overflow in %s (raise EMU_STACK_KB)", by);
+    } else if (address_in_shared_guard(addr)) {
+        snprintf(text, sizeof(text), "%s touched %p, past the end of the block's shared memory", by, addr);
+    } else if (!where.empty() && info->si_code == SI_KERNEL) { // a general protection fault: no address
+        snprintf(text, sizeof(text), "%s faulted without an address: a misaligned 16-byte access (a GPU raises "
+                 "\"misaligned address\") or a non-canonical pointer", by);
+    } else if (!where.empty()) {
+        snprintf(text, sizeof(text), "%s touched %p, which is no device allocation, shared memory or pinned host memory "
+                 "(a wild pointer or an overflowed index)", by, addr);
     }
     if (text[0] != '\0') {
-        char line[1200];
-        int n = snprintf(line, sizeof(line), "cuda-emu: %s\n", text);
+        char line[1600];
+        int n = snprintf(line, sizeof(line), "cuda-emu: %s", text);
+        if (!where.empty() && ctx != nullptr) { // the faulting instruction's line (addr2line: not signal-safe, but we exit)
+            const void* pc = (const void*)((ucontext_t*)ctx)->uc_mcontext.gregs[REG_RIP];
+            n += snprintf(line + n, sizeof(line) - n, ", at %s", source_line((const char*)pc + 1).c_str());
+        }
+        n += snprintf(line + n, sizeof(line) - n, "\n");
         if (write(2, line, n) < 0) {}
         _exit(86);
     }
@@ -646,8 +701,11 @@ static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kin
     }
     char what[128];
     snprintf(what, sizeof(what), "%s of %zu bytes", api, n);
-    auto op = enqueue_op(st, what, [dst, src, n, staged]() {
+    std::string who = what;
+    auto op = enqueue_op(st, what, [dst, src, n, staged, d, c, who]() {
+        if (c == DEVICE) { device_bytes_read(src, n, who.c_str()); } // initcheck
         memcpy(dst, src, n);
+        if (d == DEVICE) { device_bytes_written(dst, n); }
         return true;
     });
     bool wait = d == HOST_PAGEABLE || (sync && !(d == DEVICE && c == DEVICE) && c != HOST_PAGEABLE);
@@ -661,8 +719,9 @@ static cudaError_t fill(void* p, int value, size_t n, cudaStream_t s, const char
     if (n == 0) { return cudaSuccess; }
     MemKind k = classify(p, n, api, "destination");
     if (k == HOST_PAGEABLE) { return ret_warn(cudaErrorInvalidValue, "%s: %p is pageable host memory", api, p); }
-    auto op = enqueue_op(st, std::string(api), [p, value, n]() {
+    auto op = enqueue_op(st, std::string(api), [p, value, n, k]() {
         memset(p, value, n);
+        if (k == DEVICE) { device_bytes_written(p, n); }
         return true;
     });
     if (k == HOST_PINNED) { wait_for(op, api); } // memset of pinned host memory is synchronous
@@ -832,7 +891,12 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
     memset(lo, 0xFF, map);        // NaN for fp32 and bf16: reading what was never written shows
     POISON(lo, map);
     UNPOISON(base, size);
-    g_allocations[(uintptr_t)base] = Allocation{base, size, lo, map, true};
+    check_device_mapped(lo, map);
+    Allocation al{base, size, lo, map, true, {nullptr, nullptr, nullptr, nullptr}, 0};
+    void* frames[6];
+    int n = backtrace(frames, 6); // frames[0] is cudaMalloc itself
+    for (int i = 1; i < n && al.ncallers < 4; i++) { al.callers[al.ncallers++] = frames[i]; }
+    g_allocations[(uintptr_t)base] = al;
     g_device_bytes_live += data;
     *ptr = base;
     return cudaSuccess;

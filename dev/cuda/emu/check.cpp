@@ -96,16 +96,19 @@ static void parse_check_list(CheckSettings& s, const char* e) {
     }
 }
 
+// Read once, before any kernel runs (the runtime's first call asks); the hooks then read g_set.
+static CheckSettings g_set;
+
 const CheckSettings& check_settings() {
-    static CheckSettings s = [] {
-        CheckSettings r;
+    static bool read = false;
+    if (!read) {
+        read = true;
         const char* e = getenv("EMU_CHECK");
-        if (e != nullptr) { parse_check_list(r, e); }
+        if (e != nullptr) { parse_check_list(g_set, e); }
         const char* c = getenv("EMU_COUNTERS");
-        r.counters = c != nullptr && *c != '\0';
-        return r;
-    }();
-    return s;
+        g_set.counters = c != nullptr && *c != '\0';
+    }
+    return g_set;
 }
 
 // Set by every .cu file the hooks were compiled into (emu_device.h), so that EMU_CHECK in a
@@ -324,8 +327,10 @@ struct Context {
     std::vector<SharedWord> sh_words; // per word (racecheck)
     uint32_t interval = 0;            // barrier intervals, never reused on this OS thread
     std::vector<std::array<uint32_t, 32>> clocks; // per thread: vector clock over its warp's lanes
-    // the live allocation of the last global access
-    uintptr_t al_lo = 0, al_hi = 0;
+    // the live allocations of the last global accesses (a kernel reads a few buffers in turn)
+    static const int CACHED = 4;
+    uintptr_t al_lo[CACHED] = {0}, al_hi[CACHED] = {0};
+    int al_next = 0;
     // counters
     LaunchCounters counts;
     std::unordered_map<uint64_t, uint32_t> lane_seen;             // (pc, lane) -> times run in this step
@@ -364,7 +369,7 @@ void check_block_begin(const LaunchInfo* launch, uint3 block, int nthreads, char
             c->clocks[i][i % 32] = 1;
         }
     }
-    c->al_lo = c->al_hi = 0;
+    for (int i = 0; i < Context::CACHED; i++) { c->al_lo[i] = c->al_hi[i] = 0; }
     tl_active = true;
 }
 
@@ -427,19 +432,26 @@ static std::string global_place(uintptr_t a) {
 // ----------------------------------------------------------------------------
 // memcheck
 
-// Slow path of a global access that left the cached allocation: find its allocation, or report.
-static void global_bounds(Context* c, uintptr_t a, size_t n, unsigned kind, const void* pc) {
+static bool in_cached_allocation(const Context* c, uintptr_t a, size_t n) {
+    for (int i = 0; i < Context::CACHED; i++) {
+        if (a >= c->al_lo[i] && a + n <= c->al_hi[i]) { return true; }
+    }
+    return false;
+}
+
+// Slow path of a global access outside the cached allocations: find its allocation, or report.
+// Returns whether [a, a + n) lies in a live allocation.
+static bool global_bounds(Context* c, uintptr_t a, size_t n, unsigned kind, const void* pc) {
     AllocationView v;
     bool found = allocation_at_unlocked((const void*)a, &v);
     if (found && v.live && a >= (uintptr_t)v.base && a + n <= (uintptr_t)v.base + v.bytes) {
-        c->al_lo = (uintptr_t)v.base;
-        c->al_hi = (uintptr_t)v.base + v.bytes;
-        return;
+        int i = c->al_next;
+        c->al_next = (i + 1) % Context::CACHED;
+        c->al_lo[i] = (uintptr_t)v.base;
+        c->al_hi[i] = (uintptr_t)v.base + v.bytes;
+        return true;
     }
-    if (!check_settings().memcheck) { // other checks only skip what lies outside allocations
-        c->al_lo = c->al_hi = 0;
-        return;
-    }
+    if (!g_set.memcheck) { return false; } // the other checks skip what lies outside allocations
     char where[160];
     if (!found) {
         snprintf(where, sizeof(where), "in no allocation (a wild pointer or an overflowed index?)");
@@ -595,7 +607,7 @@ static void shared_race(Context* c, size_t off, unsigned kind, const void* pc) {
 
 void check_warp_sync(int warp, unsigned mask) {
     Context* c = tl_context;
-    if (c == nullptr || c->launch == nullptr || !check_settings().racecheck) { return; }
+    if (c == nullptr || c->launch == nullptr || !g_set.racecheck) { return; }
     std::array<uint32_t, 32> joined;
     joined.fill(0);
     int base = warp * 32;
@@ -694,7 +706,7 @@ static void count_access(Context* c, bool shared, uintptr_t a, size_t n, unsigne
 
 void check_warp_step_end(int) {
     Context* c = tl_context;
-    if (c == nullptr || c->launch == nullptr || !check_settings().counters || c->groups.empty()) { return; }
+    if (c == nullptr || c->launch == nullptr || !g_set.counters || c->groups.empty()) { return; }
     for (auto& kv : c->groups) {
         Group& g = kv.second;
         std::sort(g.units.begin(), g.units.end());
@@ -718,7 +730,7 @@ void check_warp_step_end(int) {
 
 static void count_atomic(uintptr_t a) {
     Context* c = tl_context;
-    if (!check_settings().counters) { return; }
+    if (!g_set.counters) { return; }
     if (a - c->sh_lo < c->sh_span) { c->counts.shared_atomics++; }
     else if (a - g_arena_lo < g_arena_bytes) { c->counts.global_atomics++; }
 }
@@ -828,7 +840,7 @@ void check_launch_end(LaunchInfo* l) {
 // one access
 
 static void shared_access(Context* c, size_t off, size_t n, unsigned kind, const void* pc) {
-    const CheckSettings& s = check_settings();
+    const CheckSettings& s = g_set;
     if (off + n > c->sh_capacity || c->sh_region[off] == 0 || c->sh_region[off + n - 1] != c->sh_region[off]) {
         if (s.memcheck) { shared_bounds(c, off, n, kind, pc); }
         return;
@@ -852,11 +864,8 @@ static void shared_access(Context* c, size_t off, size_t n, unsigned kind, const
 }
 
 static void global_access(Context* c, uintptr_t a, size_t n, unsigned kind, const void* pc) {
-    const CheckSettings& s = check_settings();
-    if (!(a >= c->al_lo && a + n <= c->al_hi)) {
-        global_bounds(c, a, n, kind, pc);
-        if (!(a >= c->al_lo && a + n <= c->al_hi)) { return; } // outside allocations, memcheck off
-    }
+    const CheckSettings& s = g_set;
+    if (!in_cached_allocation(c, a, n) && !global_bounds(c, a, n, kind, pc)) { return; } // memcheck off
     if (s.memcheck && (kind & A_ALIGNED) && n > 1 && (a & (n - 1))) { misaligned(a, n, kind, pc, false); }
     uintptr_t off = a - g_arena_lo;
     if (s.initcheck) {

@@ -228,7 +228,13 @@ barrier_wrong_somewhere() {
 }
 
 checks_missing_barrier() {
+    local r w
     check "missing_barrier: wrong result under reverse or random thread order" barrier_wrong_somewhere
+    r=$(marker missing_barrier "// RACE:")
+    w=$(marker missing_barrier "// RACE-write")
+    check "missing_barrier: racecheck names the read and the write under forward order" \
+        fatal_case missing_barrier EMU_CHECK=1 ::: "racecheck" "static __shared__ s" "kernel normalize" \
+        "missing_barrier.cu:$r" "missing_barrier.cu:$w"
 }
 
 checks_missing_barrier_fixed() {

@@ -260,6 +260,24 @@ static void map_shadow(void* shadow, size_t per_arena_byte_num, size_t per_arena
     if (mprotect((void*)a, b - a, PROT_READ | PROT_WRITE) != 0) { fatal("cannot map shadow memory for the checks"); }
 }
 
+// The shadow pages that lie wholly inside the shadow of [off, off + bytes) of the arena are
+// given back (read as zero again): freed device memory is never reused.
+static void unmap_shadow(void* shadow, size_t per_arena_byte_num, size_t per_arena_byte_den, uintptr_t off, size_t bytes) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)shadow + off / per_arena_byte_den * per_arena_byte_num;
+    uintptr_t b = (uintptr_t)shadow + (off + bytes) / per_arena_byte_den * per_arena_byte_num;
+    a = (a + page - 1) & ~(uintptr_t)(page - 1);
+    b &= ~(uintptr_t)(page - 1);
+    if (b > a) { madvise((void*)a, b - a, MADV_DONTNEED); }
+}
+
+void check_device_unmapped(char* lo, size_t bytes) {
+    uintptr_t off = (uintptr_t)lo - g_arena_lo;
+    if (g_init_shadow) { unmap_shadow(g_init_shadow, 1, 8, off, bytes); }
+    if (g_race_shadow) { unmap_shadow(g_race_shadow, 16, 4, off, bytes); }
+    if (g_sector_shadow) { unmap_shadow(g_sector_shadow, 8, 32, off, bytes); }
+}
+
 void check_device_mapped(char* lo, size_t bytes) {
     uintptr_t off = (uintptr_t)lo - g_arena_lo;
     if (g_init_shadow) { map_shadow(g_init_shadow, 1, 8, off, bytes); }
@@ -527,7 +545,7 @@ void device_bytes_written(const void* p, size_t n) {
     if (n > 0) { global_set_written(off, n); }
 }
 
-void device_bytes_read(const void* p, size_t n, const char* who) {
+void device_bytes_read(const void* p, size_t n, const char* who, const void* caller) {
     if (g_init_shadow == nullptr || n == 0) { return; }
     uintptr_t off = (uintptr_t)p - g_arena_lo;
     if (off >= g_arena_bytes) { return; }
@@ -539,7 +557,8 @@ void device_bytes_read(const void* p, size_t n, const char* who) {
             while (j < n && !(g_init_shadow[(off + j) >> 3] & (1u << ((off + j) & 7)))) { j++; }
             char s[160];
             snprintf(s, sizeof(s), ": bytes [%zu, %zu) of the %zu it reads at %p were never written, ", i, j, n, p);
-            report("initcheck", std::string(who) + s + global_place((uintptr_t)p + i));
+            std::string at = caller != nullptr ? " (called at " + source_line(caller) + ")" : "";
+            report("initcheck", std::string(who) + at + s + global_place((uintptr_t)p + i));
         }
     }
 }

@@ -801,12 +801,12 @@ void check_memory(const void* ptr, const Layout& l, const char* name) {
 
 // initcheck (EMU_CHECK): an operand's elements must have been written (column by column: the
 // rows between a column's end and the next column's start are not read), and D is written.
-void operand_read(const void* ptr, const Layout& l, const char* name, const char* what) {
+void operand_read(const void* ptr, const Layout& l, const char* name, const char* what, const void* caller) {
     if (!emu::check_settings().initcheck || ptr == nullptr) { return; }
     char who[256];
     snprintf(who, sizeof who, "%s reading matrix %s", what, name);
     size_t es = type_size(l.type);
-    for (uint64_t j = 0; j < l.cols; j++) { emu::device_bytes_read((const char*)ptr + j * l.ld * es, l.rows * es, who); }
+    for (uint64_t j = 0; j < l.cols; j++) { emu::device_bytes_read((const char*)ptr + j * l.ld * es, l.rows * es, who, caller); }
 }
 
 void operand_written(void* ptr, const Layout& l) {
@@ -1155,12 +1155,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     char what[128];
     describe(job, what, sizeof what);
     std::string who = what;
-    cudaError_t e = emu::enqueue(stream, what, [job, p, who]() {
-        operand_read(job.a, p.a, "A", who.c_str());
-        operand_read(job.b, p.b, "B", who.c_str());
-        operand_read(job.c, p.c, "C", who.c_str());
+    const void* caller = __builtin_return_address(0);
+    cudaError_t e = emu::enqueue(stream, what, [job, p, who, caller]() {
+        operand_read(job.a, p.a, "A", who.c_str(), caller);
+        operand_read(job.b, p.b, "B", who.c_str(), caller);
+        operand_read(job.c, p.c, "C", who.c_str(), caller);
         if (job.bias != nullptr) {
-            emu::device_bytes_read(job.bias, (size_t)p.m * type_size(p.type), (who + " reading the bias vector").c_str());
+            emu::device_bytes_read(job.bias, (size_t)p.m * type_size(p.type), (who + " reading the bias vector").c_str(),
+                                   caller);
         }
         if (job.type == CUDA_R_16BF) {
             run_product<__nv_bfloat16>(job);

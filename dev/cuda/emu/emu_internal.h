@@ -126,10 +126,12 @@ std::string describe_shared(size_t offset);
 // Device memory: the address range runtime.cpp reserves, and the pages it maps for an allocation.
 void check_device_arena(char* lo, size_t bytes);
 void check_device_mapped(char* lo, size_t bytes);
+void check_device_unmapped(char* lo, size_t bytes); // freed: its shadow pages are given back
 // initcheck: [p, p + n) of device memory now holds written bytes (a copy, memset, product or
-// collective wrote it), or is read by `who`: an error if any byte was never written.
+// collective wrote it), or is read by `who`, called at code address `caller` (for the message's
+// line; may be null): an error if any byte was never written.
 void device_bytes_written(const void* p, size_t n);
-void device_bytes_read(const void* p, size_t n, const char* who);
+void device_bytes_read(const void* p, size_t n, const char* who, const void* caller = nullptr);
 
 // "train_gpt2.cu:512" for a code address (addr2line on this program, cached); frames inside the
 // emulator and the toolkit's headers are skipped, so an access in atomicAdd names its caller.

@@ -694,7 +694,8 @@ static const char* copy_kind_name(cudaMemcpyKind kind) {
 // - pinned host memory and device memory: asynchronous for cudaMemcpyAsync (a pinned
 //   destination holds the new bytes only once the copy has run), synchronous for cudaMemcpy
 //   (except device to device, which does not wait).
-static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool sync, const char* api) {
+static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool sync, const char* api,
+                        const void* caller) {
     Stream* st = resolve(s);
     if (st == nullptr) { return ret_warn(cudaErrorInvalidResourceHandle, "%s: invalid stream %p", api, (void*)s); }
     if (n == 0) { return cudaSuccess; }
@@ -717,8 +718,8 @@ static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kin
     char what[128];
     snprintf(what, sizeof(what), "%s of %zu bytes", api, n);
     std::string who = what;
-    auto op = enqueue_op(st, what, [dst, src, n, staged, d, c, who]() {
-        if (c == DEVICE) { device_bytes_read(src, n, who.c_str()); } // initcheck
+    auto op = enqueue_op(st, what, [dst, src, n, staged, d, c, who, caller]() {
+        if (c == DEVICE) { device_bytes_read(src, n, who.c_str(), caller); } // initcheck
         memcpy(dst, src, n);
         if (d == DEVICE) { device_bytes_written(dst, n); }
         return true;
@@ -940,6 +941,7 @@ cudaError_t cudaFree(void* ptr) {
     g_device_bytes_live -= (al.bytes == 0 ? 1 : al.bytes + 255) / 256 * 256;
     UNPOISON(al.map_lo, al.map_bytes);
     madvise(al.map_lo, al.map_bytes, MADV_DONTNEED);
+    check_device_unmapped(al.map_lo, al.map_bytes);
     mprotect(al.map_lo, al.map_bytes, PROT_NONE); // use after free faults
     return cudaSuccess;
 }
@@ -970,12 +972,12 @@ cudaError_t cudaFreeHost(void* ptr) {
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
     ApiScope scope("cudaMemcpy");
-    return copy(dst, src, count, kind, nullptr, true, "cudaMemcpy");
+    return copy(dst, src, count, kind, nullptr, true, "cudaMemcpy", __builtin_return_address(0));
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
     ApiScope scope("cudaMemcpyAsync");
-    return copy(dst, src, count, kind, stream, false, "cudaMemcpyAsync");
+    return copy(dst, src, count, kind, stream, false, "cudaMemcpyAsync", __builtin_return_address(0));
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t count) {

@@ -90,7 +90,7 @@ const CheckSettings& check_settings() {
     return none;
 }
 void device_bytes_written(const void*, size_t) {}
-void device_bytes_read(const void*, size_t, const char*) {}
+void device_bytes_read(const void*, size_t, const char*, const void*) {}
 
 uint64_t random_u64() {
     static uint64_t state = 1;

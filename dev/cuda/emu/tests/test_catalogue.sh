@@ -707,6 +707,11 @@ checks_counters_known() {
             shst_requests=1 shst_wavefronts=1"
     check "counters_known: atomics: 64 shared per block, 1 global per block, 4 blocks" \
         want_counters atomics "shared_atomics=256 global_atomics=4 gld_requests=0"
+    check "counters_known: EMU_COUNTERS naming a file that cannot be written is refused" \
+        fatal_case counters_known EMU_COUNTERS=/nonexistent/dir/c.csv ::: "EMU_COUNTERS=/nonexistent/dir/c.csv" \
+        "cannot write"
+    check "counters_known: EMU_CHECK=bogus is refused with the values it takes" \
+        fatal_case counters_known EMU_CHECK=memcheck,bogus ::: "EMU_CHECK=memcheck,bogus" "memcheck, initcheck, racecheck"
     check "counters_known: the summary has one line per kernel" \
         eval '[ "$(grep -c "^copy_float4 \|^tile_padded \|^atomics " "$work/counters.csv.summary")" = 3 ]'
 }

@@ -50,7 +50,8 @@ void syncthreads(Site site);
 void syncwarp(unsigned mask, Site site);
 // A warp intrinsic: kind (below), the mask, this lane's value (bytes), the lane argument
 // (srcLane, delta or laneMask) and width. Returns through `result` (bytes, same size).
-enum WarpKind { WARP_SHFL, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_BALLOT, WARP_ANY, WARP_ALL, WARP_SYNC };
+enum WarpKind { WARP_SHFL, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_BALLOT, WARP_ANY, WARP_ALL, WARP_SYNC,
+                WARP_COLLECTIVE /* a PTX warp-collective instruction (ptx.cpp): mma.sync, ldmatrix */ };
 unsigned warp_op(WarpKind kind, unsigned mask, const void* value, void* result, size_t bytes, int arg, int width, Site site);
 unsigned activemask();
 [[noreturn]] void device_trap(Site site);
@@ -227,5 +228,90 @@ inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline float min(float a, float b) { return fminf(a, b); }
 inline float max(float a, float b) { return fmaxf(a, b); }
+
+// ----------------------------------------------------------------------------
+// Inline PTX. nvcc-cpu turns each `asm("...")` statement of a kernel whose instructions are in its
+// table (see nvcc-cpu, "the PTX table") into calls of these (ptx.cpp), with the PTX ISA's
+// semantics; any other asm is a compile error. Shared-memory operands are offsets in the block's
+// .shared window (from __cvta_generic_to_shared), global ones device pointers.
+
+namespace emu {
+enum PtxType { PTX_BF16, PTX_F16 };
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32 d, a, b, c (warp-collective)
+void ptx_mma_m16n8k16(PtxType ab, float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4], Site site);
+// ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16 d, [addr] (warp-collective)
+void ptx_ldmatrix(int num, bool trans, uint64_t addr, uint32_t* d, Site site);
+// cp.async.{ca,cg}.shared.global [dst], [src], cp_size{, src_size} (src_size < 0: none)
+void ptx_cp_async(bool cg, uint64_t dst, uint64_t src, long long cp_size, long long src_size, Site site);
+void ptx_cp_async_commit_group(Site site);
+void ptx_cp_async_wait_group(long long n, Site site);
+void ptx_cp_async_wait_all(Site site);
+bool shared_offset_of(const void* p, uint64_t* offset); // kernel.cpp: the window offset of p
+void* shared_pointer_of(uint64_t offset);               // kernel.cpp: the pointer at a window offset
+[[noreturn]] void ptx_not_shared(const char* what, const void* p, Site site);
+uint64_t ptx_generic_to_shared(uint64_t generic, const char* what, Site site); // the window offset, or an error
+
+// Operands, with nvcc's rules for the constraint letters: "r" a 32-bit register (an integer of at
+// most 4 bytes), "l" 64 bits (an 8-byte integer or a pointer), "h" 16 bits, "f" a .f32 register
+// (a float), "d" .f64 (a double), "n" an integer constant (checked at compile time by the driver).
+template <typename T> inline uint32_t ptx_in_r(const T& v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) <= 4, "asm operand type does not match constraint 'r'");
+    return (uint32_t)v;
+}
+template <typename T> inline uint64_t ptx_in_l(const T& v) {
+    static_assert((std::is_integral<T>::value || std::is_pointer<T>::value) && sizeof(T) == 8,
+                  "asm operand type does not match constraint 'l'");
+    return (uint64_t)v;
+}
+template <typename T> inline uint16_t ptx_in_h(const T& v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) <= 2, "asm operand type does not match constraint 'h'");
+    return (uint16_t)v;
+}
+template <typename T> inline float ptx_in_f(const T& v) {
+    static_assert(std::is_floating_point<T>::value, "asm operand type does not match constraint 'f'");
+    return (float)v;
+}
+template <typename T> inline double ptx_in_d(const T& v) {
+    static_assert(std::is_floating_point<T>::value, "asm operand type does not match constraint 'd'");
+    return (double)v;
+}
+template <typename T> inline void ptx_out_r(T& dst, uint32_t v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) == 4, "asm output type does not match constraint 'r'");
+    dst = (T)v;
+}
+template <typename T> inline void ptx_out_l(T& dst, uint64_t v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) == 8, "asm output type does not match constraint 'l'");
+    dst = (T)v;
+}
+template <typename T> inline void ptx_out_h(T& dst, uint16_t v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) == 2, "asm output type does not match constraint 'h'");
+    dst = (T)v;
+}
+template <typename T> inline void ptx_out_f(T& dst, float v) {
+    static_assert(std::is_same<T, float>::value, "asm output type does not match constraint 'f'");
+    dst = v;
+}
+template <typename T> inline void ptx_out_d(T& dst, double v) {
+    static_assert(std::is_same<T, double>::value, "asm output type does not match constraint 'd'");
+    dst = v;
+}
+} // namespace emu
+
+// Generic <-> .shared window addresses (CUDA's address-space conversion intrinsics). A pointer that
+// is not in the calling block's shared memory is an error (on a GPU the result is undefined).
+inline size_t __cvta_generic_to_shared(const void* p, const char* f = __builtin_FILE(), int l = __builtin_LINE()) {
+    uint64_t offset = 0;
+    if (!emu::shared_offset_of(p, &offset)) { emu::ptx_not_shared("__cvta_generic_to_shared", p, emu::Site{f, l}); }
+    return (size_t)offset;
+}
+inline void* __cvta_shared_to_generic(size_t offset, const char* f = __builtin_FILE(), int l = __builtin_LINE()) {
+    void* p = emu::shared_pointer_of(offset);
+    if (p == nullptr) { emu::ptx_not_shared("__cvta_shared_to_generic", (const void*)offset, emu::Site{f, l}); }
+    return p;
+}
+inline unsigned int __isShared(const void* p) {
+    uint64_t offset = 0;
+    return emu::shared_offset_of(p, &offset) ? 1u : 0u;
+}
 
 #endif // EMU_DEVICE_H

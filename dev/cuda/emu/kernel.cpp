@@ -14,13 +14,16 @@ Whatever breaks CUDA's rules is an error naming the kernel, the block and the so
   is an error (on a GPU the result is undefined);
 - __syncthreads completes when every thread of the block waits at the same line; a thread that
   exited while others wait, or threads waiting at different lines, is an error (on a GPU:
-  undefined, often a hang).
+  undefined, often a hang);
+- a warp-collective PTX instruction (mma.sync, ldmatrix: ptx.cpp) is a warp intrinsic whose mask
+  is the whole warp: it runs once, for all 32 lanes, when they are all at the same instruction.
 Blocks run in grid order (or reversed or shuffled, as the threads), one at a time per OS thread;
 EMU_THREADS > 1 runs that many blocks at once.
 
 Shared memory: static __shared__ variables are thread_local statics (one copy per OS thread, so
 per block in flight), refilled with 0xFF bytes (NaN for floats) before each block; the dynamic
-`extern __shared__` array is a per-block buffer of exactly the launch's size, also 0xFF.
+`extern __shared__` array is a per-block buffer of exactly the launch's size, also 0xFF. PTX sees
+them through one window of offsets (the .shared state space): shared_window_offset/_pointer.
 */
 #include "emu_device.h" // first: it defines __global__ and friends before the toolkit headers do
 #include "emu_internal.h"
@@ -102,6 +105,10 @@ struct WarpWait { // what a lane waiting at a warp intrinsic brought
     size_t bytes;
     int arg, width;
     unsigned answer;
+    // WARP_COLLECTIVE: the instruction, what this lane brings, and what runs when all are there
+    const char* what = nullptr;
+    void* data = nullptr;
+    WarpCollectiveFn collective = nullptr;
 };
 
 struct EmuThread {
@@ -138,12 +145,14 @@ struct Grid { // one launch
     size_t shared_bytes;
     ThreadBody body;
     void* closure;
+    std::shared_ptr<PtxCounters> counters;
 };
 
 struct Block {
     const Grid* grid;
     uint3 idx;
     int nthreads;
+    uint64_t serial; // distinct for every block run (per-thread state elsewhere resets on it)
 };
 
 static size_t stack_bytes() {
@@ -274,9 +283,12 @@ static const char* warp_kind_name(WarpKind k) {
     case WARP_ANY: return "__any_sync";
     case WARP_ALL: return "__all_sync";
     case WARP_SYNC: return "__syncwarp";
+    case WARP_COLLECTIVE: return "a PTX warp-collective instruction";
     }
     return "?";
 }
+
+static const char* op_name(const WarpWait& w) { return w.kind == WARP_COLLECTIVE ? w.what : warp_kind_name(w.kind); }
 
 static std::string where_is(const EmuThread* t) {
     switch (t->state) {
@@ -284,7 +296,7 @@ static std::string where_is(const EmuThread* t) {
     case EXITED: return "exited";
     case AT_BARRIER: return "waits at __syncthreads at " + site_text(t->site);
     case AT_WARP_OP:
-        return std::string("waits at ") + warp_kind_name(t->warp.kind) + " at " + site_text(t->site);
+        return std::string("waits at ") + op_name(t->warp) + " at " + site_text(t->site);
     }
     return "?";
 }
@@ -353,6 +365,81 @@ unsigned warp_op(WarpKind kind, unsigned mask, const void* value, void* result, 
     return ww.answer;
 }
 
+void warp_collective(const char* what, void* lane_data, WarpCollectiveFn fn, Site site) {
+    EmuThread* t = current_thread(what);
+    t->state = AT_WARP_OP;
+    t->site = site;
+    WarpWait& ww = t->warp;
+    ww.kind = WARP_COLLECTIVE;
+    ww.mask = 0xffffffffu; // .aligned: the whole warp
+    ww.bytes = 0;
+    ww.arg = 0;
+    ww.width = 32;
+    ww.what = what;
+    ww.data = lane_data;
+    ww.collective = fn;
+    switch_to_scheduler(tl_worker, t, false);
+}
+
+bool current_kernel_thread(KernelThread* out) {
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr) { return false; }
+    *out = KernelThread{w->current ? w->current->linear : -1, w->block->nthreads, w->block->serial,
+                        w->block->grid->counters.get()};
+    return true;
+}
+
+PtxCounters* current_launch_counters() {
+    Worker* w = tl_worker;
+    return w == nullptr || w->block == nullptr ? nullptr : w->block->grid->counters.get();
+}
+
+// The .shared window of the running block. Where each part sits (all in one place, so that a
+// different arrangement of shared memory changes only these two functions):
+//   [1024, 1024 + dynamic bytes)  the dynamic `extern __shared__` array (1 KiB below it is left
+//                                 out, as sm_80 and later reserve it for the system: no valid
+//                                 offset is small, and an offset of 0 is never valid);
+//   from 256 KiB                  the static __shared__ variables this OS thread has registered,
+//                                 in registration order, each at a 128-byte boundary plus the
+//                                 variable's own address mod 128 (so alignment seen through the
+//                                 window is the variable's real alignment).
+// These are not a GPU's offsets; code must not depend on them beyond alignment (nor may it on a GPU).
+static const uint64_t WINDOW_DYNAMIC = 1024, WINDOW_STATIC = 256 * 1024;
+
+template <typename F> static bool for_each_shared_part(F f) { // f(host pointer, bytes, window offset): true stops
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr) { return false; }
+    if (w->block->grid->shared_bytes > 0 && f((char*)w->dynamic_shared.data(), w->block->grid->shared_bytes, WINDOW_DYNAMIC)) {
+        return true;
+    }
+    uint64_t cursor = WINDOW_STATIC;
+    for (auto& v : w->shared_vars) {
+        uint64_t offset = ((cursor + 127) & ~(uint64_t)127) + ((uintptr_t)v.first & 127);
+        if (f((char*)v.first, v.second, offset)) { return true; }
+        cursor = offset + v.second;
+    }
+    return false;
+}
+
+bool shared_window_offset(const void* p, size_t n, uint64_t* offset) {
+    const char* c = (const char*)p;
+    return for_each_shared_part([&](char* base, size_t bytes, uint64_t at) {
+        if (c < base || c > base + bytes || (size_t)(c - base) + n > bytes) { return false; }
+        *offset = at + (uint64_t)(c - base);
+        return true;
+    });
+}
+
+void* shared_window_pointer(uint64_t offset, size_t n) {
+    void* found = nullptr;
+    for_each_shared_part([&](char* base, size_t bytes, uint64_t at) {
+        if (offset < at || offset > at + bytes || offset - at + n > bytes) { return false; }
+        found = base + (offset - at);
+        return true;
+    });
+    return found;
+}
+
 void syncwarp(unsigned mask, Site site) {
     int dummy = 0, r = 0;
     warp_op(WARP_SYNC, mask, &dummy, &r, sizeof(int), 0, 32, site);
@@ -405,7 +492,7 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
     unsigned mask = me.mask;
     int my_lane = t->linear - warp0;
     auto where_text = [&] {
-        return describe_block(b) + " " + describe_thread(t) + ": " + warp_kind_name(me.kind) + " at " + site_text(t->site);
+        return describe_block(b) + " " + describe_thread(t) + ": " + op_name(me) + " at " + site_text(t->site);
     };
     if (!(mask & (1u << my_lane))) {
         fatal("%s with mask 0x%08x that does not name the calling lane %d", where_text().c_str(), mask, my_lane);
@@ -416,16 +503,33 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
     }
     for (int lane = 0; lane < 32; lane++) {
         if (!(mask & (1u << lane))) { continue; }
+        if (lane >= lanes_in_block && me.kind == WARP_COLLECTIVE) {
+            fatal("%s: every lane of the warp must execute it, and lane %d does not exist (the block has %d threads)",
+                  where_text().c_str(), lane, b->nthreads);
+        }
         if (lane >= lanes_in_block) {
             fatal("%s: mask 0x%08x names lane %d, which does not exist (the block has %d threads)", where_text().c_str(), mask,
                   lane, b->nthreads);
         }
         EmuThread* o = &w->threads[warp0 + lane];
         if (o->state == RUNNABLE) { return false; } // not there yet
-        if (o->state != AT_WARP_OP || o->warp.kind != me.kind || !same_site(o->site, t->site) || o->warp.mask != mask) {
+        if (o->state != AT_WARP_OP || o->warp.kind != me.kind || !same_site(o->site, t->site) || o->warp.mask != mask ||
+            (me.kind == WARP_COLLECTIVE && (o->warp.collective != me.collective || strcmp(o->warp.what, me.what) != 0))) {
+            if (me.kind == WARP_COLLECTIVE) {
+                fatal("%s: every lane of the warp must execute it (.sync.aligned), but lane %d %s", where_text().c_str(), lane,
+                      where_is(o).c_str());
+            }
             fatal("%s: lane %d named in mask 0x%08x %s%s", where_text().c_str(), lane, mask, where_is(o).c_str(),
                   o->state == AT_WARP_OP && o->warp.mask != mask ? " (with another mask)" : "");
         }
+    }
+    if (me.kind == WARP_COLLECTIVE) { // all 32 lanes are here: the instruction runs once for the warp
+        void* lanes[32];
+        for (int lane = 0; lane < 32; lane++) { lanes[lane] = w->threads[warp0 + lane].warp.data; }
+        me.collective(lanes, warp0 / 32, describe_block(b) + " warp " + std::to_string(warp0 / 32) + ": " + me.what + " at " +
+                                             site_text(t->site));
+        for (int lane = 0; lane < 32; lane++) { w->threads[warp0 + lane].state = RUNNABLE; }
+        return true;
     }
     // every named lane is here: compute each one's answer
     unsigned ballot = 0;
@@ -450,7 +554,7 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
         case WARP_BALLOT: ow.answer = ballot; break;
         case WARP_ANY: ow.answer = ballot != 0; break;
         case WARP_ALL: ow.answer = ballot == mask; break;
-        case WARP_SYNC: ow.answer = 0; break;
+        case WARP_SYNC: case WARP_COLLECTIVE: ow.answer = 0; break;
         }
         if (me.kind > WARP_SHFL_XOR) { memcpy(ow.result, &ow.answer, std::min(ow.bytes, sizeof(unsigned))); }
         o->state = RUNNABLE;
@@ -508,8 +612,10 @@ static void arrange(std::vector<int>& v, Order order, std::mt19937_64& rng) {
     if (order == ORDER_RANDOM) { std::shuffle(v.begin(), v.end(), rng); }
 }
 
+static std::atomic<uint64_t> g_block_serial{0};
+
 static void run_block(Worker* w, const Grid* g, uint3 idx) {
-    Block b{g, idx, (int)(g->block.x * g->block.y * g->block.z)};
+    Block b{g, idx, (int)(g->block.x * g->block.y * g->block.z), ++g_block_serial};
     w->block = &b;
     emu_blockIdx = idx;
     emu_blockDim = g->block;
@@ -676,6 +782,21 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 
 void record_launch_error(cudaError_t err, const std::string& why); // runtime.cpp
 
+// EMU_TRACE=1: what the launch ran on tensor cores and as asynchronous copies (when it ran any)
+static void trace_ptx_counters(const Grid& g) {
+    static bool trace = [] {
+        const char* e = getenv("EMU_TRACE");
+        return e != nullptr && atoi(e) != 0;
+    }();
+    const PtxCounters& c = *g.counters;
+    if (!trace || (c.mma == 0 && c.ldmatrix == 0 && c.cp_async == 0)) { return; }
+    fprintf(stderr,
+            "cuda-emu trace: kernel %s: %llu mma.sync (%llu tensor-core FLOPs), %llu ldmatrix (%llu bytes), %llu cp.async "
+            "(%llu bytes)\n",
+            g.name, (unsigned long long)c.mma, (unsigned long long)c.mma_flops, (unsigned long long)c.ldmatrix,
+            (unsigned long long)c.ldmatrix_bytes, (unsigned long long)c.cp_async, (unsigned long long)c.cp_async_bytes);
+}
+
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,
                  void* closure, std::shared_ptr<void> hold) {
     ApiScope scope("kernel launch");
@@ -706,9 +827,10 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
         record_launch_error(cudaErrorInvalidConfiguration, text);
         return;
     }
-    auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure});
+    auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure, std::make_shared<PtxCounters>()});
     cudaError_t err = enqueue(cfg.stream, std::string("kernel ") + name, [grid, hold]() {
         run_grid(*grid);
+        trace_ptx_counters(*grid);
         return true;
     });
     if (err != cudaSuccess) {

@@ -273,6 +273,15 @@ static inline void comm_wait_within(Comm* comm, CommRequest* req, double limit_s
 #endif
 }
 
+// 1 while a collective started with req has not been waited for (0 at one rank: nothing to wait for).
+static inline int comm_pending(const CommRequest* req) {
+#ifdef USE_MPI
+    return req->req != MPI_REQUEST_NULL;
+#else
+    return req->pending;
+#endif
+}
+
 // Waits for a collective, at most comm->timeout_s (flag -wt).
 static inline void comm_wait(Comm* comm, CommRequest* req) { comm_wait_within(comm, req, comm->timeout_s, NULL); }
 

@@ -12,7 +12,7 @@ From the model config, the world size N and the stage it computes:
 - the bytes each rank communicates per step per collective kind, counted like nccl-tests' bus
   bytes: reduce-scatter or all-gather of a full buffer of S bytes = S*(N-1)/N per rank.
 
-The stages (P = padded parameter count, K = optimizer bytes per parameter):
+The stages (P = padded parameter count):
   stage 0  nothing sharded      grads reduce-scattered, then all-gathered (an all-reduce)
   stage 1  optimizer state      grads reduce-scattered; own shard updated; params all-gathered
   stage 2  + gradients          as 1, but each unit's grads reduce-scattered as its backward

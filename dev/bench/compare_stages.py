@@ -530,7 +530,7 @@ def charts(args, results, plan_rows, auto):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
     for s in STAGES:
-        pts = [(p["ranks"], p["plan_total"] / MB) for p in plan_rows if p["stage"] == s]
+        pts = [(p["ranks"], p["state_total"] / MB) for p in plan_rows if p["stage"] == s]
         ax.plot([n for n, _ in pts], [v for _, v in pts], "o-", color=colors[s], label="stage %s (plan)" % STAGE_NAMES[s])
     for r in results:
         ax.plot([args.ranks], [state(r) / MB], "x", color=colors[r["stage"]], markersize=12, mew=2)
@@ -706,15 +706,15 @@ def main():
     plan_rows = plan_for_ranks(args, sorted(set([1, 2, 4, 8, args.ranks])))
     for r in results:  # the chart's plan (zero_plan_print) is the one the trainer printed, at this N
         p = [q for q in plan_rows if q["ranks"] == args.ranks and q["stage"] == r["stage"]][0]
-        if p["plan_total"] != state(r, "plan_"):
+        if p["state_total"] != state(r, "plan_"):
             die("zero_plan_print says stage %d holds %d bytes per rank at N=%d, the trainer's plan %d: its bytes "
-                "per element are not this trainer's" % (r["stage"], p["plan_total"], args.ranks, state(r, "plan_")))
+                "per element are not this trainer's" % (r["stage"], p["state_total"], args.ranks, state(r, "plan_")))
 
     for u in units:  # the plan's largest unit and total from zero_plan_print = the trainer's plan
         p = [q for q in plan_for_ranks(args, [args.ranks], u["unit_blocks"]) if q["stage"] == 3][0]
-        if p["plan_total"] != state(u, "plan_") or p["units"] != u["units"]:
+        if p["state_total"] != state(u, "plan_") or p["units"] != u["units"]:
             die("zero_plan_print --zu %d says %d bytes in %d units, the trainer's plan %d bytes in %d units"
-                % (u["unit_blocks"], p["plan_total"], p["units"], state(u, "plan_"), u["units"]))
+                % (u["unit_blocks"], p["state_total"], p["units"], state(u, "plan_"), u["units"]))
         u["largest_unit"] = p["largest_unit"]  # elements
         u["elem_bytes"] = 2 if args.is_cuda and args.precision == "bf16" else 4  # a parameter's bytes
 

@@ -1,6 +1,7 @@
 /*
 Prints the sharding plan (llmc/zero_plan.h) of a model for several world sizes as CSV: the bytes
-per rank each stage holds and moves per step, without running anything, for every shard group
+per rank each stage holds (per category; state_total, the model state; plan_total, the state
+plus the CPU ring's comm scratch) and moves per step, without running anything, for every shard group
 size G dividing N (hybrid sharding, -zg; stage 0 only G = N): bytes moved inside the group
 (reduce_scatter, all_gather) and across the groups (all_reduce_across). compare_stages.py uses
 the G = N rows for the world sizes it does not run (the memory-vs-ranks chart).
@@ -194,8 +195,11 @@ int main(int argc, char** argv) {
     if (unit_blocks < 1 || unit_blocks > c.num_layers) {
         fail("--zu expects blocks per unit 1..%d (the model's layers), got %d", c.num_layers, unit_blocks);
     }
-    printf("ranks,group,stage,params,grads,optimizer,buffers,grad_scratch,plan_total,reduce_scatter,all_gather,all_reduce_across,"
-           "unit_blocks,units,largest_unit,rs_calls,ag_calls\n");
+    // state_total: the model state, allocated at start-up (what the trainers' "allocated" column
+    // sums to); plan_total adds the CPU ring's comm scratch, held while reduce-scatters are in flight
+    // (zero_plan_total: what -z auto counts)
+    printf("ranks,group,stage,params,grads,optimizer,buffers,grad_scratch,state_total,comm_scratch,plan_total,reduce_scatter,"
+           "all_gather,all_reduce_across,unit_blocks,units,largest_unit,rs_calls,ag_calls\n");
     for (int i = 2; i < argc; i++) {
         int N = (int)parse_long("N", argv[i]);
         if (N < 1) { fail("N must be >= 1, got %d", N); }
@@ -204,10 +208,10 @@ int main(int argc, char** argv) {
             for (int stage = G == N ? 0 : 1; stage < 4; stage++) {
                 ZeroPlan p;
                 zero_plan_init(&p, &c, stage, N, G, 1, RESHARD_DEFAULT, 1, unit_blocks, bytes, UNIT_ALIGN); // the trainer's defaults
-                printf("%d,%d,%d,%zu,%zu,%zu,%zu,%zu,%zu,%.0f,%.0f,%.0f,%d,%d,%zu,%d,%d\n", N, G, stage, p.mem_params, p.mem_grads,
+                printf("%d,%d,%d,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%zu,%.0f,%.0f,%.0f,%d,%d,%zu,%d,%d\n", N, G, stage, p.mem_params, p.mem_grads,
                        p.mem_optimizer, p.mem_buffers, p.mem_grad_scratch,
                        p.mem_params + p.mem_grads + p.mem_optimizer + p.mem_buffers + p.mem_grad_scratch,
-                       p.comm_reduce_scatter, p.comm_all_gather, p.comm_all_reduce_across, unit_blocks, p.layout.num_units,
+                       p.mem_comm_scratch, zero_plan_total(&p), p.comm_reduce_scatter, p.comm_all_gather, p.comm_all_reduce_across, unit_blocks, p.layout.num_units,
                        p.layout.num_units > 1 ? p.layout.unit_size[1] : 0, p.calls_reduce_scatter, p.calls_all_gather);
             }
         }

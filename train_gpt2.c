@@ -408,9 +408,6 @@ typedef struct {
     float* datt;      // (B,NH,T)
 } Activations;
 
-// Where a stage-3 unit's parameters are: only the shard, on the way (all-gather started), or
-// gathered in a buffer.
-
 // Bytes this rank allocated, per category (what the start-up table compares with the plan).
 typedef struct { size_t params, grads, optimizer, activations, buffers; } MemoryUse;
 
@@ -545,11 +542,10 @@ void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path, int r
     free(full);
 }
 
-// Carves the activation slab for batches of up to B x T. Recompute keeps one layer's GELU
-// output (-r >= 1) and one layer's ln1 and ln2 (-r 2) instead of L: it saves
-// (L-1)*B*T*4C floats at -r 1, and 2*(L-1)*B*T*C more at -r 2.
-// The activation tensors of a B x T batch in one allocation (what -r keeps decides their sizes):
-// returns its bytes, and with base != NULL points a's tensors into it.
+// The activation tensors of a B x T batch in one allocation: returns its bytes, and with base !=
+// NULL points a's tensors into it. Recompute keeps one layer's GELU output (-r >= 1) and one
+// layer's ln1 and ln2 (-r 2) instead of L: it saves (L-1)*B*T*4C floats at -r 1, and
+// 2*(L-1)*B*T*C more at -r 2.
 static size_t activations_layout(Activations* a, float* base, const GPT2Config* c, int recompute, int B, int T) {
     size_t L = c->num_layers, NH = c->num_heads, C = c->channels, Vp = c->padded_vocab_size;
     size_t BT = (size_t)B * T;
@@ -707,7 +703,9 @@ void gpt2_backward(GPT2* model, int reduce) {
     size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
     schedule_begin_backward(model);
 
-    // the head and the final layernorm: unit 0, still gathered from the forward
+    // the head and the final layernorm: unit 0, still gathered from the forward (every policy
+    // keeps it), so this unit_params gathers nothing; it moves stage 3's walk on to the backward,
+    // where it may start the prefetch of the last block unit
     float* ends = unit_params(model, 0);
     float* dends = unit_grads(model, 0);
     // the loss is the mean over B*T positions, so each position's loss has weight 1/(B*T)
@@ -997,7 +995,7 @@ static void trace_scalars_at(GPT2* model, int sign, int line) {
 }
 
 // Waits for unit u's collective (kind), traced as the span this rank is blocked. A stage 2-3
-// reduce-scatter done frees the gradient slot it read.
+// reduce-scatter done releases the gradient slot it read.
 static void unit_wait(GPT2* model, Comm* comm, CommRequest* req, CollKind kind, int u) {
     if (!comm_pending(req)) { comm_wait(comm, req); return; } // waited already, or one rank: nothing to trace
     trace(model, "wait_begin kind=%s unit=%d", COLL_NAMES[kind], u);
@@ -1087,7 +1085,7 @@ static void unit_release_after_forward(GPT2* model, int u) {
 
 static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }
 
-// After a forward that no backward follows (evaluation, sampling): free whatever is gathered.
+// After a forward that no backward follows (evaluation, sampling): release whatever is gathered.
 void units_release_all(GPT2* model) {
     for (int u = 0; u < model->plan.layout.num_units; u++) { unit_release(model, u); }
 }

@@ -27,7 +27,7 @@ Run (after `make data references`):
     ./train_gpt2cu -h                                 # the flags
 
 Sections: model (parameters, activations) -> forward -> backward -> update -> the sharding
-schedule -> sampling -> checkpoints -> training loop and main.
+schedule -> optimizer-state offload (-zo 1) -> checkpoints -> sampling -> training loop and main.
 */
 #include <math.h>
 #include <stdarg.h>
@@ -557,7 +557,9 @@ void gpt2_backward(GPT2* model, int reduce) {
     size_t BT = (size_t)B * T, BTC = BT * C;
     schedule_begin_backward(model);
 
-    // the head and the final layernorm: unit 0, still gathered from the forward
+    // the head and the final layernorm: unit 0, still gathered from the forward (every policy
+    // keeps it), so this unit_params gathers nothing; it moves stage 3's walk on to the backward,
+    // where it may queue the prefetch of the last block unit
     floatX* ends = unit_params(model, 0);
     floatX* dends = unit_grads(model, 0);
     floatX* dlogits = a->logits;
@@ -937,7 +939,7 @@ static void unit_release_after_forward(GPT2* model, int u) {
 
 static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }
 
-// After a forward that no backward follows (evaluation, sampling): free whatever is gathered.
+// After a forward that no backward follows (evaluation, sampling): release whatever is gathered.
 void units_release_all(GPT2* model) {
     for (int u = 0; u < model->plan.layout.num_units; u++) { unit_release(model, u); }
 }

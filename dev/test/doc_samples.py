@@ -57,6 +57,13 @@ def samples(path):
     found, unmarked = [], []
     i = 0
     while i < len(lines):
+        m = MARKER.match(lines[i])
+        if m and i + 1 < len(lines) and not lines[i + 1].startswith("```"):  # a markdown table (and its caption)
+            start, i = i, i + 1
+            while i < len(lines) and (lines[i].strip() or not any(x.startswith("|") for x in lines[start + 1:i])):
+                i += 1
+            found.append((start, "plan" if m.group(1) else "run", m.group(2), lines[start + 1:i]))
+            continue
         if lines[i].startswith("```"):
             start, i = i, i + 1
             while i < len(lines) and not lines[i].startswith("```"):
@@ -146,10 +153,42 @@ BENCH_COLUMNS = [("params MB", ["params"]), ("grads MB", ["grads"]), ("optim MB"
                  ("buffers MB", ["buffers"]), ("state MB", ["state_total"])]
 
 
+# compare_stages.py's markdown table (CPU trainer): its columns that are the plan's
+COMPARE_COLUMNS = {"params MB": ["params"], "grads MB": ["grads"], "optimizer MB": ["optimizer"], "buffers MB": ["buffers"],
+                   "state allocated MB": ["state_total"], "state plan MB": ["state_total"],
+                   "reduce-scatter MB/step": ["reduce_scatter"], "all-gather MB/step": ["all_gather"],
+                   "plan comm MB/step": ["reduce_scatter", "all_gather"]}
+
+
+def check_compare_table(command, block):
+    """compare_stages.py's table: every plan column of every stage's row (the model and N from the command)."""
+    flag = lambda name, default: (re.search(r"--%s (\S+)" % name, command).group(1) if "--" + name in command else default)
+    model, ranks = flag("model", "gpt2_tiny.bin"), int(flag("ranks", "4"))
+    if "--trainer" in command:
+        return "the checker knows the CPU trainer's table only"
+    table = [[c.strip() for c in x.strip().strip("|").split("|")] for x in block if x.startswith("|")]
+    head, rows = table[0], [r for r in table[2:]]
+    plans = plan_rows(model, [ranks])
+    fails = []
+    for r in rows:
+        stage = int(r[0].split()[0])
+        p = plans[(ranks, stage)]
+        for name, text in zip(head, r):
+            if name in COMPARE_COLUMNS:
+                want = sum(float(p[k]) for k in COMPARE_COLUMNS[name])
+                if not same(text, want):
+                    fails.append("stage %d: %s %s, the plan %.2f" % (stage, name, text, want / 1048576.0))
+    if not rows:
+        fails.append("no table rows")
+    return "\n         ".join(fails) if fails else None
+
+
 def check_plan_table(command, block):
     """bench_zero.sh's table: the CPU plan's columns of every row (model and N from the row and the command)."""
+    if "compare_stages.py" in command:
+        return check_compare_table(command, block)
     if "bench_zero.sh" not in command:
-        return "a plan-columns sample must be dev/bench/bench_zero.sh's table (the checker knows its columns)"
+        return "a plan-columns sample must be bench_zero.sh's or compare_stages.py's table (the checker knows their columns)"
     model = command.split("bench_zero.sh", 1)[1].split()[0]
     rows = [x for x in block if re.match(r"^\d+\s+[0-3]\s+\|", x)]
     plans = plan_rows(model, sorted(set(int(x.split()[0]) for x in rows)))

@@ -234,9 +234,10 @@ demo: train_gpt2 data
 	OMP_NUM_THREADS=$$(nproc) ./train_gpt2 -e d4 -b 16 -t 64 -l 1e-3 -u 20 -q 0.1 -c 0.1 -x 300 -v 50 -s 100 -g 128 -o log_demo
 	@echo "loss curve: log_demo/main.log; model: log_demo/model_00000300.bin"
 
-# the ZeRO stages side by side (tiny model, 4 ranks), and stage 3 at 1 and 2 blocks per unit: table, CSV and charts in log_compare/
+# the ZeRO stages side by side (tiny model, 4 ranks), stage 3 at 1 and 2 blocks per unit, and one
+# step of each stage drawn as a timeline: table, CSV and charts in log_compare/
 compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
-	$(PYTHON) dev/bench/compare_stages.py --unit-blocks 1,2 --out log_compare
+	$(PYTHON) dev/bench/compare_stages.py --unit-blocks 1,2 --timeline --out log_compare
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print

@@ -405,16 +405,16 @@ def draw(header, step, per_rank, out_path, title, emulated=False):
                  color="#555555", zorder=5)
     # rank 0's collectives, numbered as on the bars, with the line that issued each
     lines = source_lines(header["file"])
-    text = ["rank 0's collectives (bars #k):", ""]
+    text = ["rank 0's collectives (bars #k),", "issued by %s's:" % header["file"], ""]
     for _, (_, _, c) in sorted(layout[0][2], key=lambda p: p[1][2]["n"]):
-        text.append("#%-2d %-3s %-3s %8s  %s:%d %s" % (c["n"], SHORT[c["kind"]], "u%d" % c["unit"] if c["unit"] >= 0 else "",
-                                                       human(c["bytes"]), header["file"].replace("train_gpt2", "t"), c["line"],
-                                                       function_of(lines, c["line"])))
-    text += ["", "t.c / t.cu: train_gpt2.c / .cu", "bytes: bus bytes (nccl-tests)"]
+        text.append("#%-2d %-3s %-3s %8s  %s" % (c["n"], SHORT[c["kind"]], "u%d" % c["unit"] if c["unit"] >= 0 else "",
+                                                human(c["bytes"]), function_of(lines, c["line"])))
+    text += ["", "AG all-gather, RS reduce-scatter,", "AR all-reduce (-zg), sc scalars;", "bytes: bus bytes (nccl-tests);",
+             "the issuing lines: timeline.py --annotate"]
     axl.axis("off")
     axl.text(0.0, 1.0, "\n".join(text), ha="left", va="top", fontsize=7 if len(text) < 50 else 5.5, family="monospace",
              transform=axl.transAxes)
-    fig.savefig(out_path, dpi=110, bbox_inches="tight")
+    fig.savefig(out_path, dpi=90, bbox_inches="tight")
     plt.close(fig)
 
 

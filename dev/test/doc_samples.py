@@ -45,9 +45,10 @@ LOOKS_LIKE_OUTPUT = re.compile(r"^(step +\d+/\d+:|memory per rank +\||GPU memory
 
 
 def mask(line):
+    """The line with its timings masked and its spaces collapsed: fields are compared, not columns."""
     for pattern, repl in MASKS:
         line = pattern.sub(repl, line)
-    return line.rstrip()
+    return " ".join(line.split())
 
 
 def samples(path):
@@ -80,7 +81,7 @@ def samples(path):
 
 def line_matches(doc, out):
     if " ... " in doc:
-        parts = [re.escape(p) for p in doc.split(" ... ")]
+        parts = [re.escape(p) for p in doc.split(" ... ")]  # (after mask: single spaces)
         return re.fullmatch(" .* ".join(parts), out) is not None
     return doc == out
 

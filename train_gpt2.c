@@ -939,7 +939,7 @@ void gpt2_free(GPT2* model) {
 //   acquire what=gather|grad unit=u slot=s bytes=B, release ...   a gather or gradient slot
 //                                       starts or stops holding unit u (slot -1: unit 0's buffer)
 //   scratch bytes=B                     the ring's partial sums now held (llmc/mpi_comm.h)
-// Without -zt each trace call is a test of a NULL pointer: nothing is timed or written.
+// Without -zt each trace call returns at once on a NULL test: nothing is timed or written.
 
 static void trace(GPT2* model, const char* fmt, ...) {
     if (model->trace == NULL || model->trace_step == 0) { return; }

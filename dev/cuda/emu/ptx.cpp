@@ -266,9 +266,10 @@ void ptx_cp_async(bool cg, uint64_t dst, uint64_t src, long long cp_size, long l
               "offsets: pass __cvta_generic_to_shared of a __shared__ address)",
               who().c_str(), op, site_str(site).c_str(), (unsigned long long)dst, cp_size);
     }
-    if (src_size > 0 && !device_range((const void*)src, (size_t)src_size)) {
+    bool freed = false;
+    if (src_size > 0 && !device_range_in_kernel((const void*)src, (size_t)src_size, &freed)) {
         fatal("%s: %s at %s: src [%p, +%lld bytes) is not inside a device allocation (cudaMalloc)%s", who().c_str(), op,
-              site_str(site).c_str(), (void*)src, src_size, freed_device_memory((const void*)src) ? ": it was freed" : "");
+              site_str(site).c_str(), (void*)src, src_size, freed ? ": it was freed" : "");
     }
     for (const Copy& o : mine.open) {
         if (overlap(o.dst, (uint64_t)o.cp_size, dst, (uint64_t)cp_size)) {

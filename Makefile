@@ -162,7 +162,7 @@ dev/test/test_%_host: dev/test/test_%_host.cu dev/test/cpu_reference.h train_gpt
 # collectives on the CPU with CUDA's semantics. `make emu`; the _asan ones add AddressSanitizer.
 # Needs the CUDA toolkit's headers (for the types), not nvcc or a GPU.
 EMU_NVCC = dev/cuda/emu/nvcc-cpu
-EMU_SOURCES = $(EMU_NVCC) $(wildcard dev/cuda/emu/*.cpp dev/cuda/emu/*.h)
+EMU_SOURCES = $(EMU_NVCC) $(wildcard dev/cuda/emu/*.cpp dev/cuda/emu/*.h dev/cuda/emu/include/*.h dev/cuda/emu/include/*/*.h)
 EMU_TARGETS = train_gpt2cu_emu test_gpt2cu_emu train_gpt2fp32cu_emu test_gpt2fp32cu_emu \
               dev/cuda/test_kernels_emu dev/cuda/test_kernels_fp32_emu test_gpt2fp32cu_emu_asan dev/cuda/test_kernels_fp32_emu_asan
 CUDA_INCLUDE ?= /usr/local/cuda/include

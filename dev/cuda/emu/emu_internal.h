@@ -53,6 +53,9 @@ bool device_range(const void* p, size_t n, const void** alloc_base = nullptr, si
 void check_device_range(const void* p, size_t n, const char* who, const char* what);
 // Inside a device allocation that cudaFree released.
 bool freed_device_memory(const void* p);
+// device_range for code that runs in a kernel's threads (the ones above take a lock that the
+// host thread running the kernel holds); freed: p is in a freed allocation.
+bool device_range_in_kernel(const void* p, size_t n, bool* freed);
 // Pinned host memory from cudaMallocHost / cudaHostAlloc.
 bool pinned_range(const void* p, size_t n);
 

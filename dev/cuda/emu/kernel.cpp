@@ -120,6 +120,7 @@ struct EmuThread {
     int linear = 0;
     ThreadState state = EXITED;
     Site site{nullptr, 0}; // where it waits
+    unsigned barrier = 0;  // AT_BARRIER: the barrier's id (__syncthreads is 0, __barrier_sync(id) names one)
     WarpWait warp;
 };
 
@@ -294,7 +295,10 @@ static std::string where_is(const EmuThread* t) {
     switch (t->state) {
     case RUNNABLE: return "running";
     case EXITED: return "exited";
-    case AT_BARRIER: return "waits at __syncthreads at " + site_text(t->site);
+    case AT_BARRIER:
+        return (t->barrier == 0 ? std::string("waits at __syncthreads")
+                                : "waits at __barrier_sync(" + std::to_string(t->barrier) + ")") +
+               " at " + site_text(t->site);
     case AT_WARP_OP:
         return std::string("waits at ") + op_name(t->warp) + " at " + site_text(t->site);
     }
@@ -342,10 +346,17 @@ bool shared_register(void* p, size_t bytes) {
     return true;
 }
 
-void syncthreads(Site site) {
+void syncthreads(Site site) { barrier_sync(0, site); }
+
+void barrier_sync(unsigned id, Site site) {
     EmuThread* t = current_thread("__syncthreads");
+    if (id >= 16) {
+        fatal("%s: __barrier_sync(%u) at %s: a block has barriers 0 to 15", current_kernel_text().c_str(), id,
+              site_text(site).c_str());
+    }
     t->state = AT_BARRIER;
     t->site = site;
+    t->barrier = id;
     switch_to_scheduler(tl_worker, t, false);
 }
 
@@ -582,10 +593,10 @@ static void resolve_barrier(Worker* w, Block* b) {
     }
     for (int i = 0; i < b->nthreads; i++) {
         EmuThread* t = &w->threads[i];
-        if (t->state != AT_BARRIER || !same_site(t->site, first->site)) {
-            fatal("%s: __syncthreads at %s is reached by %s, but %s %s: every thread of the block must reach the same "
-                  "__syncthreads",
-                  describe_block(b).c_str(), site_text(first->site).c_str(), describe_thread(first).c_str(),
+        if (t->state != AT_BARRIER || !same_site(t->site, first->site) || t->barrier != first->barrier) {
+            fatal("%s: %s %s, but %s %s: every thread of the block must reach the same __syncthreads (or __barrier_sync "
+                  "of the same id)",
+                  describe_block(b).c_str(), describe_thread(first).c_str(), where_is(first).c_str(),
                   describe_thread(t).c_str(), where_is(t).c_str());
         }
     }

@@ -37,11 +37,10 @@ namespace emu {
 
 static std::string site_str(Site s) { return std::string(s.file ? s.file : "?") + ":" + std::to_string(s.line); }
 
-// "kernel K (launched at F:L) block (..) thread (..)" of the calling CUDA thread
+// "kernel K (launched at F:L) block (..) thread (..)" of the calling CUDA thread, or "host code"
 static std::string who() {
     std::string w = current_kernel_text();
-    if (w.empty()) { fatal("a PTX instruction of inline asm ran outside a kernel"); }
-    return w;
+    return w.empty() ? "host code" : w;
 }
 
 // threadIdx of lane `lane` of warp `warp` in the running block (for messages from the scheduler)
@@ -59,6 +58,13 @@ void ptx_not_shared(const char* what, const void* p, Site site) {
     fatal("%s: %s(%p) at %s: not in this block's shared memory (a static __shared__ variable or the extern __shared__ "
           "array)",
           who().c_str(), what, p, site_str(site).c_str());
+}
+
+void device_error(const char* text, Site site) { fatal("%s: %s at %s", who().c_str(), text, site_str(site).c_str()); }
+
+void misaligned_access(const char* what, const void* p, size_t bytes, Site site) {
+    fatal("%s: %s(%p) at %s: misaligned address (a %zu-byte access must be %zu-byte aligned; a GPU faults)",
+          who().c_str(), what, p, site_str(site).c_str(), bytes, bytes);
 }
 
 uint64_t ptx_generic_to_shared(uint64_t generic, const char* what, Site site) {
@@ -260,9 +266,10 @@ void ptx_cp_async(bool cg, uint64_t dst, uint64_t src, long long cp_size, long l
               "offsets: pass __cvta_generic_to_shared of a __shared__ address)",
               who().c_str(), op, site_str(site).c_str(), (unsigned long long)dst, cp_size);
     }
-    if (src_size > 0 && !device_range((const void*)src, (size_t)src_size)) {
+    bool freed = false;
+    if (src_size > 0 && !device_range_in_kernel((const void*)src, (size_t)src_size, &freed)) {
         fatal("%s: %s at %s: src [%p, +%lld bytes) is not inside a device allocation (cudaMalloc)%s", who().c_str(), op,
-              site_str(site).c_str(), (void*)src, src_size, freed_device_memory((const void*)src) ? ": it was freed" : "");
+              site_str(site).c_str(), (void*)src, src_size, freed ? ": it was freed" : "");
     }
     for (const Copy& o : mine.open) {
         if (overlap(o.dst, (uint64_t)o.cp_size, dst, (uint64_t)cp_size)) {

@@ -51,6 +51,7 @@ fail() {
 
 # programs that must not build (their checks read $build/NAME.build.log)
 build_fails_ptx_unknown() { :; }
+build_fails_launch_overload_args() { :; }
 
 # ---------------------------------------------------------------------------------------------
 # building, two at a time (the emulator's library is built once, under nvcc-cpu's own lock)
@@ -477,7 +478,8 @@ checks_api_errors() {
 # ---------------------------------------------------------------------------------------------
 # inline PTX (ptx.cpp): tensor-core mma, ldmatrix, cp.async
 
-# nvcc_builds NAME: the real nvcc compiles the program for sm_80 and sm_90 (ptxas checks its PTX);
+# nvcc_builds NAME: the real nvcc compiles the program for sm_80 and sm_90 in one run (ptxas
+# checks its PTX);
 # skipped (passes, saying so) when CUDA's nvcc is not installed
 nvcc_builds() {
     local nv=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc arch
@@ -485,27 +487,30 @@ nvcc_builds() {
         echo "     (no $nv: the PTX of $1 is not checked by ptxas)"
         return 0
     fi
-    for arch in sm_80 sm_90; do
-        if ! "$nv" -arch=$arch -c "$cat_dir/$1.cu" -o "$work/$1.$arch.o" >"$work/$1.$arch.log" 2>&1; then
-            why="nvcc -arch=$arch: $(grep -m1 -i error "$work/$1.$arch.log" | cut -c1-300)"
-            return 1
-        fi
-    done
+    if ! "$nv" -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -c "$cat_dir/$1.cu" \
+        -o "$work/$1.o" >"$work/$1.nvcc.log" 2>&1; then
+        why="nvcc: $(grep -m1 -i error "$work/$1.nvcc.log" | cut -c1-300)"
+        return 1
+    fi
 }
 
-checks_mma_ok() {
+correct_everywhere() { # NAME: passes silently under four thread orders, and nvcc builds it
     local how
     for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse "EMU_THREAD_ORDER=random EMU_SEED=3" \
         "EMU_THREADS=2 EMU_THREAD_ORDER=random"; do
         # shellcheck disable=SC2086
-        check "mma_ok: passes with $how" eval 'run mma_ok '"$how"' && want_status 0 && want_out "mma_ok passed" && want_quiet'
+        check "$1: passes with $how" eval 'run '"$1"' '"$how"' && want_status 0 && want_out "'"$1"' passed" && want_quiet'
     done
+    check "$1: nvcc -arch=sm_80 and sm_90 compile it" nvcc_builds "$1"
+}
+
+checks_mma_ok() {
+    correct_everywhere mma_ok
     # gemm64: 4 warps x 2 chunks x 2 k-steps x (4 n-pairs x 2 mma, 1 + 4 ldmatrix.x4), 2 x 512 16-byte copies
     check "mma_ok: EMU_TRACE=1 counts gemm64's 128 mma (524288 FLOPs), 80 ldmatrix.x4, 1024 cp.async" \
         eval 'run mma_ok EMU_TRACE=1 && want_status 0 &&
               grep -q "kernel gemm64: 128 mma.sync (524288 tensor-core FLOPs), 80 ldmatrix (40960 bytes), 1024 cp.async (16384 bytes)" "$err" ||
               { why="no such trace line ($(grep -m1 "kernel gemm64:" "$err"))"; false; }'
-    check "mma_ok: nvcc -arch=sm_80 and sm_90 compile it (real PTX)" nvcc_builds mma_ok
 }
 
 checks_mma_wrong_layout() {
@@ -572,6 +577,52 @@ checks_ptx_unknown() {
     check "ptx_unknown: PTX outside the table does not build, file:line and instruction named" \
         eval '[ ! -x "$build/ptx_unknown" ] && grep -q "ptx_unknown.cu:$l: asm: not in the emulator.s PTX subset: mov.u32 %0, %laneid" "$log" ||
               { why="built, or no such message ($(grep -m1 nvcc-cpu "$log" | cut -c1-200))"; false; }'
+}
+
+# ---------------------------------------------------------------------------------------------
+# the CUDA subset fast kernels use: cache-hint loads and stores, cooperative groups, overloaded
+# and templated kernel names, __barrier_sync
+
+checks_hints_ok() { correct_everywhere hints_ok; }
+checks_cg_ok() { correct_everywhere cg_ok; }
+checks_packed128_cg() { correct_everywhere packed128_cg; }
+
+checks_hint_misaligned() {
+    local m l
+    for m in ldcs stcs ldg; do
+        l=$(marker hint_misaligned "// BUG-$m")
+        check "hint_misaligned: __$m of a 16-byte value off its alignment" \
+            fatal_case hint_misaligned -- $m ::: "__$m(" "hint_misaligned.cu:$l" "misaligned address"
+    done
+}
+
+checks_barrier_sync_ids() {
+    local l
+    l=$(marker barrier_sync_ids "// BUG")
+    check "barrier_sync_ids: two barrier ids at one line" \
+        fatal_case barrier_sync_ids ::: "__barrier_sync(1)" "__barrier_sync(2)" "barrier_sync_ids.cu:$l" \
+        "every thread of the block"
+}
+
+checks_cg_tile_partial() {
+    local l
+    l=$(marker cg_tile_partial "// BUG-reduce")
+    check "cg_tile_partial: half a tile skips cg::reduce" \
+        fatal_case cg_tile_partial -- reduce ::: "cg_tile_partial.cu:$l" "lane 16" "exited"
+    l=$(marker cg_tile_partial "// BUG-sync")
+    check "cg_tile_partial: a thread of a tile returns before tile.sync()" \
+        fatal_case cg_tile_partial -- sync ::: "__syncwarp" "cg_tile_partial.cu:$l" "lane 5" "exited"
+    l=$(marker cg_tile_partial "// BUG-partition")
+    check "cg_tile_partial: tiles of 32 in a block of 48" \
+        fatal_case cg_tile_partial -- partition ::: "tiled_partition<32>" "cg_tile_partial.cu:$l" "multiple of 32"
+}
+
+checks_launch_overload_args() {
+    local l log=$build/launch_overload_args.build.log
+    l=$(marker launch_overload_args "// BUG")
+    check "launch_overload_args: a launch of an overloaded name with no match does not build, its line named" \
+        eval '[ ! -x "$build/launch_overload_args" ] && grep -q "launch_overload_args.cu:$l:.*error: no matching function" "$log" ||
+              { why="built, or no such message ($(grep -m1 error "$log" | cut -c1-200))"; false; }'
 }
 
 for n in "${names[@]}"; do

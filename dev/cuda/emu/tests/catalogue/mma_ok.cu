@@ -202,12 +202,15 @@ static void check_ldmatrix() {
 
 // ---------------------------------------------------------------------------------------------
 // 3. cp.async .ca of 4 and 8 bytes and a zero-filled 16-byte copy; each thread copies its own
-// pieces, waits for its own groups, and reads only what it copied (no barrier needed)
+// pieces, waits for its own groups, and reads only what it copied (no barrier needed). 64
+// blocks, so that EMU_THREADS=2 runs blocks on two OS threads at once.
+
+#define CPB 64
 
 __global__ void cp_async_sizes(const uint32_t* src, uint32_t* out) {
     __shared__ alignas(16) uint32_t s[32 * 8];
-    int t = threadIdx.x;
-    uint32_t* mine = s + t * 8;      // 32 bytes per thread
+    int t = blockIdx.x * 32 + threadIdx.x;
+    uint32_t* mine = s + threadIdx.x * 8; // 32 bytes per thread
     const uint32_t* from = src + t * 8;
     cp_async_ca<4>(mine, from);      // word 0
     cp_async_ca<8>(mine + 2, from + 2); // words 2, 3
@@ -224,15 +227,15 @@ __global__ void cp_async_sizes(const uint32_t* src, uint32_t* out) {
 }
 
 static void check_cp_async_sizes() {
-    uint32_t h[32 * 8], out[32 * 8];
-    for (int i = 0; i < 32 * 8; i++) { h[i] = 0x1000u + (uint32_t)i; }
+    static uint32_t h[CPB * 32 * 8], out[CPB * 32 * 8];
+    for (int i = 0; i < CPB * 32 * 8; i++) { h[i] = 0x1000u + (uint32_t)i; }
     uint32_t *d_src, *d_out;
     cudaMalloc(&d_src, sizeof(h));
     cudaMalloc(&d_out, sizeof(out));
     cudaMemcpy(d_src, h, sizeof(h), cudaMemcpyHostToDevice);
-    cp_async_sizes<<<1, 32>>>(d_src, d_out);
+    cp_async_sizes<<<CPB, 32>>>(d_src, d_out);
     cudaMemcpy(out, d_out, sizeof(out), cudaMemcpyDeviceToHost);
-    for (int t = 0; t < 32; t++) {
+    for (int t = 0; t < CPB * 32; t++) {
         const uint32_t* o = out + t * 8;
         EXPECT(o[0] == h[t * 8] && o[1] == 7 && o[2] == h[t * 8 + 2] && o[3] == h[t * 8 + 3],
                "cp.async .ca 4/8 thread %d: %x %x %x %x", t, o[0], o[1], o[2], o[3]);

@@ -20,6 +20,10 @@ lanes must arrive at the same line, else an error. Strictness where the ISA leav
   holds 0xFF bytes (NaN in fp32 and bf16), so a read before the wait gives NaN; an ldmatrix of
   bytes whose copy has not landed is an error naming both lines; a source changed before its copy
   landed is an error (undefined on a GPU); copies never waited for are dropped at the block's end.
+
+It also prints the errors of the checked device functions in emu_device.h and include/ (a
+misaligned cache-hint load or store, __cvta_generic_to_shared of a pointer that is not shared
+memory, a bad tiled_partition), with the kernel, block, thread and line.
 */
 #include "emu_device.h"
 #include "emu_internal.h"

@@ -118,6 +118,11 @@ void warp_collective(const char* what, void* lane_data, WarpCollectiveFn fn, Sit
 bool shared_window_offset(const void* p, size_t n, uint64_t* offset);
 void* shared_window_pointer(uint64_t offset, size_t n);
 
+// ptx.cpp, for a load/store checker: a cp.async of the running block that writes shared bytes
+// [p, p + n) and has not landed (no wait covered it yet), where it was issued and by which thread
+// (linear index). A read of those bytes now would see the emulator's in-flight 0xFF bytes.
+bool cp_async_in_flight(const void* p, size_t n, Site* issued_at, int* thread);
+
 } // namespace emu
 
 #endif

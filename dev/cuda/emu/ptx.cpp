@@ -245,6 +245,16 @@ static const Copy* copy_in_flight(uint64_t offset, size_t n) {
     return nullptr;
 }
 
+bool cp_async_in_flight(const void* p, size_t n, Site* issued_at, int* thread) {
+    uint64_t offset = 0;
+    if (!shared_window_offset(p, n, &offset)) { return false; }
+    const Copy* c = copy_in_flight(offset, n);
+    if (c == nullptr) { return false; }
+    *issued_at = c->site;
+    *thread = c->thread;
+    return true;
+}
+
 void ptx_cp_async(bool cg, uint64_t dst, uint64_t src, long long cp_size, long long src_size, Site site) {
     int linear = 0;
     ThreadCopies& mine = my_copies(&linear);

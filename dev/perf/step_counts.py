@@ -1,0 +1,302 @@
+"""
+What one training step of a source tree launches, taken from the code itself, never typed in:
+
+1. The launch sequence. The tree's own train_gpt2.cu is built for the CPU emulator (dev/cuda/emu's
+   nvcc-cpu) and run for one and for two steps of a fresh GPT-2 124M ('-e d12': the real L, C, NH,
+   V) at a small batch, with EMU_TRACE=1, which prints every op as it runs: "kernel NAME",
+   "cublasLtMatmul MxNxK bf16 TN bias", "cudaMemcpyAsync of N bytes", "cudaMemsetAsync". Both runs do
+   the same start-up and first step, and the same ending; the second run holds one more step, so
+   that step's ops are exactly what the two traces do not share (x2 = x1[:p] + step + x1[p:]).
+   Kernel launches and their order do not depend on B and T, and each cuBLASLt product's m, n, k is
+   read from the trace; the model (perf_model.py) rescales the one dimension that is B*T, which is
+   unambiguous because the traced B*T (64) is none of the model's other dimensions (checked).
+2. Registers, shared memory per block and spills: the tree's train_gpt2.cu compiled by the real
+   nvcc for sm_80 and sm_90 with -Xptxas -v, per kernel instance (templates demangled by c++filt).
+3. Per-launch counters from the emulator's load/store hook (EMU_COUNTERS=FILE, branch emu-check),
+   when the tree's emulator has it: read by read_counters() in the format documented in
+   dev/perf/README.md, and used by the model where present.
+
+The results are cached in dev/perf/cache/ under a key made of the tree's sources, so `make profile`
+runs the emulator once per version of the code. Nothing here times anything: the emulator's times
+say nothing about a GPU (dev/cuda/emu/README.md).
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+CACHE = os.path.join(HERE, "cache")
+CACHE_VERSION = 3  # bump when what is stored changes
+
+# The traced shape: one sequence of 64 tokens. 64 is none of GPT-2 124M's other GEMM dimensions
+# (C = 768, 3C, 4C, Vp = 50304), so the dimension equal to B*T is found by value.
+TRACE_B, TRACE_T = 1, 64
+MODEL = "d12"  # a fresh GPT-2 124M (llmc/gpt2_layout.h config_for_depth): L 12, C 768, NH 12, V 50257, Vp 50304
+
+
+def fail(msg):
+    sys.stderr.write("dev/perf: %s\n" % msg)
+    sys.exit(1)
+
+
+def run(cmd, cwd=None, env=None, what=""):
+    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        fail("%s failed (exit %d): %s\n%s" % (what or cmd[0], p.returncode, " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
+    return p
+
+
+# ----------------------------------------------------------------------------
+# which tree: the working tree, or a commit checked out with `git archive` into a temporary directory
+
+SOURCES = ["train_gpt2.cu", "train_gpt2.c", "llmc", "dev/cuda/emu", "dev/test/cpu_reference.h"]
+
+
+def tree_key(root, recompute):
+    """A hash of every source file that decides what a step launches, and of how it was traced."""
+    h = hashlib.sha256()
+    h.update(("v%d B%d T%d r%d %s" % (CACHE_VERSION, TRACE_B, TRACE_T, recompute, MODEL)).encode())
+    for s in SOURCES:
+        path = os.path.join(root, s)
+        files = [path] if os.path.isfile(path) else sorted(
+            os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if not f.endswith((".o", ".pyc")))
+        for f in files:
+            if "/build/" in f:
+                continue
+            h.update(os.path.relpath(f, root).encode())
+            with open(f, "rb") as fp:
+                h.update(fp.read())
+    return h.hexdigest()[:16]
+
+
+def checkout(commit, dest):
+    """The files of `commit` (any git revision) in dest, without touching the working tree."""
+    rev = run(["git", "rev-parse", "--verify", commit + "^{commit}"], cwd=REPO, what="git rev-parse").stdout.strip()
+    os.makedirs(dest, exist_ok=True)
+    archive = subprocess.Popen(["git", "archive", rev], cwd=REPO, stdout=subprocess.PIPE)
+    tar = subprocess.run(["tar", "-x", "-C", dest], stdin=archive.stdout)
+    archive.wait()
+    if archive.returncode != 0 or tar.returncode != 0:
+        fail("git archive %s | tar failed" % commit)
+    return rev
+
+
+# ----------------------------------------------------------------------------
+# 1. the launch sequence of one step, from the emulator's trace
+
+TRACE_LINE = re.compile(r"^cuda-emu trace: op \d+ (.*) \(stream (0x[0-9a-f]+|\(nil\))\): [0-9.]+ ms$")
+GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?$")
+MEMCPY = re.compile(r"^cudaMemcpyAsync of (\d+) bytes$")
+
+
+def build_emulated(root, out):
+    """The tree's train_gpt2.cu through its own nvcc-cpu (bf16, one process: the collectives of
+    N = 1 are no-ops either way, and no NCCL or MPI is needed)."""
+    cmd = [os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16", "-DNO_MULTI_GPU",
+           "train_gpt2.cu", "-o", out, "-lcublasLt", "-lcudart"]
+    run(cmd, cwd=root, what="building the emulated trainer of %s" % root)
+
+
+def trace_ops(binary, steps, recompute, counters_file=None):
+    """The ops the compute stream ran, in order, for a run of `steps` steps."""
+    data = os.path.join(REPO, "dev/data/tinyshakespeare")
+    for f in ("tiny_shakespeare_train.bin", "tiny_shakespeare_val.bin"):
+        if not os.path.exists(os.path.join(data, f)):
+            fail("missing %s/%s: run make data first" % (data, f))
+    env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "2"))
+    if counters_file:
+        env["EMU_COUNTERS"] = counters_file
+    cmd = ["nice", binary, "-e", MODEL, "-b", str(TRACE_B), "-t", str(TRACE_T), "-x", str(steps), "-v", "0", "-s", "0",
+           "-r", str(recompute), "-i", os.path.join(data, "tiny_shakespeare_train.bin"),
+           "-j", os.path.join(data, "tiny_shakespeare_val.bin")]
+    with tempfile.TemporaryDirectory() as cwd:  # the trainer looks for gpt2_tokenizer.bin here: absent is fine
+        p = run(cmd, cwd=cwd, env=env, what="the emulated trainer")
+    ops = []
+    for line in p.stderr.splitlines():
+        m = TRACE_LINE.match(line)
+        if m:
+            ops.append((m.group(2), m.group(1)))
+    # the compute stream is the one that ran the most kernels
+    per_stream = {}
+    for s, what in ops:
+        if what.startswith("kernel ") or what.startswith("cublasLtMatmul"):
+            per_stream[s] = per_stream.get(s, 0) + 1
+    if not per_stream:
+        fail("no kernels in the trace of %s (EMU_TRACE output changed?)" % binary)
+    compute = max(per_stream, key=per_stream.get)
+    return [what for s, what in ops if s == compute]
+
+
+def one_step(x1, x2):
+    """The ops of the second step: x2 = x1[:p] + step + x1[p:] for the p where both agree."""
+    n = len(x2) - len(x1)
+    if n <= 0:
+        fail("the two-step trace is not longer than the one-step trace")
+    for p in range(len(x1), -1, -1):
+        if x2[:p] == x1[:p] and x2[p + n:] == x1[p:]:
+            return x2[p:p + n]
+    fail("the one- and two-step traces do not differ by one step's ops")
+
+
+def parse_op(what):
+    """One trace entry as a dict: kernel, gemm, memcpy, memset, or other (events: no work)."""
+    if what.startswith("kernel "):
+        name = what[len("kernel "):]
+        base = name.split("<")[0]
+        return {"op": "kernel", "name": base, "template": name[len(base):]}
+    m = GEMM.match(what)
+    if m:
+        return {"op": "gemm", "m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3)), "type": m.group(4),
+                "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": bool(m.group(7))}
+    m = MEMCPY.match(what)
+    if m:
+        return {"op": "memcpy", "bytes": int(m.group(1))}
+    if what == "cudaMemsetAsync":
+        return {"op": "memset"}
+    return {"op": "other", "what": what}
+
+
+# ----------------------------------------------------------------------------
+# 2. registers, shared memory and spills from ptxas -v of the real nvcc build
+
+PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)' for '(sm_\d+)'")
+PTXAS_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
+
+
+def find_nvcc():
+    for p in [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]:
+        if p and os.path.exists(p):
+            return p
+    return None
+
+
+def ptxas_resources(root):
+    """{arch: {kernel base name: [{template, regs, smem, spill_stores, spill_loads, stack}]}} for
+    the bf16 trainer, compiled as the Makefile compiles it (-O3, sm_80 and sm_90)."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([nvcc, "-O3", "-std=c++17", "-I.", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                 "arch=compute_90,code=sm_90", "-DENABLE_BF16", "-DNO_MULTI_GPU", "-Xptxas", "-v", "-c", "train_gpt2.cu",
+                 "-o", os.path.join(tmp, "t.o")], cwd=root, what="nvcc -Xptxas -v")
+    entries, current = [], None
+    for line in p.stderr.splitlines():
+        m = PTXAS_ENTRY.search(line)
+        if m:
+            current = {"mangled": m.group(1), "arch": m.group(2), "regs": 0, "smem": 0, "stack": 0, "spill_stores": 0,
+                       "spill_loads": 0}
+            entries.append(current)
+            continue
+        if current is None:
+            continue
+        m = PTXAS_SPILL.search(line)
+        if m:
+            current["stack"], current["spill_stores"], current["spill_loads"] = map(int, m.groups())
+        m = PTXAS_USED.search(line)
+        if m:
+            current["regs"] = int(m.group(1))
+            current["smem"] = int(m.group(2) or 0)
+    demangled = subprocess.run(["c++filt"], input="\n".join(e["mangled"] for e in entries), stdout=subprocess.PIPE,
+                               text=True).stdout.splitlines()
+    out = {}
+    for e, d in zip(entries, demangled):
+        # "void attention_forward_kernel<64>(__nv_bfloat16*, ...)" -> base and template arguments
+        sig = d[len("void "):] if d.startswith("void ") else d
+        name = sig.split("(")[0]
+        base = name.split("<")[0]
+        e["template"] = name[len(base):]
+        e["signature"] = d
+        out.setdefault(e["arch"], {}).setdefault(base, []).append(e)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# 3. the emulator's per-launch counters (EMU_COUNTERS), when the tree's emulator has them
+
+def emulator_has_counters(root):
+    for f in ("runtime.cpp", "kernel.cpp", "emu_device.h", "README.md"):
+        path = os.path.join(root, "dev/cuda/emu", f)
+        if os.path.exists(path) and "EMU_COUNTERS" in open(path, errors="replace").read():
+            return True
+    return False
+
+
+def read_counters(path):
+    """The CSV of EMU_COUNTERS as a list of dicts (numbers as ints where they are ints)."""
+    import csv
+    rows = []
+    with open(path) as fp:
+        for row in csv.DictReader(fp):
+            rows.append({k.strip(): (int(v) if re.fullmatch(r"-?\d+", v.strip() or "x") else v.strip()) for k, v in row.items()})
+    return rows
+
+
+# ----------------------------------------------------------------------------
+# all of it for one tree, cached
+
+def counts_for_tree(root, recompute, label, verbose=True):
+    key = tree_key(root, recompute)
+    os.makedirs(CACHE, exist_ok=True)
+    path = os.path.join(CACHE, key + ".json")
+    if os.path.exists(path):
+        with open(path) as fp:
+            return json.load(fp)
+    if verbose:
+        sys.stderr.write("dev/perf: counting %s (emulated build and two traced runs, ~2-3 minutes on 2 cores)\n" % label)
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = os.path.join(tmp, "train_gpt2cu_emu")
+        build_emulated(root, binary)
+        counters = emulator_has_counters(root)
+        c1 = os.path.join(tmp, "c1.csv") if counters else None
+        c2 = os.path.join(tmp, "c2.csv") if counters else None
+        x1 = trace_ops(binary, 1, recompute, c1)
+        x2 = trace_ops(binary, 2, recompute, c2)
+        step = [parse_op(w) for w in one_step(x1, x2)]
+        counter_rows = None
+        if counters and os.path.exists(c2) and os.path.exists(c1):
+            r1, r2 = read_counters(c1), read_counters(c2)
+            counter_rows = {"one_step_run": r1, "two_step_run": r2}
+    resources = ptxas_resources(root)
+    result = {
+        "label": label, "key": key, "trace": {"model": MODEL, "B": TRACE_B, "T": TRACE_T, "recompute": recompute},
+        "step_ops": [op for op in step if op["op"] != "other"],
+        "resources": resources, "counters": counter_rows,
+    }
+    with open(path + ".tmp", "w") as fp:
+        json.dump(result, fp)
+    os.replace(path + ".tmp", path)
+    return result
+
+
+def counts_for(rev, recompute):
+    """rev None: the working tree; else a git revision, checked out into a temporary directory."""
+    if rev is None:
+        return counts_for_tree(REPO, recompute, "the working tree")
+    with tempfile.TemporaryDirectory() as tmp:
+        full = checkout(rev, tmp)
+        result = counts_for_tree(tmp, recompute, "commit %s" % full[:7])
+        result["label"] = "commit %s" % full[:7]
+        return result
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description="one step's launches, GEMM shapes and kernel resources of a tree")
+    ap.add_argument("--rev", default=None, help="a git revision (default: the working tree)")
+    ap.add_argument("-r", "--recompute", type=int, default=0)
+    a = ap.parse_args()
+    c = counts_for(a.rev, a.recompute)
+    kinds = {}
+    for op in c["step_ops"]:
+        k = op["name"] if op["op"] == "kernel" else op["op"]
+        kinds[k] = kinds.get(k, 0) + 1
+    for k in sorted(kinds):
+        print("%6d  %s" % (kinds[k], k))

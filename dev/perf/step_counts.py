@@ -32,7 +32,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 CACHE = os.path.join(HERE, "cache")
-CACHE_VERSION = 3  # bump when what is stored changes
+CACHE_VERSION = 4  # bump when what is stored changes
 
 # The traced shape: one sequence of 64 tokens. 64 is none of GPT-2 124M's other GEMM dimensions
 # (C = 768, 3C, 4C, Vp = 50304), so the dimension equal to B*T is found by value.
@@ -177,16 +177,71 @@ def find_nvcc():
     return None
 
 
+PTX_ENTRY = re.compile(r"^\.visible \.entry (\w+)\(", re.M)
+PTX_LABEL = re.compile(r"^(\$L__\w+):")
+PTX_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
+PTX_LOAD = re.compile(r"\bld\.global(?:\.nc)?(?:\.(v2|v4))?\.[a-z]*(8|16|32|64)\b")
+
+
+def ptx_load_bytes(entry):
+    """Bytes one thread asks of global memory per iteration of the kernel's busiest innermost
+    loop, as the PTX has it after nvcc's unrolling (the loads of one iteration are independent of
+    each other, so they are in flight together); a kernel without a loop: all its loads. This is
+    what the memory model puts in flight per resident thread (Little's law)."""
+    lines = [l.strip() for l in entry.splitlines()]
+    labels = {}
+    for i, l in enumerate(lines):
+        m = PTX_LABEL.match(l)
+        if m:
+            labels[m.group(1)] = i
+    loops = []
+    for j, l in enumerate(lines):
+        m = PTX_BRANCH.search(l)
+        if m and m.group(1) in labels and labels[m.group(1)] < j:
+            loops.append((labels[m.group(1)], j))
+    innermost = [a for a in loops if not any(b != a and a[0] <= b[0] and b[1] <= a[1] for b in loops)]
+
+    def load_bytes(lo, hi):
+        total = 0
+        for l in lines[lo:hi + 1]:
+            m = PTX_LOAD.search(l)
+            if m:
+                total += int(m.group(2)) // 8 * {None: 1, "v2": 2, "v4": 4}[m.group(1)]
+        return total
+    if innermost:
+        best = max(load_bytes(a, b) for a, b in innermost)
+        if best > 0:
+            return best
+    return load_bytes(0, len(lines) - 1)
+
+
+def ptx_loads(ptx_text):
+    """{mangled entry name: bytes per thread in flight} for one PTX file."""
+    starts = [(m.start(), m.group(1)) for m in PTX_ENTRY.finditer(ptx_text)]
+    out = {}
+    for k, (pos, name) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(ptx_text)
+        out[name] = ptx_load_bytes(ptx_text[pos:end])
+    return out
+
+
 def ptxas_resources(root):
-    """{arch: {kernel base name: [{template, regs, smem, spill_stores, spill_loads, stack}]}} for
-    the bf16 trainer, compiled as the Makefile compiles it (-O3, sm_80 and sm_90)."""
+    """{arch: {kernel base name: [{template, regs, smem, spill_stores, spill_loads, stack,
+    load_bytes}]}} for the bf16 trainer, compiled as the Makefile compiles it (-O3, sm_80 and
+    sm_90); load_bytes from the PTX nvcc keeps on the way (ptx_load_bytes)."""
     nvcc = find_nvcc()
     if nvcc is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
         p = run([nvcc, "-O3", "-std=c++17", "-I.", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
-                 "arch=compute_90,code=sm_90", "-DENABLE_BF16", "-DNO_MULTI_GPU", "-Xptxas", "-v", "-c", "train_gpt2.cu",
-                 "-o", os.path.join(tmp, "t.o")], cwd=root, what="nvcc -Xptxas -v")
+                 "arch=compute_90,code=sm_90", "-DENABLE_BF16", "-DNO_MULTI_GPU", "-Xptxas", "-v", "-keep",
+                 "-keep-dir", tmp, "-c", "train_gpt2.cu", "-o", os.path.join(tmp, "t.o")], cwd=root, what="nvcc -Xptxas -v")
+        loads = {}
+        for f in os.listdir(tmp):
+            m = re.search(r"compute_(\d+)\.ptx$", f)
+            if m:
+                with open(os.path.join(tmp, f)) as fp:
+                    loads["sm_" + m.group(1)] = ptx_loads(fp.read())
     entries, current = [], None
     for line in p.stderr.splitlines():
         m = PTXAS_ENTRY.search(line)
@@ -208,6 +263,7 @@ def ptxas_resources(root):
                                text=True).stdout.splitlines()
     out = {}
     for e, d in zip(entries, demangled):
+        e["load_bytes"] = loads.get(e["arch"], {}).get(e["mangled"])
         # "void attention_forward_kernel<64>(__nv_bfloat16*, ...)" -> base and template arguments
         sig = d[len("void "):] if d.startswith("void ") else d
         name = sig.split("(")[0]

@@ -1,0 +1,421 @@
+"""
+perf_model.py: how fast the CUDA trainer should be on a GPU nobody here has, kernel by kernel,
+as a PREDICTION to be proven wrong by the first GPU run (dev/gpu_check.sh prints measured beside
+predicted). Nothing printed here is a measurement of a GPU.
+
+    make profile                                   (= the line below with the defaults)
+    python3 dev/perf/perf_model.py --device h100-sxm --batch 32 --baseline 2e0af91
+    python3 dev/perf/perf_model.py --device a100-sxm-80gb --batch 64 --json out.json
+
+How a prediction is made, top to bottom in this file:
+  1. What a step launches comes from the code (step_counts.py): the emulator's trace of one real
+     training step of the tree (kernels in order, cuBLASLt m x n x k), ptxas -v of the real nvcc
+     build (registers, shared memory, spills), and the PTX (bytes each thread keeps in flight).
+  2. What each launch does (bytes, FLOPs, shared-memory wavefronts) comes from kernel_costs.py,
+     derived from each kernel's source, at the asked B and T.
+  3. How long that takes on a device comes from devices.json's constants, each cited: a roofline
+     per launch, time = max(tensor FLOPs / (peak x cuBLAS efficiency x wave use), CUDA-core FLOPs /
+     peak, shared wavefronts / (SMs x clock), DRAM bytes / achieved bandwidth, serial DRAM round
+     trips x latency, one launch), where achieved bandwidth is the published streaming benchmark's
+     curve read at the kernel's own bytes in flight (resident threads from the occupancy rules x
+     the PTX's loads per thread): Little's law.
+  4. The step is the sum of its launches on one stream; ZeRO stages at N = 8 add the collectives
+     of the project's plan on a second stream, ordered as train_gpt2.cu orders them (zero_step.py).
+MFU is llm.c's (and train_gpt2.cu's): (6 N + 6 L C T) FLOPs per token, N the parameters (padded
+vocabulary rows included), against the device's dense bf16 peak.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+from array import array
+from collections import Counter, OrderedDict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_costs as kc  # noqa: E402
+import occupancy as occ  # noqa: E402
+import step_counts  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = step_counts.REPO
+BASELINE = "2e0af91"  # main before the tensor-core attention and 16-byte kernels (issue 22)
+
+
+def load_devices():
+    with open(os.path.join(HERE, "devices.json")) as fp:
+        return json.load(fp)
+
+
+def v(entry):
+    return entry["value"] if isinstance(entry, dict) else entry
+
+
+# ----------------------------------------------------------------------------
+# the device: peaks, and the achieved-bandwidth curve (Little's law, normalized)
+
+class Device:
+    def __init__(self, devices, key):
+        if key not in devices["devices"]:
+            raise SystemExit("dev/perf: --device %s: expected one of %s" % (key, ", ".join(devices["devices"])))
+        d = devices["devices"][key]
+        self.key, self.name, self.cc, self.arch = key, d["name"], d["cc"], d["arch"]
+        self.sms = v(d["sms"])
+        self.tc = v(d["bf16_tensor_tflops"]) * 1e12
+        self.fp32 = v(d["fp32_tflops"]) * 1e12
+        self.clock = v(d["clock_ghz"]) * 1e9
+        self.bw = v(d["hbm_tb_s"]) * 1e12
+        self.smem_bpc = v(d["smem_bytes_per_clk_per_sm"])
+        self.latency = v(d["dram_latency_ns"]) * 1e-9
+        self.gemm_eff = v(d["gemm_efficiency"])
+        self.launch = v(d["launch_us"]) * 1e-6
+        self.pcie = v(d["pcie_gb_s"]) * 1e9
+        self.nvlink = d["nvlink_busbw_gb_s"]
+        self.limits = occ.limits_for(devices, self.cc)
+        self.curves = stream_curves(devices["stream_curves"][v(d["stream_curve"])])
+
+    def bw_fraction(self, stream, inflight_bytes):
+        """Achieved / peak DRAM bandwidth for a kernel whose resident threads keep inflight_bytes of
+        loads in flight: the published curve at x = inflight / (peak bandwidth x latency)."""
+        pts = self.curves[stream]
+        x = inflight_bytes / (self.bw * self.latency)
+        if x <= pts[0][0]:
+            return pts[0][1] * x / pts[0][0]
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if x <= x1:
+                return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return pts[-1][1]
+
+    def bw_best(self, stream):
+        return max(y for _, y in self.curves[stream])
+
+
+def stream_curves(table):
+    """(x, y) points per stream kind from a published table (devices.json stream_curves): x the
+    loads in flight over (peak x latency), y achieved over peak."""
+    cols = table["columns"]
+    loads = {"read": 1, "scale": 1, "triad": 2}  # load streams per kernel kind (cuda-stream/main.cu)
+    out = {}
+    for kind in ("read", "scale", "triad"):
+        i = cols.index(kind)
+        pts = []
+        for row in table["rows"]:
+            threads_per_sm = row[0] * table["blocks_per_sm"]
+            inflight = threads_per_sm * table["sms"] * table["element_bytes"] * loads[kind]
+            x = inflight / (table["peak_gb_s"] * 1e9 * table["latency_ns"] * 1e-9)
+            pts.append((x, row[i] / table["peak_gb_s"]))
+        out[kind] = sorted(pts)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# 1. the step's launches at the asked shape, from the traced step
+
+def data_buckets(B, T):
+    """Distinct tokens and the most frequent token's count in the first B*T tokens of the
+    project's training data (the encoder backward's buckets depend on them)."""
+    path = os.path.join(REPO, "dev/data/tinyshakespeare/tiny_shakespeare_train.bin")
+    if not os.path.exists(path):
+        raise SystemExit("dev/perf: %s is missing: run make data" % path)
+    tokens = array("H")
+    with open(path, "rb") as fp:
+        fp.seek(256 * 4)  # llm.c's token file: a 256-int header, then uint16 tokens
+        tokens.frombytes(fp.read(2 * B * T))
+    counts = Counter(tokens)
+    return len(counts), max(counts.values())
+
+
+def layout(S, N=1, align=16):
+    """Tensor sizes in slab order (llmc/gpt2_layout.h: unit 0 = wte, wpe, lnfw, lnfb; each block's
+    12 tensors), and unit sizes padded to a multiple of N * align (llmc/zero_plan.h)."""
+    C, L = S.C, S.L
+    unit0 = [S.Vp * C, S.maxT * C, C, C]
+    block = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]
+    mult = N * align
+    sizes = [unit0] + [block] * L
+    unit_size = [kc.cdiv(sum(t), mult) * mult for t in sizes]
+    return sizes, unit_size
+
+
+def num_parameters(S):
+    sizes, _ = layout(S)
+    return sum(sum(t) for t in sizes)
+
+
+class Launch:
+    def __init__(self, kind, name, phase, ctx):
+        self.kind, self.name, self.phase, self.ctx = kind, name, phase, ctx
+
+
+def expand_step(counts, S):
+    """The traced step's ops as launches at shape S, each with the context its cost needs.
+    The traced B*T is rescaled to S's; everything else in the trace is taken as it is."""
+    tBT = counts["trace"]["B"] * counts["trace"]["T"]
+    if tBT in (S.C, 3 * S.C, 4 * S.C, S.Vp):
+        raise SystemExit("dev/perf: the traced B*T %d equals a model dimension: cannot tell it apart" % tBT)
+    sizes, unit_size = layout(S)
+    tensors = [n for unit in sizes for n in unit]  # AdamW's launches, in update order
+    launches, phase = [], "forward"
+    last_gemm, n_adamw, n_norm, n_memset, n_lnf = None, 0, 0, 0, 0
+    for op in counts["step_ops"]:
+        if op["op"] == "gemm":
+            dims = [S.BT if d == tBT else d for d in (op["m"], op["n"], op["k"])]
+            # cuBLASLt's D += for the weight gradient: matmul_backward's dweight is the NT product
+            ctx = {"m": dims[0], "n": dims[1], "k": dims[2], "bias": op["bias"], "accumulate": (not op["ta"]) and op["tb"]}
+            last_gemm = ctx
+            launches.append(Launch("gemm", "cublasLt %s%s" % ("T" if op["ta"] else "N", "T" if op["tb"] else "N"), phase, ctx))
+        elif op["op"] == "kernel":
+            name, ctx = op["name"], {}
+            if name == "global_norm_partial_kernel" and phase == "backward":
+                phase = "update"
+            if name == "layernorm_forward_kernel":
+                # gpt2_forward: block 0's ln1 is plain, every later one is fused with the residual
+                # add; the backward's recomputes (-r 2) are plain
+                ctx["fused"] = phase == "forward" and n_lnf > 0
+                n_lnf += phase == "forward"
+            if name in ("dbias_partial_kernel", "dbias_finish_kernel"):
+                ctx["OC"] = last_gemm["n"]  # matmul_backward: after dweight (m C, n OC, k BT)
+            if name == "adamw_kernel":
+                ctx["n"] = tensors[n_adamw] if n_adamw < len(tensors) else 0
+                n_adamw += 1
+            if name in ("global_norm_partial_kernel", "global_norm_finish_kernel"):
+                ctx["n"] = unit_size[n_norm // 2] if n_norm // 2 < len(unit_size) else 0
+                n_norm += 1
+            launches.append(Launch("kernel", name, phase, ctx))
+            if name == "fused_classifier_kernel":
+                phase = "backward"
+        elif op["op"] == "memset":
+            # gpt2_zero_grad (the whole gradient slab) starts the step; gpt2_backward zeroes dresidual (B,T,C)
+            nbytes = sum(unit_size) * kc.X if n_memset == 0 else S.BT * S.C * kc.X
+            n_memset += 1
+            launches.append(Launch("memset", "cudaMemsetAsync", phase, {"bytes": nbytes}))
+        elif op["op"] == "memcpy":
+            b = op["bytes"]
+            # inputs, targets, losses: 4 bytes per position; the encoder's buckets 4 (3 BT + 1); the norm 8
+            nb = 4 * S.BT if b == 4 * tBT else 4 * (3 * S.BT + 1) if b == 4 * (3 * tBT + 1) else b
+            launches.append(Launch("memcpy", "cudaMemcpyAsync", phase, {"bytes": nb}))
+    if n_adamw != len(tensors):
+        raise SystemExit("dev/perf: the step launched AdamW %d times, the layout has %d tensors" % (n_adamw, len(tensors)))
+    return launches
+
+
+# ----------------------------------------------------------------------------
+# 2-3. a launch's counts and its predicted time
+
+def resources_for(counts, dev, name, S):
+    res = counts.get("resources")
+    if res is None:
+        raise SystemExit("dev/perf: no ptxas resources (nvcc not found): registers and occupancy need the real nvcc")
+    inst = res.get(dev.arch, {}).get(name)
+    if not inst:
+        raise SystemExit("dev/perf: ptxas reported no kernel %s for %s" % (name, dev.arch))
+    want = kc.template_for(name, S)
+    for e in inst:
+        if e["template"] == want:
+            return e
+    if len(inst) == 1:
+        return inst[0]
+    raise SystemExit("dev/perf: which instance of %s does the trainer launch? (%s)" % (name, [e["template"] for e in inst]))
+
+
+class Result:
+    def __init__(self, launch, time, bound, parts, cost=None, res=None, occu=None):
+        self.launch, self.time, self.bound, self.parts = launch, time, bound, parts
+        self.cost, self.res, self.occ = cost, res, occu
+
+
+def pick(parts):
+    bound = max(parts, key=parts.get)
+    return parts[bound], bound
+
+
+def kernel_result(launch, S, dev, counts):
+    fn = kc.KERNELS.get(launch.name)
+    if fn is None:
+        raise SystemExit("dev/perf: no cost model for kernel %s: it needs the emulator's counters (EMU_COUNTERS, "
+                         "branch emu-check) or a function in dev/perf/kernel_costs.py" % launch.name)
+    cost = fn(S, launch.ctx)
+    res = resources_for(counts, dev, launch.name, S)
+    o = occ.occupancy(dev.limits, cost.block, res["regs"], res["smem"] + cost.dyn_smem)
+    slots = o["blocks_per_sm"] * dev.sms
+    # an SM works through its share of the blocks at its own rate: the busiest SM has ceil(grid/SMs)
+    balance = math.ceil(cost.grid / dev.sms) / (cost.grid / dev.sms)
+    resident_threads = min(cost.grid, slots) * cost.block
+    inflight = resident_threads * (res.get("load_bytes") or 2)
+    parts = {
+        "compute": cost.cc_flops / dev.fp32 * balance,
+        "shared memory": cost.smem_wavefronts * 128 / (dev.sms * dev.clock * dev.smem_bpc) * balance,
+        "memory": cost.dram / (dev.bw * dev.bw_fraction(cost.stream, inflight)) if cost.dram else 0.0,
+        "latency": cost.serial_trips * dev.latency,
+        "launch": dev.launch,
+    }
+    t, bound = pick(parts)
+    return Result(launch, t, bound, parts, cost, res, o)
+
+
+def gemm_result(launch, S, dev):
+    m, n, k = launch.ctx["m"], launch.ctx["n"], launch.ctx["k"]
+    flops = 2.0 * m * n * k
+    # output tiles of 128 x 128 spread over the SMs in waves (gemm-waves): a last partial wave
+    # leaves SMs idle. A product with a long k (the weight gradients, k = B*T) can be split along k
+    # (cuBLASLt's split-k/stream-k, for which matmul.cuh gives it a 32 MB workspace); the model
+    # assumes the heuristic picks the split into chunks of >= 1024 that fills the waves best. Both
+    # are assumptions the first GPU run checks (test_kernels --bench, the matmul rows).
+    tiles = kc.cdiv(m, 128) * kc.cdiv(n, 128)
+    wave_use = 0.0
+    for split in range(1, max(1, k // 1024) + 1 if k >= 4096 else 2):
+        waves = tiles * split / dev.sms
+        wave_use = max(wave_use, waves / math.ceil(waves))
+    nbytes = (m * k + k * n + m * n * (2 if launch.ctx["accumulate"] else 1) + (m if launch.ctx["bias"] else 0)) * kc.X
+    parts = {
+        "compute": flops / (dev.tc * dev.gemm_eff * wave_use),
+        "memory": nbytes / (dev.bw * dev.bw_best("triad")),
+        "launch": dev.launch,
+    }
+    t, bound = pick(parts)
+    r = Result(launch, t, bound, parts)
+    r.flops, r.bytes, r.wave_use = flops, nbytes, wave_use
+    return r
+
+
+def copy_result(launch, S, dev):
+    b = launch.ctx["bytes"]
+    if launch.kind == "memset":  # a driver kernel of wide stores: the best of the write-heavy curve
+        parts = {"memory": b / (dev.bw * dev.bw_best("scale")), "launch": dev.launch}
+    else:  # host <-> device over PCIe, plus one DRAM latency for the round trip
+        parts = {"pcie": b / dev.pcie + dev.latency, "launch": dev.launch}
+    t, bound = pick(parts)
+    r = Result(launch, t, bound, parts)
+    r.bytes = b
+    return r
+
+
+def predict_launches(launches, S, dev, counts):
+    out = []
+    for l in launches:
+        if l.kind == "kernel":
+            out.append(kernel_result(l, S, dev, counts))
+        elif l.kind == "gemm":
+            out.append(gemm_result(l, S, dev))
+        else:
+            out.append(copy_result(l, S, dev))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# 4. the step: per-kernel rows, ms/step, tokens/s, MFU
+
+def flops_per_token(S):
+    """llm.c's and train_gpt2.cu's: 6 N + 6 L C T (llmc-mfu in devices.json)."""
+    return 6.0 * num_parameters(S) + 6.0 * S.L * S.C * S.T
+
+
+def summarize(results, S, dev):
+    rows = OrderedDict()
+    for r in results:
+        key = r.launch.name
+        row = rows.setdefault(key, {"launches": 0, "ms": 0.0, "tc_gflop": 0.0, "cc_gflop": 0.0, "dram_mb": 0.0,
+                                    "smem_mwf": 0.0, "bounds": Counter(), "occ": None, "regs": None, "spills": 0,
+                                    "phase": r.launch.phase})
+        row["launches"] += 1
+        row["ms"] += r.time * 1e3
+        row["bounds"][r.bound] += r.time
+        if r.launch.kind == "gemm":
+            row["tc_gflop"] += r.flops / 1e9
+            row["dram_mb"] += r.bytes / 1e6
+        elif r.launch.kind == "kernel":
+            row["cc_gflop"] += r.cost.cc_flops / 1e9
+            row["tc_gflop"] += r.cost.tc_flops / 1e9
+            row["dram_mb"] += r.cost.dram / 1e6
+            row["smem_mwf"] += r.cost.smem_wavefronts / 1e6
+            row["occ"] = "%d/%d" % (r.occ["blocks_per_sm"], r.occ["warps_per_sm"])
+            row["regs"] = r.res["regs"]
+            row["spills"] = r.res["spill_stores"] + r.res["spill_loads"]
+        else:
+            row["dram_mb"] += r.bytes / 1e6
+    step = sum(r.time for r in results)
+    tokens = S.BT
+    mfu = flops_per_token(S) * tokens / step / dev.tc
+    attention = sum(row["ms"] for k, row in rows.items() if k.startswith("attention_")) / 1e3
+    phases = Counter()
+    for r in results:
+        phases[r.launch.phase] += r.time
+    return {"rows": rows, "step_s": step, "tokens_per_s": tokens / step, "mfu": mfu, "attention_s": attention,
+            "phases": dict(phases), "launches": len(results)}
+
+
+def fmt_row_table(summary, title):
+    lines = ["", "### %s" % title, "",
+             "| kernel | launches | TC GFLOP | CUDA-core GFLOP | DRAM MB | smem Mwavefr. | blocks/warps per SM | regs (spills) | bound | ms | % step |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    total = summary["step_s"] * 1e3
+    for name, r in sorted(summary["rows"].items(), key=lambda kv: -kv[1]["ms"]):
+        bound = r["bounds"].most_common(1)[0][0]
+        regs = "" if r["regs"] is None else "%d (%d)" % (r["regs"], r["spills"])
+        lines.append("| %s | %d | %.1f | %.1f | %.0f | %.1f | %s | %s | %s | %.2f | %.1f |" % (
+            name, r["launches"], r["tc_gflop"], r["cc_gflop"], r["dram_mb"], r["smem_mwf"], r["occ"] or "", regs, bound,
+            r["ms"], 100 * r["ms"] / total))
+    return lines
+
+
+def fmt_step(summary, S, dev, label):
+    s = summary
+    return ("%s: %.1f ms/step, %.0f tokens/s, MFU %.1f%% (attention %.1f ms = %.0f%% of the step; forward %.1f, "
+            "backward %.1f, update %.1f ms; %d launches)" % (
+                label, s["step_s"] * 1e3, s["tokens_per_s"], 100 * s["mfu"], s["attention_s"] * 1e3,
+                100 * s["attention_s"] / s["step_s"], s["phases"].get("forward", 0) * 1e3,
+                s["phases"].get("backward", 0) * 1e3, s["phases"].get("update", 0) * 1e3, s["launches"]))
+
+
+def predict(counts, dev, B, T):
+    D, kmax = data_buckets(B, T)
+    S = kc.Shape(B, T, distinct_tokens=D, max_bucket=kmax)
+    launches = expand_step(counts, S)
+    results = predict_launches(launches, S, dev, counts)
+    return S, launches, results, summarize(results, S, dev)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="predicted (not measured) GPU time of one training step, kernel by kernel")
+    ap.add_argument("--device", default="h100-sxm", help="a key of devices.json: h100-sxm, a100-sxm-80gb")
+    ap.add_argument("--batch", type=int, default=32, help="B per GPU (T = 1024)")
+    ap.add_argument("--seq", type=int, default=1024, help="T")
+    ap.add_argument("--baseline", default=BASELINE, help="git revision of 'before' (none: skip)")
+    ap.add_argument("-r", "--recompute", type=int, default=0, help="the trainer's -r (the benchmark uses 0)")
+    ap.add_argument("--json", default=None, help="also write the predictions here (dev/gpu_check.sh joins them)")
+    ap.add_argument("--no-zero", action="store_true", help="skip the ZeRO stages at N = 8")
+    a = ap.parse_args(argv)
+    if a.batch < 1 or a.seq < 1 or a.seq > 1024:
+        raise SystemExit("dev/perf: --batch must be >= 1 and --seq 1..1024")
+    devices = load_devices()
+    dev = Device(devices, a.device)
+    after = step_counts.counts_for(None, a.recompute)
+    before = None if a.baseline in ("none", "") else step_counts.counts_for(a.baseline, a.recompute)
+    print("# PREDICTED, not measured: GPT-2 124M, B=%d, T=%d, -r %d, one %s (%s, %d SMs, %.0f dense bf16 TFLOP/s, "
+          "%.2f TB/s)" % (a.batch, a.seq, a.recompute, dev.name, dev.arch, dev.sms, dev.tc / 1e12, dev.bw / 1e12))
+    print("No GPU has run this code; dev/gpu_check.sh measures it and prints measured beside predicted.")
+    out = {"device": dev.key, "B": a.batch, "T": a.seq, "recompute": a.recompute, "trees": {}}
+    summaries = {}
+    for label, counts in (("before", before), ("after", after)):
+        if counts is None:
+            continue
+        S, launches, results, summary = predict(counts, dev, a.batch, a.seq)
+        summaries[label] = (S, launches, results, summary)
+        title = "%s: %s" % (label, counts["label"])
+        print("\n".join(fmt_row_table(summary, title)))
+        print()
+        print(fmt_step(summary, S, dev, label))
+        out["trees"][label] = {"label": counts["label"], "step_ms": summary["step_s"] * 1e3,
+                               "tokens_per_s": summary["tokens_per_s"], "mfu": summary["mfu"],
+                               "kernels": {k: r["ms"] for k, r in summary["rows"].items()}}
+    print()
+    print("MFU = (6 N + 6 L C T) x tokens / time / dense bf16 peak, N = %d (llm.c's gpt2_estimate_mfu; "
+          "train_gpt2.cu prints the same)" % num_parameters(summaries["after"][0]))
+    if a.json:
+        with open(a.json, "w") as fp:
+            json.dump(out, fp, indent=1)
+    return summaries, dev, a
+
+
+if __name__ == "__main__":
+    main()

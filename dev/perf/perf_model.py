@@ -367,6 +367,26 @@ def fmt_step(summary, S, dev, label):
                 s["phases"].get("backward", 0) * 1e3, s["phases"].get("update", 0) * 1e3, s["launches"]))
 
 
+def fmt_zero(devices, dev, S, launches, results, label, counts_label, N=8):
+    """The step at ZeRO stages 0-3 on N GPUs of this kind, over NVLink and over the network."""
+    import zero_step
+    lines = ["", "### %s (%s): ZeRO stages on %d x %s, B=%d per GPU (predicted)" % (label, counts_label, N, dev.name, S.B), "",
+             "| stage | network | collectives RS/AG | bus MB/step | comm ms | exposed ms | hidden | step ms | tokens/s (all GPUs) | MFU |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    nets = [("NVLink", {"reduce_scatter": dev.nvlink["reduce_scatter"] * 1e9, "all_gather": dev.nvlink["all_gather"] * 1e9})]
+    ib = v(devices["networks"]["ib-2x200"]["busbw_gb_s"]) * 1e9
+    nets.append(("2x200 Gb/s", {"reduce_scatter": ib, "all_gather": ib}))
+    for stage in (0, 1, 2, 3):
+        for net, busbw in nets:
+            z = zero_step.zero_step(results, S, dev, stage, N, busbw)
+            hidden = 1 - z["exposed_s"] / z["comm_s"] if z["comm_s"] > 0 else 1.0
+            mfu = flops_per_token(S) * S.BT / z["step_s"] / dev.tc
+            lines.append("| %d | %s | %d/%d | %.0f | %.2f | %.2f | %.0f%% | %.1f | %.0f | %.1f%% |" % (
+                stage, net, z["rs_calls"], z["ag_calls"], (z["rs_bytes"] + z["ag_bytes"]) / 1e6, z["comm_s"] * 1e3,
+                z["exposed_s"] * 1e3, 100 * hidden, z["step_s"] * 1e3, N * S.BT / z["step_s"], 100 * mfu))
+    return lines
+
+
 def predict(counts, dev, B, T):
     D, kmax = data_buckets(B, T)
     S = kc.Shape(B, T, distinct_tokens=D, max_bucket=kmax)
@@ -408,6 +428,10 @@ def main(argv=None):
         out["trees"][label] = {"label": counts["label"], "step_ms": summary["step_s"] * 1e3,
                                "tokens_per_s": summary["tokens_per_s"], "mfu": summary["mfu"],
                                "kernels": {k: r["ms"] for k, r in summary["rows"].items()}}
+    if not a.no_zero:
+        for label in summaries:
+            print("\n".join(fmt_zero(devices, dev, *summaries[label][:3], label=label, counts_label=
+                                      (before if label == "before" else after)["label"])))
     print()
     print("MFU = (6 N + 6 L C T) x tokens / time / dense bf16 peak, N = %d (llm.c's gpt2_estimate_mfu; "
           "train_gpt2.cu prints the same)" % num_parameters(summaries["after"][0]))

@@ -1044,8 +1044,13 @@ static Peak device_peak(const char* device_name, double measured_gbs) {
     return p;
 }
 
+// --csv FILE: every benchmark row also as "kernel,ms,bytes,flops", for dev/gpu_check.sh to join with
+// the performance model's prediction of the same row (dev/perf/join_measured.py)
+static FILE* g_bench_csv = NULL;
+
 // one row of the markdown table; flops 0 where FLOPs do not matter
 static void bench_row(const Peak* peak, const char* kernel, float ms, double bytes, double flops) {
+    if (g_bench_csv != NULL) { fprintf(g_bench_csv, "\"%s\",%.6f,%.0f,%.0f\n", kernel, ms, bytes, flops); fflush(g_bench_csv); }
     double s = ms * 1e-3;
     char gflop[32] = "-", tflops[32] = "-", floor_ms[32] = "n/a", ratio[32] = "n/a";
     double floor_s = bytes / (peak->gbs * 1e9);
@@ -1312,11 +1317,12 @@ static int run_bench(const BenchShape* s, const cudaDeviceProp* prop) {
 // command line and main
 
 static const char* USAGE =
-    "usage: test_kernels [--bench [-b B] [-t T]]\n"
+    "usage: test_kernels [--bench [-b B] [-t T] [--csv FILE]]\n"
     "  (no flags)  every CUDA kernel against its CPU twin, and twice for the same bits\n"
     "  --bench     time each kernel at the GPT-2 124M training shape against its floor\n"
     "  -b B        --bench batch size (default 8)\n"
-    "  -t T        --bench sequence length (default 1024)";
+    "  -t T        --bench sequence length (default 1024)\n"
+    "  --csv FILE  --bench: also write the rows to FILE as CSV (kernel,ms,bytes,flops)";
 
 static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
     int shape_given = 0;
@@ -1333,6 +1339,12 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
             if (argv[i][1] == 'b') { shape->B = (int)value; } else { shape->T = (int)value; }
             shape_given = 1;
             i++;
+        } else if (strcmp(argv[i], "--csv") == 0) {
+            if (i + 1 >= argc) { fail("flag --csv needs a file name\n%s", USAGE); }
+            g_bench_csv = fopenCheck(argv[i + 1], "w");
+            fprintf(g_bench_csv, "kernel,ms,bytes,flops\n");
+            shape_given = 1; // a --bench option
+            i++;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("%s\n", USAGE);
             exit(0);
@@ -1340,7 +1352,7 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
             fail("unknown argument '%s'\n%s", argv[i], USAGE);
         }
     }
-    if (shape_given && !*bench) { fail("-b and -t set the benchmark's shape: add --bench"); }
+    if (shape_given && !*bench) { fail("-b, -t and --csv are options of the benchmark: add --bench"); }
 }
 
 int main(int argc, char** argv) {

@@ -55,6 +55,13 @@ class Cost:
 # ----------------------------------------------------------------------------
 # the shape of one step: GPT-2's config and the batch
 
+def config_for_depth(depth):
+    """GPT-2's config for a fresh model "dN", as llmc/gpt2_layout.h's config_for_depth makes it:
+    C 768/1024/1280/1600 at depths 12/24/36/48, else 64 N; heads of 64 channels; V 50257, Vp 50304."""
+    C = {24: 1024, 36: 1280, 48: 1600}.get(depth, 64 * depth)
+    return {"L": depth, "C": C, "NH": C // 64, "V": 50257, "Vp": 50304, "maxT": 1024}
+
+
 class Shape:
     def __init__(self, B, T, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, distinct_tokens=None, max_bucket=None):
         self.B, self.T, self.L, self.C, self.NH, self.V, self.Vp, self.maxT = B, T, L, C, NH, V, Vp, maxT
@@ -273,6 +280,34 @@ def global_norm_partial_kernel(S, ctx):
 
 def global_norm_finish_kernel(S, ctx):
     return Cost(1, 1024, read=1024 * 8 + 8, write=8, cc_flops=1024, serial_trips=2, stream="read")
+
+
+# Each cost function above was derived from one version of its header. A tree whose header differs
+# (another branch rewrote the kernel under the same name) must not be costed with it: perf_model.py
+# stops with a message naming the file, unless the emulator's counters describe the kernel. The
+# fingerprint is sha256 of the whole file (first 12 hex digits), recorded here per derivation.
+DERIVED_FROM = {
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91"},
+    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91"},
+    "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91"},
+    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91"},
+    "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91"},
+    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91"},
+    "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91"},
+    "llmc/global_norm.cuh": {"d1125d1ea8d6": "2e0af91"},
+}
+HEADER_OF = {
+    "encoder_": "llmc/encoder.cuh", "layernorm_": "llmc/layernorm.cuh", "dbias_": "llmc/matmul.cuh",
+    "attention_": "llmc/attention.cuh", "gelu_": "llmc/gelu.cuh", "fused_classifier": "llmc/fused_classifier.cuh",
+    "adamw_": "llmc/adamw.cuh", "global_norm_": "llmc/global_norm.cuh",
+}
+
+
+def header_of(name):
+    for prefix, path in HEADER_OF.items():
+        if name.startswith(prefix):
+            return path
+    return None
 
 
 KERNELS = {f.__name__: f for f in [

@@ -234,6 +234,14 @@ def kernel_result(launch, S, dev, counts):
     if fn is None:
         raise SystemExit("dev/perf: no cost model for kernel %s: it needs the emulator's counters (EMU_COUNTERS, "
                          "branch emu-check) or a function in dev/perf/kernel_costs.py" % launch.name)
+    header = kc.header_of(launch.name)
+    have = counts.get("headers", {}).get(header)
+    if header is None or have not in kc.DERIVED_FROM.get(header, {}):
+        raise SystemExit("dev/perf: kernel %s: its cost in dev/perf/kernel_costs.py was derived from %s at %s, and this "
+                         "tree's %s differs (sha256 %s): derive it again from the new code (and record the fingerprint), "
+                         "or give the model the emulator's counters for it" % (
+                             launch.name, header, "/".join(kc.DERIVED_FROM.get(header, {}).values()) or "no version",
+                             header, have))
     cost = fn(S, launch.ctx)
     res = resources_for(counts, dev, launch.name, S)
     o = occ.occupancy(dev.limits, cost.block, res["regs"], res["smem"] + cost.dyn_smem)
@@ -387,12 +395,75 @@ def fmt_zero(devices, dev, S, launches, results, label, counts_label, N=8):
     return lines
 
 
-def predict(counts, dev, B, T):
+def shape_for(counts, B, T):
+    """The config of the traced model ('d12': GPT-2 124M) at batch B x T, with the data's buckets."""
     D, kmax = data_buckets(B, T)
-    S = kc.Shape(B, T, distinct_tokens=D, max_bucket=kmax)
+    cfg = kc.config_for_depth(int(counts["trace"]["model"][1:]))
+    return kc.Shape(B, T, distinct_tokens=D, max_bucket=kmax, **cfg)
+
+
+def predict(counts, dev, B, T):
+    S = shape_for(counts, B, T)
     launches = expand_step(counts, S)
     results = predict_launches(launches, S, dev, counts)
     return S, launches, results, summarize(results, S, dev)
+
+
+# ----------------------------------------------------------------------------
+# the rows of `dev/cuda/test_kernels --bench`, predicted, for dev/gpu_check.sh to put beside the
+# measured ones (join_measured.py). Each row is a launcher of llmc/ at the bench's shape, as
+# bench_*() in test_kernels.cu call it, made of the launches the launcher makes (llmc/*.cuh); a row
+# whose kernels the tree's step no longer launches is left out (its launcher changed).
+
+BENCH_MATMULS = [("qkv", 1, 3, True), ("attproj", 1, 1, True), ("fc", 1, 4, True), ("fcproj", 4, 1, True), ("lm head", 1, None, False)]
+
+
+def bench_rows(S):
+    """{row name: [Launch]} as test_kernels --bench names its rows."""
+    K = lambda name, **ctx: Launch("kernel", name, "bench", ctx)  # noqa: E731
+    G = lambda m, n, k, bias=False, acc=False: Launch("gemm", "cublasLt", "bench", {"m": m, "n": n, "k": k, "bias": bias, "accumulate": acc})  # noqa: E731
+    BT, C = S.BT, S.C
+    rows = OrderedDict()
+    rows["encoder_forward"] = [K("encoder_forward_kernel")]
+    rows["encoder_backward (incl. host bucket sort)"] = [Launch("memcpy", "cudaMemcpyAsync", "bench", {"bytes": 4 * (3 * BT + 1)}),
+                                                         K("encoder_backward_dwte_kernel"), K("encoder_backward_dwpe_kernel")]
+    rows["layernorm_forward"] = [K("layernorm_forward_kernel", fused=False)]
+    rows["fused_residual_layernorm_forward"] = [K("layernorm_forward_kernel", fused=True)]
+    rows["layernorm_backward"] = [K("layernorm_backward_dinp_kernel"), K("layernorm_backward_dweight_partial_kernel"),
+                                  K("layernorm_backward_dweight_finish_kernel")]
+    for name, cin, cout, bias in BENCH_MATMULS:
+        Kin, OC = cin * C, (cout * C if cout else S.Vp)
+        rows["matmul_forward %s (%d->%d)" % (name, Kin, OC)] = [G(OC, BT, Kin, bias)]
+        back = [G(Kin, BT, OC), G(Kin, OC, BT, acc=True)]
+        if bias:
+            back += [K("dbias_partial_kernel", OC=OC), K("dbias_finish_kernel", OC=OC)]
+        rows["matmul_backward %s (%d->%d)" % (name, Kin, OC)] = back
+    rows["attention_forward"] = [K("attention_forward_kernel")]
+    rows["attention_backward"] = [K("attention_backward_rowdot_kernel"), K("attention_backward_dkdv_kernel"),
+                                  K("attention_backward_dq_kernel")]
+    rows["gelu_forward"] = [K("gelu_forward_kernel")]
+    rows["gelu_backward"] = [K("gelu_backward_kernel")]
+    rows["fused_classifier (loss + dlogits)"] = [K("fused_classifier_kernel")]
+    n = num_parameters(S)
+    rows["adamw_update (124M params)"] = [K("adamw_kernel", n=n)]
+    rows["global_norm_squared (124M params)"] = [K("global_norm_partial_kernel", n=n), K("global_norm_finish_kernel", n=n)]
+    return rows
+
+
+def bench_predictions(counts, dev, B, T):
+    """{row: predicted ms} at test_kernels --bench's shape: its tokens are uniform random over V, so
+    the encoder's buckets are those of B*T draws (expected distinct V (1 - (1 - 1/V)^BT), the
+    largest bucket a handful: 8)."""
+    cfg = kc.config_for_depth(int(counts["trace"]["model"][1:]))
+    V, BT = cfg["V"], B * T
+    S = kc.Shape(B, T, distinct_tokens=int(V * (1 - (1 - 1 / V) ** BT)), max_bucket=8, **cfg)
+    traced = {op["name"] for op in counts["step_ops"] if op["op"] == "kernel"}
+    out = OrderedDict()
+    for row, launches in bench_rows(S).items():
+        if any(l.kind == "kernel" and l.name not in traced for l in launches):
+            continue
+        out[row] = sum(r.time for r in predict_launches(launches, S, dev, counts)) * 1e3
+    return out
 
 
 def main(argv=None):

@@ -32,7 +32,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 CACHE = os.path.join(HERE, "cache")
-CACHE_VERSION = 4  # bump when what is stored changes
+CACHE_VERSION = 5  # bump when what is stored changes
 
 # The traced shape: one sequence of 64 tokens. 64 is none of GPT-2 124M's other GEMM dimensions
 # (C = 768, 3C, 4C, Vp = 50304), so the dimension equal to B*T is found by value.
@@ -58,10 +58,10 @@ def run(cmd, cwd=None, env=None, what=""):
 SOURCES = ["train_gpt2.cu", "train_gpt2.c", "llmc", "dev/cuda/emu", "dev/test/cpu_reference.h"]
 
 
-def tree_key(root, recompute):
+def tree_key(root, recompute, model=MODEL):
     """A hash of every source file that decides what a step launches, and of how it was traced."""
     h = hashlib.sha256()
-    h.update(("v%d B%d T%d r%d %s" % (CACHE_VERSION, TRACE_B, TRACE_T, recompute, MODEL)).encode())
+    h.update(("v%d B%d T%d r%d %s" % (CACHE_VERSION, TRACE_B, TRACE_T, recompute, model)).encode())
     for s in SOURCES:
         path = os.path.join(root, s)
         files = [path] if os.path.isfile(path) else sorted(
@@ -103,7 +103,7 @@ def build_emulated(root, out):
     run(cmd, cwd=root, what="building the emulated trainer of %s" % root)
 
 
-def trace_ops(binary, steps, recompute, counters_file=None):
+def trace_ops(binary, steps, recompute, counters_file=None, model=MODEL):
     """The ops the compute stream ran, in order, for a run of `steps` steps."""
     data = os.path.join(REPO, "dev/data/tinyshakespeare")
     for f in ("tiny_shakespeare_train.bin", "tiny_shakespeare_val.bin"):
@@ -112,7 +112,7 @@ def trace_ops(binary, steps, recompute, counters_file=None):
     env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "2"))
     if counters_file:
         env["EMU_COUNTERS"] = counters_file
-    cmd = ["nice", binary, "-e", MODEL, "-b", str(TRACE_B), "-t", str(TRACE_T), "-x", str(steps), "-v", "0", "-s", "0",
+    cmd = ["nice", binary, "-e", model, "-b", str(TRACE_B), "-t", str(TRACE_T), "-x", str(steps), "-v", "0", "-s", "0",
            "-r", str(recompute), "-i", os.path.join(data, "tiny_shakespeare_train.bin"),
            "-j", os.path.join(data, "tiny_shakespeare_val.bin")]
     with tempfile.TemporaryDirectory() as cwd:  # the trainer looks for gpt2_tokenizer.bin here: absent is fine
@@ -296,10 +296,61 @@ def read_counters(path):
 
 
 # ----------------------------------------------------------------------------
+# 4. the attention kernels at the full sequence length, one (b, h) slice (attention_slice.cu)
+
+PTX_COUNTERS = re.compile(r"^cuda-emu trace: kernel (\S+): (\d+) mma\.sync \((\d+) tensor-core FLOPs\), (\d+) ldmatrix "
+                          r"\((\d+) bytes\), (\d+) cp\.async \((\d+) bytes\)$")
+
+
+def attention_slice(root, T, hs=64):
+    """{kernel base name: {launches, mma, mma_flops, ldmatrix_bytes, cp_async_bytes}} for one
+    (b, h) at sequence length T, from the emulator's trace of attention_slice.cu built against the
+    tree's llmc/attention.cuh (the driver is copied in: it only calls the launchers)."""
+    key = tree_key(root, 0) + "_slice_T%d_hs%d" % (T, hs)
+    path = os.path.join(CACHE, key + ".json")
+    if os.path.exists(path):
+        with open(path) as fp:
+            return json.load(fp)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(root, "dev/perf/attention_slice.cu")
+        own = os.path.join(HERE, "attention_slice.cu")
+        if not os.path.exists(src) or os.path.realpath(src) != os.path.realpath(own):
+            os.makedirs(os.path.dirname(src), exist_ok=True)
+            shutil.copyfile(own, src)
+        binary = os.path.join(tmp, "attention_slice")
+        run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16",
+             "dev/perf/attention_slice.cu", "-o", binary, "-lcudart"], cwd=root, what="building attention_slice")
+        env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "2"))
+        p = run(["nice", binary, str(T), str(hs)], cwd=tmp, env=env, what="attention_slice on the emulator")
+    out = {}
+    for line in p.stderr.splitlines():
+        m = TRACE_LINE.match(line)
+        if m and m.group(1).startswith("kernel "):
+            name = m.group(1)[len("kernel "):].split("<")[0]
+            out.setdefault(name, {"launches": 0, "mma": 0, "mma_flops": 0, "ldmatrix_bytes": 0, "cp_async_bytes": 0})
+            out[name]["launches"] += 1
+            continue
+        m = PTX_COUNTERS.match(line)
+        if m:
+            name = m.group(1).split("<")[0]
+            e = out.setdefault(name, {"launches": 0, "mma": 0, "mma_flops": 0, "ldmatrix_bytes": 0, "cp_async_bytes": 0})
+            e["mma"] += int(m.group(2))
+            e["mma_flops"] += int(m.group(3))
+            e["ldmatrix_bytes"] += int(m.group(5))
+            e["cp_async_bytes"] += int(m.group(7))
+    if not out:
+        fail("attention_slice ran no kernels (EMU_TRACE output changed?)")
+    os.makedirs(CACHE, exist_ok=True)
+    with open(path, "w") as fp:
+        json.dump(out, fp)
+    return out
+
+
+# ----------------------------------------------------------------------------
 # all of it for one tree, cached
 
-def counts_for_tree(root, recompute, label, verbose=True):
-    key = tree_key(root, recompute)
+def counts_for_tree(root, recompute, label, verbose=True, model=MODEL):
+    key = tree_key(root, recompute, model)
     os.makedirs(CACHE, exist_ok=True)
     path = os.path.join(CACHE, key + ".json")
     if os.path.exists(path):
@@ -313,16 +364,22 @@ def counts_for_tree(root, recompute, label, verbose=True):
         counters = emulator_has_counters(root)
         c1 = os.path.join(tmp, "c1.csv") if counters else None
         c2 = os.path.join(tmp, "c2.csv") if counters else None
-        x1 = trace_ops(binary, 1, recompute, c1)
-        x2 = trace_ops(binary, 2, recompute, c2)
+        x1 = trace_ops(binary, 1, recompute, c1, model)
+        x2 = trace_ops(binary, 2, recompute, c2, model)
         step = [parse_op(w) for w in one_step(x1, x2)]
         counter_rows = None
         if counters and os.path.exists(c2) and os.path.exists(c1):
             r1, r2 = read_counters(c1), read_counters(c2)
             counter_rows = {"one_step_run": r1, "two_step_run": r2}
     resources = ptxas_resources(root)
+    headers = {}
+    for f in sorted(os.listdir(os.path.join(root, "llmc"))):
+        if f.endswith((".cuh", ".h")):
+            with open(os.path.join(root, "llmc", f), "rb") as fp:
+                headers["llmc/" + f] = hashlib.sha256(fp.read()).hexdigest()[:12]
     result = {
-        "label": label, "key": key, "trace": {"model": MODEL, "B": TRACE_B, "T": TRACE_T, "recompute": recompute},
+        "headers": headers,
+        "label": label, "key": key, "trace": {"model": model, "B": TRACE_B, "T": TRACE_T, "recompute": recompute},
         "step_ops": [op for op in step if op["op"] != "other"],
         "resources": resources, "counters": counter_rows,
     }
@@ -332,14 +389,18 @@ def counts_for_tree(root, recompute, label, verbose=True):
     return result
 
 
-def counts_for(rev, recompute):
-    """rev None: the working tree; else a git revision, checked out into a temporary directory."""
+def counts_for(rev, recompute, T=1024):
+    """rev None: the working tree; else a git revision, checked out into a temporary directory.
+    Adds the attention slice at sequence length T."""
     if rev is None:
-        return counts_for_tree(REPO, recompute, "the working tree")
+        result = counts_for_tree(REPO, recompute, "the working tree")
+        result["attention_slice"] = attention_slice(REPO, T)
+        return result
     with tempfile.TemporaryDirectory() as tmp:
         full = checkout(rev, tmp)
         result = counts_for_tree(tmp, recompute, "commit %s" % full[:7])
         result["label"] = "commit %s" % full[:7]
+        result["attention_slice"] = attention_slice(tmp, T)
         return result
 
 

@@ -80,6 +80,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "gradient dtype -zd bf16|fp32 (emulated CUDA)" bash dev/test/test_reduce_dtype.sh
     run_test "emulated train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu_emu bash dev/test/test_bad_input.sh
     run_test "emulated start-up: srun/PMI variables with -pn flags, comm stream priority" bash dev/test/test_comm_start.sh
+    run_test "performance model: counts from the traced step vs theory, occupancy, plan (~1-2 min)" ${PYTHON:-/usr/bin/python3} dev/perf/test_perf_model.py
 else
     echo "=== emulated CUDA tests skipped: no train_gpt2cu_emu (CUDA headers not found when building)"
 fi

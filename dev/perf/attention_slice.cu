@@ -7,7 +7,8 @@ attention's counts at the real T come from the code itself. Every (b, h) of a ba
 same blocks on its own slice (grid (T/64, NH, B)), so the counts of the step are these times B x NH
 exactly: perf_model.py multiplies them.
 
-    attention_slice T [HS]        (HS = 64: GPT-2's head size)
+    attention_slice T [HS [B NH]]     (HS = 64: GPT-2's head size; B = NH = 1: one slice; more: the
+                                      test of the scaling, dev/perf/test_perf_model.py)
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,10 +30,10 @@ static floatX* device_values(size_t n, unsigned seed) {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 2 || argc > 3) { fail("usage: %s T [HS]", argv[0]); }
+    if (argc != 2 && argc != 3 && argc != 5) { fail("usage: %s T [HS [B NH]]", argv[0]); }
     int T = atoi(argv[1]), HS = argc > 2 ? atoi(argv[2]) : 64;
-    const int B = 1, NH = 1, C = HS;
-    if (T < 1 || HS < 1) { fail("T and HS must be positive"); }
+    int B = argc > 3 ? atoi(argv[3]) : 1, NH = argc > 3 ? atoi(argv[4]) : 1, C = NH * HS;
+    if (T < 1 || HS < 1 || B < 1 || NH < 1) { fail("T, HS, B and NH must be positive"); }
     cudaStream_t s;
     cudaCheck(cudaStreamCreate(&s));
     size_t btc = (size_t)B * T * C;
@@ -47,6 +48,6 @@ int main(int argc, char** argv) {
     attention_forward(out, lse, qkv, B, T, C, NH, s);
     attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, s);
     cudaCheck(cudaStreamSynchronize(s));
-    printf("attention slice: B 1, NH 1, T %d, hs %d\n", T, HS);
+    printf("attention slice: B %d, NH %d, T %d, hs %d\n", B, NH, T, HS);
     return 0;
 }

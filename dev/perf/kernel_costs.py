@@ -329,6 +329,17 @@ def template_for(name, S):
     return ""
 
 
+def attention_io(S, name):
+    """DRAM bytes (read, write) of a FlashAttention kernel, by what the algorithm reads and writes
+    once (any version of llmc/attention.cuh: q, k, v, dout in; out, lse, dq, dk, dv out; the row
+    terms D (B,NH,T) in and out), for kernels costed from the emulator's tensor-core counters."""
+    lse = S.B * S.NH * S.T * 4
+    btc = S.BT * S.C * X
+    return {"attention_forward_kernel": (3 * btc, btc + lse),
+            "attention_backward_dkdv_kernel": (4 * btc + 2 * lse, 2 * btc),
+            "attention_backward_dq_kernel": (4 * btc + 2 * lse, btc)}.get(name)
+
+
 def attention_useful_flops(S):
     """The FLOPs attention must do for one layer, as MFU counts them: llm.c's 6 C T per token and
     layer (the causal half of q k^T and of P v forward, twice that backward), times B T tokens."""

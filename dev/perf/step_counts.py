@@ -302,11 +302,11 @@ PTX_COUNTERS = re.compile(r"^cuda-emu trace: kernel (\S+): (\d+) mma\.sync \((\d
                           r"\((\d+) bytes\), (\d+) cp\.async \((\d+) bytes\)$")
 
 
-def attention_slice(root, T, hs=64):
+def attention_slice(root, T, hs=64, B=1, NH=1):
     """{kernel base name: {launches, mma, mma_flops, ldmatrix_bytes, cp_async_bytes}} for one
     (b, h) at sequence length T, from the emulator's trace of attention_slice.cu built against the
     tree's llmc/attention.cuh (the driver is copied in: it only calls the launchers)."""
-    key = tree_key(root, 0) + "_slice_T%d_hs%d" % (T, hs)
+    key = tree_key(root, 0) + "_slice_T%d_hs%d_B%d_NH%d" % (T, hs, B, NH)
     path = os.path.join(CACHE, key + ".json")
     if os.path.exists(path):
         with open(path) as fp:
@@ -321,7 +321,7 @@ def attention_slice(root, T, hs=64):
         run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16",
              "dev/perf/attention_slice.cu", "-o", binary, "-lcudart"], cwd=root, what="building attention_slice")
         env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "2"))
-        p = run(["nice", binary, str(T), str(hs)], cwd=tmp, env=env, what="attention_slice on the emulator")
+        p = run(["nice", binary, str(T), str(hs), str(B), str(NH)], cwd=tmp, env=env, what="attention_slice on the emulator")
     out = {}
     for line in p.stderr.splitlines():
         m = TRACE_LINE.match(line)

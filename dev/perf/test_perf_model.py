@@ -138,6 +138,18 @@ check(sum(adamw) == pm.num_parameters(S) and pm.num_parameters(S) == Vp * C + 10
 check(pm.flops_per_token(kc.Shape(1, 1024)) == 6 * 124475904 + 6 * 12 * 768 * 1024,
       "MFU's FLOPs per token for GPT-2 124M, T=1024 = 6 N + 6 L C T, N = 124,475,904 (llm.c)")
 
+# the attention's counts scale exactly with B x NH: every (b, h) runs the same blocks on its own
+# slice. Checked on the emulator's tensor-core counters when the tree's attention issues mma.sync.
+one = step_counts.attention_slice(REPO, 128, 64, 1, 1)
+four = step_counts.attention_slice(REPO, 128, 64, 2, 2)
+if any(e["mma"] for e in one.values()):
+    check(all(four[k][f] == 4 * one[k][f] for k in one for f in ("mma_flops", "ldmatrix_bytes", "cp_async_bytes")),
+          "attention tensor-core counts at B=2, NH=2 = 4 x those of one (b, h) slice (the model's scaling)")
+else:
+    check(all(four[k]["launches"] == one[k]["launches"] for k in one),
+          "attention: the same launches at B=2, NH=2 as for one slice (no mma.sync in this tree's attention: "
+          "the tensor-core scaling check waits for it)")
+
 # ----------------------------------------------------------------------------
 # 4. the collectives: zero_walk_print's bytes and calls = the plan's (dev/bench/zero_plan_print)
 

@@ -311,15 +311,20 @@ def attention_slice(root, T, hs=64, B=1, NH=1):
     if os.path.exists(path):
         with open(path) as fp:
             return json.load(fp)
-    with tempfile.TemporaryDirectory() as tmp:
+    os.makedirs(CACHE, exist_ok=True)
+    with open(os.path.join(HERE, "attention_slice.cu"), "rb") as fp:
+        own_hash = hashlib.sha256(fp.read()).hexdigest()[:8]
+    binary = os.path.join(CACHE, tree_key(root, 0) + "_attention_slice_" + own_hash)
+    if not os.path.exists(binary):  # one build per tree (and driver), run for every shape asked
         src = os.path.join(root, "dev/perf/attention_slice.cu")
         own = os.path.join(HERE, "attention_slice.cu")
         if not os.path.exists(src) or os.path.realpath(src) != os.path.realpath(own):
             os.makedirs(os.path.dirname(src), exist_ok=True)
             shutil.copyfile(own, src)
-        binary = os.path.join(tmp, "attention_slice")
         run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16",
-             "dev/perf/attention_slice.cu", "-o", binary, "-lcudart"], cwd=root, what="building attention_slice")
+             "dev/perf/attention_slice.cu", "-o", binary + ".tmp", "-lcudart"], cwd=root, what="building attention_slice")
+        os.replace(binary + ".tmp", binary)
+    with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "2"))
         p = run(["nice", binary, str(T), str(hs), str(B), str(NH)], cwd=tmp, env=env, what="attention_slice on the emulator")
     out = {}
@@ -349,8 +354,8 @@ def attention_slice(root, T, hs=64, B=1, NH=1):
 # ----------------------------------------------------------------------------
 # all of it for one tree, cached
 
-def counts_for_tree(root, recompute, label, verbose=True, model=MODEL):
-    key = tree_key(root, recompute, model)
+def counts_for_tree(root, recompute, label, verbose=True, model=MODEL, resources=True):
+    key = tree_key(root, recompute, model) + ("" if resources else "_noptxas")
     os.makedirs(CACHE, exist_ok=True)
     path = os.path.join(CACHE, key + ".json")
     if os.path.exists(path):
@@ -371,7 +376,7 @@ def counts_for_tree(root, recompute, label, verbose=True, model=MODEL):
         if counters and os.path.exists(c2) and os.path.exists(c1):
             r1, r2 = read_counters(c1), read_counters(c2)
             counter_rows = {"one_step_run": r1, "two_step_run": r2}
-    resources = ptxas_resources(root)
+    resources = ptxas_resources(root) if resources else None
     headers = {}
     for f in sorted(os.listdir(os.path.join(root, "llmc"))):
         if f.endswith((".cuh", ".h")):

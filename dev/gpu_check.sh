@@ -182,7 +182,7 @@ record "kernel times vs floors" "$kernel_bench"
 # for the emulated trace of a step): per kernel at test_kernels' shape (B=8) and per step at each
 # B of the benchmark; perf_check.md is the table for dev/cuda/NOTES.md
 gpu_model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-run "measured vs predicted (dev/perf)" "$logdir/perf_check.log" env EMU_THREADS="$jobs" python3 dev/perf/join_measured.py \
+run "measured vs predicted (dev/perf)" "$logdir/perf_check.log" python3 dev/perf/join_measured.py \
     --gpu-name "$gpu_model" --kernels "$logdir/kernels_bench.csv" --bench-b 8 --bench-t 1024 --steps "$logdir/bench.txt" \
     --out "$logdir/perf_check.md"
 fi

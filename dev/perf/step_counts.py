@@ -104,12 +104,14 @@ def build_emulated(root, out):
 
 
 def trace_ops(binary, steps, recompute, counters_file=None, model=MODEL):
-    """The ops the compute stream ran, in order, for a run of `steps` steps."""
+    """The ops the compute stream ran, in order, for a run of `steps` steps. One emulator thread by
+    default (EMU_THREADS=1): with 2, main's emulator (8a1189f) hangs in the tensor-core attention
+    kernels of branch attn (b654100), every thread waiting on a futex."""
     data = os.path.join(REPO, "dev/data/tinyshakespeare")
     for f in ("tiny_shakespeare_train.bin", "tiny_shakespeare_val.bin"):
         if not os.path.exists(os.path.join(data, f)):
             fail("missing %s/%s: run make data first" % (data, f))
-    env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "2"))
+    env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "1"))
     if counters_file:
         env["EMU_COUNTERS"] = counters_file
     cmd = ["nice", binary, "-e", model, "-b", str(TRACE_B), "-t", str(TRACE_T), "-x", str(steps), "-v", "0", "-s", "0",
@@ -325,7 +327,7 @@ def attention_slice(root, T, hs=64, B=1, NH=1):
              "dev/perf/attention_slice.cu", "-o", binary + ".tmp", "-lcudart"], cwd=root, what="building attention_slice")
         os.replace(binary + ".tmp", binary)
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "2"))
+        env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "1"))
         p = run(["nice", binary, str(T), str(hs), str(B), str(NH)], cwd=tmp, env=env, what="attention_slice on the emulator")
     out = {}
     for line in p.stderr.splitlines():

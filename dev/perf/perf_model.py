@@ -264,7 +264,7 @@ def kernel_result(launch, S, dev, counts):
                          "branch emu-check) or a function in dev/perf/kernel_costs.py" % launch.name)
     header = kc.header_of(launch.name)
     have = counts.get("headers", {}).get(header)
-    if header is None or have not in kc.DERIVED_FROM.get(header, {}):
+    if header is None or (have not in kc.DERIVED_FROM.get(header, {}) and have not in kc.KERNEL_DERIVED_FROM.get(launch.name, {})):
         raise SystemExit("dev/perf: kernel %s: its cost in dev/perf/kernel_costs.py was derived from %s at %s, and this "
                          "tree's %s differs (sha256 %s): derive it again from the new code (and record the fingerprint), "
                          "or give the model the emulator's counters for it" % (

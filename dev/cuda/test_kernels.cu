@@ -1326,6 +1326,7 @@ static const char* USAGE =
 
 static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
     int shape_given = 0;
+    const char* csv_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--bench") == 0) {
             *bench = 1;
@@ -1341,8 +1342,7 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
             i++;
         } else if (strcmp(argv[i], "--csv") == 0) {
             if (i + 1 >= argc) { fail("flag --csv needs a file name\n%s", USAGE); }
-            g_bench_csv = fopenCheck(argv[i + 1], "w");
-            fprintf(g_bench_csv, "kernel,ms,bytes,flops\n");
+            csv_path = argv[i + 1];
             shape_given = 1; // a --bench option
             i++;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -1353,6 +1353,10 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
         }
     }
     if (shape_given && !*bench) { fail("-b, -t and --csv are options of the benchmark: add --bench"); }
+    if (csv_path != NULL) {
+        g_bench_csv = fopenCheck(csv_path, "w");
+        fprintf(g_bench_csv, "kernel,ms,bytes,flops\n");
+    }
 }
 
 int main(int argc, char** argv) {

@@ -23,7 +23,6 @@ arithmetic the source writes per element; transcendental functions (expf, tanhf)
 a warp's request through the 32 banks (128 bytes per clock per SM): a request whose 32 lanes touch
 distinct words of distinct banks, or the same word (broadcast), is one wavefront.
 """
-import math
 
 X = 2  # bytes per floatX element in the bf16 build
 

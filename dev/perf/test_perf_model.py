@@ -9,7 +9,6 @@ The step is traced on a small GPT-2 ('d2': L 2, C 128, the real vocabulary) so t
 in seconds; every identity below holds for any L and C, and the model traces GPT-2 124M ('d12')
 through the same code.
 """
-import json
 import os
 import subprocess
 import sys

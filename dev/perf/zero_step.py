@@ -15,7 +15,6 @@ run concurrently), per-collective latency (the messages are 12-69 MB: bandwidth-
 """
 import os
 import subprocess
-import sys
 
 import kernel_costs as kc
 

@@ -196,7 +196,8 @@ def expand_step(counts, S):
             nb = 4 * S.BT if b == 4 * tBT else 4 * (3 * S.BT + 1) if b == 4 * (3 * tBT + 1) else b
             launches.append(Launch("memcpy", "cudaMemcpyAsync", phase, {"bytes": nb}))
     if n_adamw != len(tensors):
-        raise SystemExit("dev/perf: the step launched AdamW %d times, the layout has %d tensors" % (n_adamw, len(tensors)))
+        raise SystemExit("dev/perf: the step launches AdamW %d times; kernel_costs.py's update (llmc/adamw.cuh at 2e0af91) "
+                         "launches it once per tensor (%d): this tree's update changed, derive its costs again" % (n_adamw, len(tensors)))
     return launches
 
 

@@ -340,9 +340,15 @@ static inline void train_pick_stage(TrainSizes* sz, const GPT2Config* c, int N, 
         }
     }
     if (stage < 0) {
-        fail("-z auto: no stage fits in %.1f MB per rank: stage 3 needs %.1f MB (plan %.1f MB + %.1f MB outside it); "
-             "more ranks, a smaller -b or -t, or a larger budget (-zm)", budget / MB,
-             (zero_plan_total(&plans[3]) + other) / MB, zero_plan_total(&plans[3]) / MB, other / MB);
+        // the smallest need (the lowest stage among equals): the budget that would have run.
+        // Not always stage 3's: its gather buffers can outweigh what it shards, on few ranks
+        // or in small shard groups (-zg).
+        int least = 0;
+        for (int s = 1; s < 4; s++) { if (zero_plan_total(&plans[s]) < zero_plan_total(&plans[least])) { least = s; } }
+        fail("-z auto: no stage fits in %.1f MB per rank: the least any stage needs is stage %d's %.1f MB (plan %.1f MB + "
+             "%.1f MB outside it); more ranks%s, a smaller -b or -t, or a larger budget (-zm)", budget / MB, least,
+             (zero_plan_total(&plans[least]) + other) / MB, zero_plan_total(&plans[least]) / MB, other / MB,
+             sz->zero.group_size < N ? " or larger shard groups (-zg)" : "");
     }
     sz->zero.stage = stage;
     if (stage != 3) { sz->zero.prefetch = 0; }

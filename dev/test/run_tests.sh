@@ -37,6 +37,7 @@ run_test "HellaSwag (prep fixture, known answers, PyTorch, ranks, emulated CUDA)
 run_test "bf16 tolerances vs a PyTorch twin of the rounding (tiny)" bash dev/test/test_bf16_bounds.sh
 run_test "the reduce-scatter over MPI (order, memory)" bash dev/test/test_mpi_comm.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
+run_test "one whole line per error message when every rank fails at once" bash dev/test/test_error_lines.sh
 run_test "hybrid sharding -zg over MPI sub-communicators" bash dev/test/test_hybrid.sh
 run_test "rendezvous without mpirun (fs, tcp)" bash dev/test/test_rendezvous.sh
 run_test "NCCL found where GPU images keep it (Makefile)" bash dev/test/test_build_detect.sh

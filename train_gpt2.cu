@@ -250,8 +250,8 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     if (p->replicas > 1) {
         model->group = (Comm*)mallocCheck(sizeof(Comm));
         model->across = (Comm*)mallocCheck(sizeof(Comm));
-        comm_split(comm, comm->rank / p->group_size, comm->rank, model->group);
-        comm_split(comm, comm->rank % p->group_size, comm->rank, model->across);
+        comm_split(comm, comm->rank / p->group_size, comm->rank, model->group, "the shard group's communicator (-zg)");
+        comm_split(comm, comm->rank % p->group_size, comm->rank, model->across, "the communicator across shard groups (-zg)");
     }
     size_t unit0 = lay->unit_size[0], block = lay->num_units > 1 ? lay->unit_size[1] : 0;
     if (p->stage < 3) { model->params = alloc_floatx(&mem->params, lay->total, "the parameters"); }

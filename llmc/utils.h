@@ -27,6 +27,8 @@ static inline void set_error_rank(int rank, int world_size) {
 
 // Called by fail() before it exits; a multi-process run sets it to take all ranks down.
 static void (*g_fail_hook)(void) = NULL;
+// The message of the failure under way (no prefix, no newline), for the hook to pass on.
+static char g_fail_text[1024] = "";
 
 // Print one line to stderr and exit(1). Used for every user-facing error. The line goes out in
 // one write(2): stderr is unbuffered, so printing the prefix, the text and the newline with three
@@ -48,6 +50,7 @@ static inline void __attribute__((noreturn, format(printf, 1, 2))) fail(const ch
     }
     va_end(again);
     va_end(ap);
+    snprintf(g_fail_text, sizeof(g_fail_text), "%.*s", (int)(len - (size_t)prefix), line + prefix);
     line[len++] = '\n';
     fflush(stdout); // what the run printed before the error comes first
     for (size_t done = 0; done < len;) {

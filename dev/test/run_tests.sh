@@ -82,6 +82,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu_emu bash dev/test/test_bad_input.sh
     run_test "emulated start-up: srun/PMI variables with -pn flags, comm stream priority" bash dev/test/test_comm_start.sh
     run_test "performance model: counts from the traced step vs theory, occupancy, plan (~1-2 min)" ${PYTHON:-/usr/bin/python3} dev/perf/test_perf_model.py
+    run_test "emulated NCCL error in a -zg split ends a wait on the world at once" bash dev/test/test_comm_errors.sh
 else
     echo "=== emulated CUDA tests skipped: no train_gpt2cu_emu (CUDA headers not found when building)"
 fi

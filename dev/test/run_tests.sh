@@ -79,6 +79,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu
     run_test "unit size -zu K (emulated CUDA, fp32 and bf16)" env UNIT_SIZE_SECTIONS=D bash dev/test/test_unit_size.sh
     run_test "gradient dtype -zd bf16|fp32 (emulated CUDA)" bash dev/test/test_reduce_dtype.sh
+    run_test "the ZeRO knobs combined: -zg x -zu (CPU and emulated CUDA), -zd fp32 x -zg, -zo 1 x -zu, -zo 1 x -zg" bash dev/test/test_knob_matrix.sh
     run_test "emulated train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu_emu bash dev/test/test_bad_input.sh
     run_test "emulated start-up: srun/PMI variables with -pn flags, comm stream priority" bash dev/test/test_comm_start.sh
     run_test "performance model: counts from the traced step vs theory, occupancy, plan (~1-2 min)" ${PYTHON:-/usr/bin/python3} dev/perf/test_perf_model.py

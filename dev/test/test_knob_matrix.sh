@@ -11,15 +11,15 @@
 #     one chain;
 #   - -zg 1 at stage 3: stage 0's bits (the cross-group ring over 4 groups of one adds slice j in
 #     stage 0's own order).
-#  CUDA on the emulator, N = 2 (every sum has 2 addends in rank order, so every combination below
-#  must give its stage-0 run's bits: losses, norms and the final model):
+#  CUDA on the emulator (random stream schedule), N = 2 (every sum has 2 addends in rank order,
+#  so every combination below must give its stage-0 run's bits: losses, norms and final model):
 #   - -z 3 -zg 1 -zu 2 = -z 0 -zu 2 (the across-groups all-reduce, 2-block units);
 #   - -z 2 -zg 1 -zd fp32, 2 micro-steps = -z 0 -zd fp32, 2 micro-steps (fp32 main grads
 #     all-reduced across the groups as ncclFloat32);
 #   - -z 3 -zo 1 -zu 2 = -z 0 -zu 2 (the offloaded update on 2-block units);
 #   - -z 1 -zo 1 -zg 1 = -z 0 (the offloaded update of a shard that is all-reduced across groups).
 #  (-zd fp32 with -zo 1 is refused in the bf16 build: test_bad_input.sh.)
-# usage: dev/test/test_knob_matrix.sh   (about 2.5 minutes on two shared cores; the CPU part ~20 s)
+# usage: dev/test/test_knob_matrix.sh   (about 2.5 minutes on two loaded shared cores; the CPU part ~20 s)
 set -u
 cd "$(dirname "$0")/../.."
 source dev/test/lib.sh
@@ -53,7 +53,9 @@ echo "--- CUDA trainer (bf16 build) on the emulator, N = 2"
 BIN=./train_gpt2cu_emu
 if [ ! -x $BIN ]; then bad "$BIN missing (make train_gpt2cu_emu)"
 else
-    export EMU_THREADS=${EMU_THREADS:-2}
+    # the random stream schedule: a missing wait between the streams (the copy stream's for the
+    # all-reduce across groups, say) shows as other bits, not only when the default order hides it
+    export EMU_THREADS=${EMU_THREADS:-2} EMU_SCHEDULE=${EMU_SCHEDULE:-random} EMU_SEED=${EMU_SEED:-5}
     ACC=(-d 256) # 2 ranks x B 2 x T 32 = 128 tokens a micro-step: 2 micro-steps
     cuda_run g0 $BIN 2 -x 2 -z 0 || bad "run g0"
     cuda_run g0u2 $BIN 2 -x 2 -z 0 -zu 2 || bad "run g0u2"

@@ -1,5 +1,6 @@
 # gpt2-zero build. `make` builds the trainers; `make test` prepares the data and the PyTorch
-# reference files (once) and runs every test; `make demo` trains a small GPT-2 on tiny Shakespeare.
+# reference files (once) and runs every test; `make check` runs a quick tier of them (minutes);
+# `make demo` trains a small GPT-2 on tiny Shakespeare.
 # Install the system packages first: dev/install_deps.sh (see README.md).
 
 CC ?= gcc
@@ -15,7 +16,7 @@ DATA_DIR = dev/data/tinyshakespeare
 DATA = $(DATA_DIR)/tiny_shakespeare_train.bin $(DATA_DIR)/tiny_shakespeare_val.bin
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all cuda emu test demo compare data fineweb hellaswag references clean
+.PHONY: all cuda emu test check demo compare data fineweb hellaswag references clean
 
 all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda
 
@@ -228,6 +229,13 @@ references: gpt2_124M.bin gpt2_tiny.bin
 
 test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
 	bash dev/test/run_tests.sh
+
+# the quick tier, for while you work (a few minutes once built): the tiny model against PyTorch,
+# bad input, stage 3 = stage 0 on 2 ranks (CPU and emulated CUDA), one emulated kernel family.
+# make test runs everything (before a merge; what CI runs).
+CHECK_EMU = $(if $(wildcard $(CUDA_INCLUDE)/cuda_runtime.h),train_gpt2cu_emu dev/cuda/test_kernels_fp32_emu)
+check: train_gpt2 test_gpt2 $(CHECK_EMU) data gpt2_tiny.bin
+	bash dev/test/run_tests.sh check
 
 # a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
 demo: train_gpt2 data

@@ -936,19 +936,24 @@ static void check_global_norm(size_t n) {
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
+// --only FAMILY: one family of kernels (make check's quick tier), else every family
+static const char* g_only = NULL;
+static const char* const FAMILIES = "encoder, layernorm, fused_residual, matmul, attention, gelu, classifier, adamw, global_norm";
+static int family(const char* name) { return g_only == NULL || strcmp(g_only, name) == 0; }
+
 static int run_correctness(void) {
     rng_init(&g_rng, 1337);
-    for (size_t i = 0; i < COUNT_OF(ENCODER_SHAPES); i++) { check_encoder(&ENCODER_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(LAYERNORM_SHAPES); i++) { check_layernorm(&LAYERNORM_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(FUSED_RESIDUAL_SHAPES); i++) {
-        check_fused_residual_layernorm(&FUSED_RESIDUAL_SHAPES[i]);
+    if (family("encoder")) { for (size_t i = 0; i < COUNT_OF(ENCODER_SHAPES); i++) { check_encoder(&ENCODER_SHAPES[i]); } }
+    if (family("layernorm")) { for (size_t i = 0; i < COUNT_OF(LAYERNORM_SHAPES); i++) { check_layernorm(&LAYERNORM_SHAPES[i]); } }
+    if (family("fused_residual")) {
+        for (size_t i = 0; i < COUNT_OF(FUSED_RESIDUAL_SHAPES); i++) { check_fused_residual_layernorm(&FUSED_RESIDUAL_SHAPES[i]); }
     }
-    for (size_t i = 0; i < COUNT_OF(MATMUL_SHAPES); i++) { check_matmul(&MATMUL_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention(&ATTENTION_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(GELU_SIZES); i++) { check_gelu(GELU_SIZES[i]); }
-    for (size_t i = 0; i < COUNT_OF(CLASSIFIER_SHAPES); i++) { check_classifier(&CLASSIFIER_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(ADAMW_CASES); i++) { check_adamw(&ADAMW_CASES[i]); }
-    for (size_t i = 0; i < COUNT_OF(GLOBAL_NORM_SIZES); i++) { check_global_norm(GLOBAL_NORM_SIZES[i]); }
+    if (family("matmul")) { for (size_t i = 0; i < COUNT_OF(MATMUL_SHAPES); i++) { check_matmul(&MATMUL_SHAPES[i]); } }
+    if (family("attention")) { for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention(&ATTENTION_SHAPES[i]); } }
+    if (family("gelu")) { for (size_t i = 0; i < COUNT_OF(GELU_SIZES); i++) { check_gelu(GELU_SIZES[i]); } }
+    if (family("classifier")) { for (size_t i = 0; i < COUNT_OF(CLASSIFIER_SHAPES); i++) { check_classifier(&CLASSIFIER_SHAPES[i]); } }
+    if (family("adamw")) { for (size_t i = 0; i < COUNT_OF(ADAMW_CASES); i++) { check_adamw(&ADAMW_CASES[i]); } }
+    if (family("global_norm")) { for (size_t i = 0; i < COUNT_OF(GLOBAL_NORM_SIZES); i++) { check_global_norm(GLOBAL_NORM_SIZES[i]); } }
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }
@@ -1317,8 +1322,9 @@ static int run_bench(const BenchShape* s, const cudaDeviceProp* prop) {
 // command line and main
 
 static const char* USAGE =
-    "usage: test_kernels [--bench [-b B] [-t T] [--csv FILE]]\n"
+    "usage: test_kernels [--only FAMILY | --bench [-b B] [-t T] [--csv FILE]]\n"
     "  (no flags)  every CUDA kernel against its CPU twin, and twice for the same bits\n"
+    "  --only F    the same for one family F of kernels (encoder, layernorm, ..., global_norm)\n"
     "  --bench     time each kernel at the GPT-2 124M training shape against its floor\n"
     "  -b B        --bench batch size (default 8)\n"
     "  -t T        --bench sequence length (default 1024)\n"
@@ -1330,6 +1336,14 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--bench") == 0) {
             *bench = 1;
+        } else if (strcmp(argv[i], "--only") == 0) {
+            if (i + 1 >= argc) { fail("flag --only needs a kernel family: %s", FAMILIES); }
+            g_only = argv[++i];
+            char padded[256];
+            snprintf(padded, sizeof(padded), ", %s,", g_only);
+            char list[256];
+            snprintf(list, sizeof(list), ", %s,", FAMILIES);
+            if (strstr(list, padded) == NULL) { fail("flag --only expects a kernel family (%s), got '%s'", FAMILIES, g_only); }
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "-t") == 0) {
             if (i + 1 >= argc) { fail("flag %s needs a value\n%s", argv[i], USAGE); }
             char* end = NULL;
@@ -1353,6 +1367,7 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
         }
     }
     if (shape_given && !*bench) { fail("-b, -t and --csv are options of the benchmark: add --bench"); }
+    if (g_only != NULL && *bench) { fail("--only applies to the correctness checks, not to --bench"); }
     if (csv_path != NULL) {
         g_bench_csv = fopenCheck(csv_path, "w");
         fprintf(g_bench_csv, "kernel,ms,bytes,flops\n");

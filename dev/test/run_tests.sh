@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of `make test` and ends with one line "N passed, N failed" (the sum of the
 # checks of all test programs; a program that dies without its own summary counts as 1 failed).
+# `run_tests.sh check` (make check) runs the quick tier instead: one test from every level, a
+# few minutes, for while you work; `make test` (everything, ~30 min) before a merge, and in CI.
 set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -22,6 +24,19 @@ run_test() { # run_test NAME COMMAND...
     total_passed=$((total_passed + p)); total_failed=$((total_failed + f))
     echo "=== $name: exit $rc, $p passed, $f failed, $((SECONDS - start)) s"
 }
+finish() { echo "$total_passed passed, $total_failed failed"; [ $total_failed -eq 0 ]; exit; }
+
+if [ "${1:-}" = check ]; then # the quick tier: one test from every level
+    run_test "test_gpt2 (tiny vs PyTorch)" ./test_gpt2 gpt2_tiny
+    run_test "bad input" bash dev/test/test_bad_input.sh
+    run_test "stage 3 = stage 0 on 2 ranks (CPU, emulated CUDA)" bash dev/test/test_stages_2ranks.sh
+    if [ -x ./dev/cuda/test_kernels_fp32_emu ]; then
+        run_test "emulated CUDA kernels: the layernorm family (fp32)" env EMU_THREADS=2 ./dev/cuda/test_kernels_fp32_emu --only layernorm
+    else echo "=== emulated CUDA kernels skipped: no dev/cuda/test_kernels_fp32_emu (CUDA headers not found when building)"; fi
+    finish
+elif [ $# -gt 0 ]; then
+    echo "usage: $0 [check]   (no argument: every test; check: the quick tier)"; exit 2
+fi
 run_test "test_gpt2 (GPT-2 124M vs PyTorch)" ./test_gpt2 gpt2_124M
 run_test "test_gpt2 (tiny vs PyTorch)" ./test_gpt2 gpt2_tiny
 run_test "sharding plan and sampler" ./dev/test/test_zero_plan
@@ -87,5 +102,4 @@ if [ -x ./train_gpt2cu_emu ]; then
 else
     echo "=== emulated CUDA tests skipped: no train_gpt2cu_emu (CUDA headers not found when building)"
 fi
-echo "$total_passed passed, $total_failed failed"
-[ $total_failed -eq 0 ]
+finish

@@ -53,7 +53,7 @@ if [ -n "$LLMC" ]; then
     mkdir -p "$tmp/llmc_run/dev/data"
     ln -s "$ROOT/gpt2_124M.bin" "$ROOT/gpt2_tokenizer.bin" "$tmp/llmc_run/"
     ln -s "$ROOT/$DATA_DIR" "$tmp/llmc_run/dev/data/tinyshakespeare"
-    rev=$(git -C "$LLMC" rev-parse --short HEAD 2> /dev/null || echo "no git")
+    rev=$(git -C "$LLMC" rev-parse --short HEAD 2> /dev/null || basename "$LLMC")
     names+=("llm.c train_gpt2.c ($rev)")
 fi
 [ $TORCH = 1 ] && names+=("PyTorch $($PYTHON -c 'import torch; print(torch.__version__)') (train_gpt2.py's GPT)")
@@ -64,7 +64,7 @@ median() { sort -n | awk '{ t[NR] = $1 } END { if (NR == 0) { print "nan"; exit 
 keep() { # keep I: the step times on stdin (first 2 dropped) into trainer I's files
     tail -n +3 > "$tmp/round.ms"
     cat "$tmp/round.ms" >> "$tmp/$1.ms"
-    median < "$tmp/round.ms" >> "$tmp/$1.rounds"
+    median < "$tmp/round.ms" | awk '{ printf "%.0f\n", $1 }' >> "$tmp/$1.rounds"
 }
 run_ours() {
     OMP_NUM_THREADS=$THREADS ./train_gpt2 -e gpt2_124M.bin -b 4 -t 64 -x "$STEPS" -v 0 -s 0 > "$tmp/ours.txt"
@@ -119,12 +119,12 @@ cores=$(lscpu 2> /dev/null | awk -F: '/^Core\(s\) per socket/ { c = $2 } /^Socke
 avx512=$(grep -qw avx512f /proc/cpuinfo && echo "AVX-512" || echo "no AVX-512")
 echo "machine: $cpu, ${cores:-?} cores ($(nproc) CPUs online), $avx512; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 ours=$(median < "$tmp/0.ms")
-printf "%-42s %14s %8s %7s  %s\n" "trainer" "median ms/step" "tok/s" "steps" "each round's median (ms)"
+printf "%-42s %14s %8s %7s  %s\n" "trainer" "median ms/step" "tok/s" "steps" "each round's median (ms), time / ours"
 for i in 0 1 2; do
     [ -f "$tmp/$i.ms" ] || continue
     m=$(median < "$tmp/$i.ms")
     printf "%-42s %14.0f %8.0f %7d  %s" "${names[$i]}" "$m" "$(awk -v m="$m" 'BEGIN { print 256000 / m }')" "$(wc -l < "$tmp/$i.ms")" \
         "$(tr '\n' ' ' < "$tmp/$i.rounds")"
-    [ $i -gt 0 ] && awk -v m="$m" -v o="$ours" 'BEGIN { printf " (%.2fx ours)", m / o }'
+    [ $i -gt 0 ] && awk -v m="$m" -v o="$ours" 'BEGIN { printf " %.2fx", m / o }'
     echo
 done

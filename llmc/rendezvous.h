@@ -44,7 +44,7 @@ instead (rendezvous_abort): the other ranks stop at once with it, not at the tim
 #define RENDEZVOUS_ABORT_MAGIC 0x52445a58 // "RDZX": the file holds rank 0's reason for stopping, not the blob
 #define RENDEZVOUS_ABORT_SIZE 0xFFFFFFFFu // tcp: sent in place of the blob's size, then the reason's size and text
 #define RENDEZVOUS_REASON_MAX 1023        // bytes of a reason passed on
-#define RENDEZVOUS_ABORT_WAIT_S 10.0      // tcp: how long a stopping rank 0 waits for the others to come and hear it
+#define RENDEZVOUS_ABORT_WAIT_S 10.0      // how long a stopping rank 0 waits at most for the others to hear it
 
 typedef struct {
     int rank;            // this process, 0..world_size-1
@@ -423,8 +423,9 @@ static inline void rendezvous_broadcast(const Rendezvous* rv, void* blob, size_t
 // magic, until every other rank has read it or RENDEZVOUS_ABORT_WAIT_S (or the timeout, if
 // shorter) has passed; then rank 0 removes it (one left by a killed rank 0 is replaced by the
 // next job's). tcp: rank 0 listens, and tells each rank that connects, for as long at most.
-// A rank that comes later fails at its timeout as before. Silent and best effort: it runs inside fail(), after rank
-// 0's own message; where it cannot (the port taken, the file there already) nothing changes.
+// A rank that comes later fails at its timeout as before. Silent and best effort: it runs
+// inside fail(), after rank 0's own message; where it cannot (the port taken, an id already
+// published) nothing changes.
 static inline void rendezvous_abort(const Rendezvous* rv, const char* why) {
     if (rv->rank != 0 || rv->world_size <= 1 || rv->method == NULL) { return; }
     size_t n = strlen(why) < RENDEZVOUS_REASON_MAX ? strlen(why) : RENDEZVOUS_REASON_MAX;

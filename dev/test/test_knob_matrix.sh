@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The ZeRO knobs in combination, on both trainers: -zg x -zu, and on the CUDA trainer (emulated,
 # bf16 build) -zd fp32 x -zg, -zo 1 x -zu, -zo 1 x -zg. Each knob has its own test; this one
-# checks that they compose, each combination against the run that DESIGN.md §5.6 and §6 say it must
-# equal, bit for bit where they say so, to a tolerance (with the reason) where they do not.
+# checks that they compose, each combination against the run that DESIGN.md §5.6 and §6 say it
+# must equal: bit for bit where they say so, to a tolerance (with the reason) where they do not.
 # The tiny model, B 2, T 32, 3 steps (2 on CUDA).
 #  CPU, N = 4, -zu 2:
 #   - -zg 2 at stages 1, 2, 3: byte-identical to each other (same groups, same sums);

@@ -1,7 +1,10 @@
 /*
 Causal self-attention on the GPU, flash-attention style: the CUDA twin of attention_forward /
 attention_backward in train_gpt2.c (same math: scores q.k / sqrt(hs), causal mask, softmax,
-weighted sum of v; same names for the same tensors).
+weighted sum of v; same names for the same tensors). Each build has its own kernels under the
+same names: the bf16 build (the trainer's default) runs FlashAttention-2 on tensor cores; the fp32
+build keeps simple fp32 kernels on CUDA cores, the tight reference that test_gpt2.cu checks against
+PyTorch.
 
 Why not the CPU's way: the CPU keeps att (B,NH,T,T), the softmax weights, for the backward. At
 GPT-2 124M with B=8, T=1024 that is 8*12*1024*1024 floats = 400 MB per layer. Here no T x T
@@ -12,7 +15,8 @@ scores. The backward recomputes P_ij = exp(s_ij - lse_i) from q, k and lse.
 
 Why the backward has two passes: dK_j and dV_j are sums over the queries i, dQ_i is a sum over the
 keys j. One pass over (i,j) tiles would have to add into one of them from many blocks (atomics,
-whose order changes from run to run) or keep a T x T buffer. Instead:
+whose order changes from run to run: FlashAttention-2 adds dQ with atomicAdd) or keep a T x T
+buffer. Instead:
     1. attention_backward_rowdot_kernel: D_i = dout_i . out_i into scratch (B,NH,T)
        (D_i = sum_j P_ij dP_ij, the softmax backward's row term; it is cheaper from out)
     2. attention_backward_dkdv_kernel: a block owns 64 keys and loops over the query tiles
@@ -21,9 +25,69 @@ whose order changes from run to run) or keep a T x T buffer. Instead:
        its last query: dQ_i = scale * sum_j dS_ij k_j
 with dP_ij = dout_i . v_j and dS_ij = P_ij (dP_ij - D_i). Every element of dqkv has one writer
 that sums in a fixed order, and no atomics are used anywhere: two runs give identical bits. The
-price is computing s_ij and dP_ij twice.
+price is computing s_ij and dP_ij twice: 7 products where FlashAttention-2 does 5.
 
-Tiling (the same in all three attention kernels, HS = hs a template parameter: 16, 32, 64 or 128; 16 is the tiny test model's):
+The bf16 build, beside the FlashAttention-2 paper (T. Dao, 2023, arXiv:2307.08691):
+  - attention_forward_kernel is Algorithm 1 for one query tile Q_i (the grid is its outer loop):
+    line 4, Q_i into registers; lines 6-7, the key tiles K_j, V_j up to the diagonal through
+    shared memory; line 8, S = Q_i K_j^T on tensor cores; line 9, the online softmax on S's
+    accumulators; line 10, O += P V_j on tensor cores; lines 12-15, O / l and L_i = lse. The
+    kernel marks the lines.
+  - the dK/dV kernel is Algorithm 2's outer loop (one K_j, V_j per block) without dQ; the dQ
+    kernel is line 15's dQ_i update with the loops swapped, so that one block owns each dQ_i.
+  - products: mma.sync m16n8k16 (llmc/mma.cuh), a 16x8 fp32 block of D = A B + C per warp and
+    instruction, A 16x16 and B 16x8 in bf16. Every product here is one of two shapes: "rows of my
+    16 x the other side's rows" (S = Q K^T, dP = dout V^T and their transposes, over the hs dims:
+    the other side's tile is B without transpose) and "my 16 x 16 weights x the other side's
+    rows" (P V, dS K, P^T dout, dS^T Q: the tile is B with .trans). The fp32 results of the first
+    kind are, lane for lane, the A operand of the second once rounded to bf16 (mma.cuh), so
+    P and dS never leave the registers.
+  - exp2f: a score leaves the accumulator as s * scale * log2(e) (one multiply), and exp(x - m)
+    is computed as exp2(x' - m'): ex2 is one instruction. m and lse2 = lse * log2(e) live in the
+    same units (the _log2 functions below).
+  - numerics: the tensor cores take bf16 operands, so P (before P V and P^T dout) and dS (before
+    dS K and dS^T Q) are rounded to bf16, as in FlashAttention; everything else is fp32 (the
+    accumulators, m, l, lse, D). dev/test/bf16_rounding.py rounds at the same places.
+
+Why these tiles (the bf16 build):
+  - a warp owns 16 rows: one mma M tile. A block is 4 warps (128 threads), 64 rows (Br = 64),
+    of one (b, h); grid (ceil(T/64), NH, B), the heaviest query tiles first.
+  - the other side is staged 64 rows at a time (Bc = 64 = Br: the diagonal tile is the last one
+    a query block visits, and the only one needing the causal mask), double-buffered: cp.async
+    brings tile j+1 while tile j computes. Shared memory 2 buffers x 2 tensors x 64 rows x
+    (hs + 8) bf16 = 36 KB at hs 64 (+ 1 KB of lse and D in dK/dV), dynamic (69 KB at hs 128 needs
+    the opt-in above 48 KB).
+  - registers (ptxas, sm_80, hs 64): the forward holds Q_i's A fragments (16 registers), O (32),
+    S for 64 keys (32): 122 registers, 4 blocks = 16 warps per SM. The dK/dV kernel holds K_j,
+    V_j (32) and dK_j, dV_j (64), and takes the queries 16 at a time so S^T and dP^T need only 16:
+    166 registers, 3 blocks. The dQ kernel: Q_i, dO_i (32), dQ (32), 16 keys at a time: 123, 4
+    blocks. (dev/test/test_attention_ptx.sh prints them all, and checks there are no spills; at
+    hs 128 K_j, V_j stay in shared memory.) 4 blocks of 36 KB also fit the A100's 164 KB of
+    shared memory per SM (H100: 228 KB).
+  - the price of 16-row warps: each mma reads its B operand (256 bytes) from shared memory. An
+    SM's shared memory gives 128 bytes per clock; an A100 SM does 1/2 mma per clock (312 TFLOP/s
+    / 108 SMs / 1.41 GHz = 2048 FLOP per clock, 4096 per mma): balanced. An H100 SM does 1 per
+    clock (989 TFLOP/s / 132 / 1.83 GHz): shared memory caps it near half its peak. Warps of 32
+    rows (FlashAttention-2's 128-row blocks) halve that traffic but need ~200 registers; sm_90's
+    wgmma reads operands for 64 rows at once: the next step on an H100.
+
+Shared memory without bank conflicts: a tile row of hs bf16 is padded by 16 bytes, so its pitch,
+hs/8 + 1 units of 16 bytes, is odd. An ldmatrix phase reads 8 rows at one 16-byte column, and the
+tile loader's 8 consecutive threads store one 16-byte column of 8 rows: with an odd pitch those 8
+addresses fall in the 8 distinct 16-byte groups of the 32 banks. (A swizzle, XOR of the column
+with row % 8, saves the padding but needs 8 columns per row, hs >= 64; the tiny model has hs 16.)
+dev/test/test_attention_host.cu checks both access patterns for every hs.
+
+Any T: staged rows at or past T are zeros (never NaN, which 0 * NaN would carry into P V) and
+masked (the forward's causal mask covers keys past T; the dK/dV kernel masks queries past T);
+rows past T compute harmlessly and are not written. Every lane reaches every mma, ldmatrix,
+shuffle and barrier: the branches around them are uniform over the warp or the block.
+
+The per-element math (the online-softmax merge, P from lse, dS) is in __host__ __device__
+functions at the top, tested on the CPU by dev/test/test_attention_host.cu against train_gpt2.c,
+with the fragment layouts (a host simulation of ldmatrix and mma by mma.cuh's documented layout).
+
+The fp32 build's tiling (HS = hs a template parameter: 16, 32, 64 or 128):
   - a block owns ATT_ROWS = 64 rows (queries in the forward and dQ, keys in dK/dV) of one (b, h);
     grid (ceil(T/64), NH, B)
   - a row is split over G = HS/16 consecutive threads, each holding 16 of its hs dims in registers
@@ -38,12 +102,6 @@ Tiling (the same in all three attention kernels, HS = hs a template parameter: 1
   - causality skips whole tiles: a query block only visits keys < its end, a key block only
     queries >= its start.
 Math on CUDA cores in fp32 (inputs and outputs floatX), readable rather than fast.
-Next performance step: tensor cores (mma.sync bf16 m16n8k16, fp32 accumulate) for q k^T, P v,
-dout v^T, dS^T q and dS k, as FlashAttention-2 does; tiles in shared memory as bf16 with 16-byte
-loads; exp2f on scores pre-scaled by log2(e).
-
-The per-element math (the online-softmax merge, P from lse, dS) is in __host__ __device__
-functions at the top, tested on the CPU by dev/test/test_attention_host.cu against train_gpt2.c.
 */
 #ifndef LLMC_ATTENTION_CUH
 #define LLMC_ATTENTION_CUH
@@ -52,6 +110,7 @@ functions at the top, tested on the CPU by dev/test/test_attention_host.cu again
 #include <limits.h>
 #include <stdint.h>
 #include "cuda_common.cuh"
+#include "mma.cuh"
 
 // ----------------------------------------------------------------------------
 // per-element math, on host and device
@@ -197,7 +256,7 @@ __device__ inline void att_store_row(floatX* row, const float* x, float factor, 
 }
 
 // ----------------------------------------------------------------------------
-// forward
+// the fp32 build: forward
 
 // out (B,T,C), lse (B,NH,T); qkv (B,T,3C). Block (query tile, h, b); G threads per query.
 template <int HS>
@@ -256,7 +315,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
 }
 
 // ----------------------------------------------------------------------------
-// backward
+// the fp32 build: backward (D_i comes from attention_backward_rowdot_kernel above)
 
 // dqkv's k and v parts (B,T,3C): dK_j = scale * sum_i dS_ij q_i, dV_j = sum_i P_ij dout_i, over
 // the queries i >= j. Block (key tile, h, b); G threads per key; q and dout staged per query tile.
@@ -422,20 +481,41 @@ __host__ __device__ constexpr int att_tc_min_blocks_dq() { return HS <= 64 ? 4 :
 template <int HS>
 __host__ __device__ constexpr int att_tc_min_blocks_dkdv() { return HS <= 32 ? 4 : HS <= 64 ? 3 : 2; }
 
-#if defined(ENABLE_BF16)
-#include "mma.cuh"
+// Which element of a tile each lane names for ldmatrix.x4 (mma.cuh), within a 16x16 block: the A
+// pattern (A fragments; B fragments, with .trans, of a tile whose rows are k) and the B pattern
+// (B fragments of two n8 tiles, no .trans, of a tile whose rows are n)
+__host__ __device__ constexpr int att_tc_a_row(int lane) { return lane % 8 + 8 * ((lane / 8) % 2); }
+__host__ __device__ constexpr int att_tc_a_col(int lane) { return 8 * (lane / 16); }
+__host__ __device__ constexpr int att_tc_b_row(int lane) { return lane % 8 + 8 * (lane / 16); }
+__host__ __device__ constexpr int att_tc_b_col(int lane) { return 8 * ((lane / 8) % 2); }
 
+// The tile loader's element e (a 16-byte chunk): row e%8 + 8*(e/(8*CH)), chunk (e/8) % CH of the
+// row's CH = HS/8 chunks. 8 consecutive threads (one shared-memory wavefront of 16-byte stores)
+// write one chunk of 8 consecutive rows, which the padding puts in 8 distinct 16-byte bank groups.
+__host__ __device__ constexpr int att_tc_load_row(int e, int CH) { return e % 8 + 8 * (e / (8 * CH)); }
+__host__ __device__ constexpr int att_tc_load_chunk(int e, int CH) { return (e / 8) % CH; }
+
+// the A fragment (bf16) of k-columns 16c..16c+15 from the fp32 C fragments lo = x[2c], hi =
+// x[2c+1] of a 16 x N product (mma.cuh: a0 = (c0, c1) of lo, a1 = (c2, c3) of lo, a2, a3 of hi)
+__host__ __device__ inline void att_tc_c_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+    a[0] = pack_bf16x2(lo[0], lo[1]);
+    a[1] = pack_bf16x2(lo[2], lo[3]);
+    a[2] = pack_bf16x2(hi[0], hi[1]);
+    a[3] = pack_bf16x2(hi[2], hi[3]);
+}
+
+#if defined(ENABLE_BF16)
 // Rows [r0, r0 + ROWS) of one head's slice into a shared tile (ROWS, pitch) of bf16, 16 bytes per
-// cp.async; rows at or past T are zero-filled (a plain 16-byte store). Call from every thread of
-// the block, then cp_async_commit(). Element e is chunk (e/8) % CH of row e%8 + 8*(e/(8*CH)): 8
-// consecutive threads write 8 consecutive rows at one chunk, which the padding puts in 8 distinct
-// 16-byte bank groups; a warp still reads whole rows of global memory (4 rows of 128 B for hs 64).
+// cp.async; rows at or past T are zero-filled (a plain 16-byte store): their scores are masked,
+// but a NaN there would still reach P v as 0 * NaN. Call from every thread of the block, then
+// cp_async_commit(). Elements as att_tc_load_row/chunk; a warp still reads whole rows of global
+// memory (4 rows of 128 B at hs 64), so the loads stay coalesced.
 template <int HS, int ROWS>
 __device__ inline void att_tc_load_tile(floatX* tile, const floatX* head, size_t row_stride, int r0, int T) {
     constexpr int CH = HS / 8; // 16-byte chunks per row
     static_assert(ROWS % 8 == 0, "tiles are loaded 8 rows at a time");
     for (int e = threadIdx.x; e < ROWS * CH; e += blockDim.x) {
-        int r = e % 8 + 8 * (e / (8 * CH)), c = (e / 8) % CH;
+        int r = att_tc_load_row(e, CH), c = att_tc_load_chunk(e, CH);
         floatX* dst = tile + r * att_tc_pitch<HS>() + 8 * c;
         if (r0 + r < T) {
             cp_async_16(smem_addr(dst), head + (size_t)(r0 + r) * row_stride + 8 * c);
@@ -445,24 +525,14 @@ __device__ inline void att_tc_load_tile(floatX* tile, const floatX* head, size_t
     }
 }
 
-// Shared addresses this lane gives ldmatrix.x4 for a 16x16 block at (row0, col0) of a tile
-// (mma.cuh): the A pattern (A fragments; B fragments of a tile whose rows are k, with .trans) and
-// the B pattern (B fragments of two n8 tiles from a tile whose rows are n, no .trans).
+// the shared address this lane gives ldmatrix.x4 for the 16x16 block at (row0, col0) of a tile
 template <int HS>
 __device__ inline uint32_t att_tc_a_addr(const floatX* tile, int row0, int col0, int lane) {
-    return smem_addr(tile + (row0 + lane % 8 + 8 * ((lane / 8) % 2)) * att_tc_pitch<HS>() + col0 + 8 * (lane / 16));
+    return smem_addr(tile + (row0 + att_tc_a_row(lane)) * att_tc_pitch<HS>() + col0 + att_tc_a_col(lane));
 }
 template <int HS>
 __device__ inline uint32_t att_tc_b_addr(const floatX* tile, int row0, int col0, int lane) {
-    return smem_addr(tile + (row0 + lane % 8 + 8 * (lane / 16)) * att_tc_pitch<HS>() + col0 + 8 * ((lane / 8) % 2));
-}
-
-// the A fragment (bf16) of k-columns 16c..16c+15 from the fp32 C fragments x[2c], x[2c+1] (mma.cuh)
-__device__ inline void att_tc_c_to_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
-    a[0] = pack_bf16x2(lo[0], lo[1]);
-    a[1] = pack_bf16x2(lo[2], lo[3]);
-    a[2] = pack_bf16x2(hi[0], hi[1]);
-    a[3] = pack_bf16x2(hi[2], hi[3]);
+    return smem_addr(tile + (row0 + att_tc_b_row(lane)) * att_tc_pitch<HS>() + col0 + att_tc_b_col(lane));
 }
 
 // acc[2np], acc[2np+1] += a (16x16) times the 16 x 16 block (rows k0.., cols 16np..) of a tile
@@ -562,7 +632,8 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
     floatX* stage = (floatX*)att_smem; // [buffer 2][K, V][ATT_TC_STAGE][P]
     auto k_tile = [&](int buf) { return stage + (2 * buf) * ATT_TC_STAGE * P; };
     auto v_tile = [&](int buf) { return stage + (2 * buf + 1) * ATT_TC_STAGE * P; };
-    int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_TC_ROWS;
+    // the last query tiles visit the most key tiles: they go first, so the grid does not end on them
+    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TC_ROWS;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int row_lo = q0 + 16 * warp; // this warp's first query; the lane's rows are row_lo + g, + g + 8
     size_t C3 = 3 * (size_t)C;
@@ -644,7 +715,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
         cp_async_wait_all();
         __syncthreads(); // the next tile has landed; every warp is done with this one
     }
-    // lines 12-13: O_i = diag(l)^-1 O; L_i = m + log(l), written (rows < T only)
+    // lines 12-15: O_i = diag(l)^-1 O and L_i = m + log(l), written (rows < T only)
     float inv_l[2];
     #pragma unroll
     for (int half = 0; half < 2; half++) {
@@ -735,12 +806,12 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* q
         for (int c = 0; c < ATT_TC_STAGE / 16; c++) {
             int qc = q0 + 16 * c; // the chunk's first query
             if (qc + 15 < key_lo) { continue; } // warp-uniform: every query precedes every key
-            // line 10: S^T = K_j Q_i^T (keys x queries); line 12 (as FA2 orders it): dP^T = V_j dO_i^T
+            // line 10: S (here S^T = K_j Q_i^T, keys x queries); line 13: dP^T = V_j dO_i^T
             float sT[2][4], dpT[2][4];
             att_tc_mma_rows_n<HS, 2>(sT, kf, q_tile(buf), 16 * c, lane);
             att_tc_mma_rows_n<HS, 2>(dpT, vf, do_tile(buf), 16 * c, lane);
             // line 11: P = exp2(S scale log2(e) - L log2(e)), 0 where the query precedes the key
-            // or is past T; line 13: dS = P o (dP - D)
+            // or is past T; line 14: dS = P o (dP - D)
             bool mask = qc < key_lo + 15 || qc + 15 >= T;
             #pragma unroll
             for (int j = 0; j < 2; j++) {
@@ -754,7 +825,7 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* q
                     sT[j][e] = p;
                 }
             }
-            // line 11: dV_j += P^T dO_i; line 14 (as FA2): dK_j += dS^T Q_i (scale at the end)
+            // line 12: dV_j += P^T dO_i; line 16: dK_j += dS^T Q_i (scale at the end)
             uint32_t pA[4], dsA[4];
             att_tc_c_to_a(pA, sT[0], sT[1]);
             att_tc_c_to_a(dsA, dpT[0], dpT[1]);
@@ -765,7 +836,7 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* q
         cp_async_wait_all();
         __syncthreads();
     }
-    // line 16: write dK_j, dV_j
+    // line 18: write dK_j, dV_j
     const float dk_factor[2] = {scale, scale}, dv_factor[2] = {1.0f, 1.0f};
     floatX* dqkv_b = dqkv + (size_t)b * T * C3 + h * HS;
     att_tc_store_rows<HS>(dqkv_b + C, C3, dk, dk_factor, key_lo, T, lane);
@@ -784,7 +855,7 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
     floatX* stage = (floatX*)att_smem; // [buffer 2][K, V][ATT_TC_STAGE][P]
     auto k_tile = [&](int buf) { return stage + (2 * buf) * ATT_TC_STAGE * P; };
     auto v_tile = [&](int buf) { return stage + (2 * buf + 1) * ATT_TC_STAGE * P; };
-    int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * ATT_TC_ROWS;
+    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT_TC_ROWS; // heaviest first
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int row_lo = q0 + 16 * warp; // this warp's first query
     size_t C3 = 3 * (size_t)C;
@@ -834,10 +905,12 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
         for (int c = 0; c < ATT_TC_STAGE / 16; c++) {
             int kc = k0 + 16 * c; // the chunk's first key
             if (kc > row_lo + 15) { continue; } // warp-uniform: every key follows every query
-            // S = Q_i K_j^T, dP = dO_i V_j^T (16 queries x 16 keys)
+            // lines 10, 13: S = Q_i K_j^T, dP = dO_i V_j^T (16 queries x 16 keys)
             float s[2][4], dp[2][4];
             att_tc_mma_rows_n<HS, 2>(s, qf, k_tile(buf), 16 * c, lane);
             att_tc_mma_rows_n<HS, 2>(dp, dof, v_tile(buf), 16 * c, lane);
+            // lines 11, 14: P = exp2(S scale log2(e) - L log2(e)), 0 for keys after the query;
+            // dS = P o (dP - D)
             bool mask = kc + 15 > row_lo; // some key after some query
             #pragma unroll
             for (int j = 0; j < 2; j++) {
@@ -849,7 +922,7 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
                     dp[j][e] = attention_dscore(p, dp[j][e], D_row[e / 2]);
                 }
             }
-            // dQ_i += dS K_j (scale at the end)
+            // line 15: dQ_i += dS K_j (scale at the end), in registers until the last key tile
             uint32_t dsA[4];
             att_tc_c_to_a(dsA, dp[0], dp[1]);
             att_tc_mma_rows_k<HS>(dq, dsA, k_tile(buf), 16 * c, lane);

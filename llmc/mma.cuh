@@ -80,7 +80,6 @@ __host__ __device__ inline uint32_t pack_bf16x2(float lo, float hi) {
     return r;
 }
 
-#if defined(__CUDACC__)
 // ----------------------------------------------------------------------------
 // the instructions (device only)
 
@@ -116,6 +115,5 @@ __device__ inline void cp_async_16(uint32_t dst, const void* src) {
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // wait until none of this thread's committed groups is still in flight (wait_group 0)
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-#endif
 
 #endif // LLMC_MMA_CUH

@@ -4,12 +4,13 @@ wrapper over four PTX instructions, written as inline `asm volatile` so that wha
 the instruction named here (no library layer whose fragment layout is unspecified, as WMMA's is).
 
     mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32   D (16x8, fp32) = A (16x16, bf16) B (16x8, bf16) + C
-    ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16  one to four 8x8 bf16 matrices, shared -> registers
+    ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16       four 8x8 bf16 matrices, shared -> registers
     cp.async.cg.shared.global [dst], [src], 16;            16 bytes global -> shared, without registers
-    cp.async.commit_group; cp.async.wait_group N;          group the copies above; wait for all but N groups
+    cp.async.commit_group; cp.async.wait_group 0;          group the copies above; wait for all of them
 
-Every one is warp-wide (.sync.aligned): all 32 lanes of the warp must execute the same instruction
-with the same qualifiers, so a caller only ever reaches them under warp-uniform conditions. Shared
+mma and ldmatrix are warp-wide (.sync.aligned): all 32 lanes of the warp must execute the same
+instruction with the same qualifiers, so a caller only ever reaches them under warp-uniform
+conditions; cp.async is per thread (its copy is visible to the thread after its wait). Shared
 addresses are 32-bit offsets in the shared window (what `__cvta_generic_to_shared` gives), passed as
 "r" operands; registers holding two bf16 are "r" (32 bits), fp32 accumulators "f".
 
@@ -23,9 +24,8 @@ warp, g = lane / 4 (its "groupID") and t = lane % 4 (its "threadID_in_group"):
       b0 = B[2t, 2t+1][g]      b1 = B[2t+8, 2t+9][g]        (the two k of one register: low 16 bits = lower k)
   C and D, 16x8 fp32, 4 registers:
       c0 = C[g][2t]    c1 = C[g][2t+1]    c2 = C[g+8][2t]    c3 = C[g+8][2t+1]
-  ldmatrix: lane 8i + r gives the shared address of row r (16 contiguous, 16-byte-aligned bytes) of
-  matrix i (lanes 0-7 for .x1, 0-15 for .x2, all for .x4; the others' addresses are not read, but
-  are kept valid here); register i of every lane receives from matrix i
+  ldmatrix.x4: lane 8i + r gives the shared address of row r (16 contiguous, 16-byte-aligned bytes)
+  of matrix i; register i of every lane receives from matrix i
       without .trans: row g, elements 2t and 2t+1        with .trans: elements (2t, g) and (2t+1, g)
   i.e. .trans hands out the transposed 8x8 matrix.
 

@@ -692,7 +692,7 @@ static void attention_backward_out_correction(float* dqkv, const float* att, con
 // backward P from the GPU's lse and D_i from the GPU's out), as attention_backward_out_correction
 // does for out. dev/test/bf16_rounding.py rounds at the same places. Measured on the emulator
 // without them: out up to 0.88 of TOL_OUT and dqkv up to 3.3x TOL_ATT_BWD (B=2 T=200 C=768
-// NH=12; 1.0-2.4x at the other shapes but T=1), with correct kernels: the roundings move single
+// NH=12; 0.97-2.4x at the other shapes but T=1), with correct kernels: the roundings move single
 // dq, dk, dv elements by a few % of rms(dqkv), growing with T, as dS = P (dP - D) cancels.
 // With them what is left is the output's own rounding: at most 0.35 of the bounds, as before.
 

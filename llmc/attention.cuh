@@ -535,6 +535,29 @@ __device__ inline uint32_t att_tc_b_addr(const floatX* tile, int row0, int col0,
     return smem_addr(tile + (row0 + att_tc_b_row(lane)) * att_tc_pitch<HS>() + col0 + att_tc_b_col(lane));
 }
 
+// This warp's 16 rows (row0..) of a shared tile, as the A operand of products over the HS dims:
+// HS/16 A fragments, held in registers (IN_REGISTERS, loaded once) or re-read from the tile.
+template <int HS, bool IN_REGISTERS>
+struct AttRowsA;
+template <int HS>
+struct AttRowsA<HS, true> {
+    uint32_t f[HS / 16][4];
+    __device__ void load(const floatX* tile, int row0, int lane) {
+        #pragma unroll
+        for (int ks = 0; ks < HS / 16; ks++) { ldmatrix_x4(f[ks], att_tc_a_addr<HS>(tile, row0, 16 * ks, lane)); }
+    }
+    __device__ void get(uint32_t (&a)[4], int ks) const {
+        #pragma unroll
+        for (int i = 0; i < 4; i++) { a[i] = f[ks][i]; }
+    }
+};
+template <int HS>
+struct AttRowsA<HS, false> {
+    uint32_t addr; // this lane's ldmatrix address for dims 0..15; dims 16ks.. are 32 ks bytes on
+    __device__ void load(const floatX* tile, int row0, int lane) { addr = att_tc_a_addr<HS>(tile, row0, 0, lane); }
+    __device__ void get(uint32_t (&a)[4], int ks) const { ldmatrix_x4(a, addr + 32 * ks); }
+};
+
 // acc[2np], acc[2np+1] += a (16x16) times the 16 x 16 block (rows k0.., cols 16np..) of a tile
 // whose rows are k (ldmatrix .trans): acc is (16, HS) as HS/8 n8 tiles
 template <int HS>
@@ -570,29 +593,6 @@ __device__ inline void att_tc_mma_rows_n(float (&s)[N8][4], const RowsA& a, cons
         }
     }
 }
-
-// This warp's 16 rows (row0..) of a shared tile, as the A operand of products over the HS dims:
-// HS/16 A fragments, held in registers (IN_REGISTERS, loaded once) or re-read from the tile.
-template <int HS, bool IN_REGISTERS>
-struct AttRowsA;
-template <int HS>
-struct AttRowsA<HS, true> {
-    uint32_t f[HS / 16][4];
-    __device__ void load(const floatX* tile, int row0, int lane) {
-        #pragma unroll
-        for (int ks = 0; ks < HS / 16; ks++) { ldmatrix_x4(f[ks], att_tc_a_addr<HS>(tile, row0, 16 * ks, lane)); }
-    }
-    __device__ void get(uint32_t (&a)[4], int ks) const {
-        #pragma unroll
-        for (int i = 0; i < 4; i++) { a[i] = f[ks][i]; }
-    }
-};
-template <int HS>
-struct AttRowsA<HS, false> {
-    uint32_t addr; // this lane's ldmatrix address for dims 0..15; dims 16ks.. are 32 ks bytes on
-    __device__ void load(const floatX* tile, int row0, int lane) { addr = att_tc_a_addr<HS>(tile, row0, 0, lane); }
-    __device__ void get(uint32_t (&a)[4], int ks) const { ldmatrix_x4(a, addr + 32 * ks); }
-};
 
 // rows row0 + g and row0 + g + 8 (those < T) of a head's slice = acc (16, HS) * factor, as bf16
 // pairs: this lane's columns 8j + 2t, 8j + 2t + 1 of each n8 tile j

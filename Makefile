@@ -154,9 +154,10 @@ dev/cuda/test_kernels: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_g
 dev/cuda/test_kernels_fp32: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
 
-# host programs (no GPU): the kernels' __host__ __device__ math against train_gpt2.c's kernels
+# host programs (no GPU): the kernels' __host__ __device__ math against train_gpt2.c's kernels.
+# The headers' kernels compile too, for the trainers' GPUs (the bf16 attention needs sm_80's mma).
 dev/test/test_%_host: dev/test/test_%_host.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
-	$(NVCC) -O2 -std=c++17 -I. -DENABLE_$(PRECISION) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp $< -o $@ -lm
+	$(NVCC) -O2 -std=c++17 -I. $(NVCC_ARCH) -DENABLE_$(PRECISION) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp $< -o $@ -lm
 
 # --- the same CUDA sources on the CPU (dev/cuda/emu, README there): nvcc-cpu takes the nvcc
 # command lines above and builds programs that run our kernels, cuBLASLt calls and NCCL

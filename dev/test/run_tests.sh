@@ -67,6 +67,7 @@ run_test "fuzzing the loaders (libFuzzer, 15 s each)" bash dev/test/fuzz_loaders
 # math on the host and the CUDA trainer's input checks; dev/gpu_check.sh runs the rest on a GPU.
 if [ -x ./train_gpt2cu ]; then
     run_test "CUDA attention math (host)" ./dev/test/test_attention_host
+    run_test "bf16 attention on tensor cores: PTX and ptxas spills (sm_80, sm_90)" bash dev/test/test_attention_ptx.sh
     run_test "CUDA layernorm, encoder, GELU math (host)" ./dev/test/test_layers_host
     run_test "CUDA classifier, AdamW, norm math (host)" ./dev/test/test_update_host
     run_test "train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu bash dev/test/test_bad_input.sh

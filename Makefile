@@ -1,5 +1,6 @@
 # gpt2-zero build. `make` builds the trainers; `make test` prepares the data and the PyTorch
-# reference files (once) and runs every test; `make demo` trains a small GPT-2 on tiny Shakespeare.
+# reference files (once) and runs every test; `make check` runs a quick tier of them (minutes);
+# `make demo` trains a small GPT-2 on tiny Shakespeare.
 # Install the system packages first: dev/install_deps.sh (see README.md).
 
 CC ?= gcc
@@ -15,7 +16,7 @@ DATA_DIR = dev/data/tinyshakespeare
 DATA = $(DATA_DIR)/tiny_shakespeare_train.bin $(DATA_DIR)/tiny_shakespeare_val.bin
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all cuda emu test demo compare data fineweb hellaswag references clean
+.PHONY: all cuda emu test check demo compare data fineweb hellaswag references clean
 
 all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda
 
@@ -153,16 +154,17 @@ dev/cuda/test_kernels: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_g
 dev/cuda/test_kernels_fp32: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
 
-# host programs (no GPU): the kernels' __host__ __device__ math against train_gpt2.c's kernels
+# host programs (no GPU): the kernels' __host__ __device__ math against train_gpt2.c's kernels.
+# The headers' kernels compile too, for the trainers' GPUs (the bf16 attention needs sm_80's mma).
 dev/test/test_%_host: dev/test/test_%_host.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
-	$(NVCC) -O2 -std=c++17 -I. -DENABLE_$(PRECISION) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp $< -o $@ -lm
+	$(NVCC) -O2 -std=c++17 -I. $(NVCC_ARCH) -DENABLE_$(PRECISION) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp $< -o $@ -lm
 
 # --- the same CUDA sources on the CPU (dev/cuda/emu, README there): nvcc-cpu takes the nvcc
 # command lines above and builds programs that run our kernels, cuBLASLt calls and NCCL
 # collectives on the CPU with CUDA's semantics. `make emu`; the _asan ones add AddressSanitizer.
 # Needs the CUDA toolkit's headers (for the types), not nvcc or a GPU.
 EMU_NVCC = dev/cuda/emu/nvcc-cpu
-EMU_SOURCES = $(EMU_NVCC) $(wildcard dev/cuda/emu/*.cpp dev/cuda/emu/*.h)
+EMU_SOURCES = $(EMU_NVCC) $(wildcard dev/cuda/emu/*.cpp dev/cuda/emu/*.h dev/cuda/emu/include/*.h dev/cuda/emu/include/*/*.h)
 EMU_TARGETS = train_gpt2cu_emu test_gpt2cu_emu train_gpt2fp32cu_emu test_gpt2fp32cu_emu \
               dev/cuda/test_kernels_emu dev/cuda/test_kernels_fp32_emu test_gpt2fp32cu_emu_asan dev/cuda/test_kernels_fp32_emu_asan
 CUDA_INCLUDE ?= /usr/local/cuda/include
@@ -229,14 +231,35 @@ references: gpt2_124M.bin gpt2_tiny.bin
 test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
 	bash dev/test/run_tests.sh
 
-# a few minutes on 2 cores: a 4-layer GPT-2 (16M parameters) from scratch, then a sample
+# the quick tier, for while you work (a few minutes once built): the tiny model against PyTorch,
+# bad input, stage 3 = stage 0 on 2 ranks (CPU and emulated CUDA), one emulated kernel family.
+# make test runs everything (before a merge; what CI runs).
+CHECK_EMU = $(if $(wildcard $(CUDA_INCLUDE)/cuda_runtime.h),train_gpt2cu_emu dev/cuda/test_kernels_fp32_emu)
+check: train_gpt2 test_gpt2 $(CHECK_EMU) data gpt2_tiny.bin
+	bash dev/test/run_tests.sh check
+
+# a 4-layer GPT-2 (16M parameters) from scratch, then a sample: 43 min measured once on a shared
+# 2-core machine at load average 9-12 (README, Performance)
 demo: train_gpt2 data
 	OMP_NUM_THREADS=$$(nproc) ./train_gpt2 -e d4 -b 16 -t 64 -l 1e-3 -u 20 -q 0.1 -c 0.1 -x 300 -v 50 -s 100 -g 128 -o log_demo
 	@echo "loss curve: log_demo/main.log; model: log_demo/model_00000300.bin"
 
-# the ZeRO stages side by side (tiny model, 4 ranks), and stage 3 at 1 and 2 blocks per unit: table, CSV and charts in log_compare/
+# the ZeRO stages side by side (tiny model, 4 ranks), stage 3 at 1 and 2 blocks per unit, and one
+# step of each stage drawn as a timeline: table, CSV and charts in log_compare/
 compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
-	$(PYTHON) dev/bench/compare_stages.py --unit-blocks 1,2 --out log_compare
+	$(PYTHON) dev/bench/compare_stages.py --unit-blocks 1,2 --timeline --out log_compare
+
+# `make profile`: the performance model's PREDICTION (no GPU has run this code) of one training step
+# of GPT-2 124M, kernel by kernel, before (PROFILE_BASELINE, main before issue 22's kernels) and
+# after (this tree), then the ZeRO stages at N = 8 (dev/perf/README.md). PROFILE_DEVICE: h100-sxm or
+# a100-sxm-80gb; PROFILE_BATCH: B per GPU (T = 1024). The first run traces each tree on the
+# emulator (~5 minutes per tree on 2 cores; cached in dev/perf/cache/).
+PROFILE_DEVICE ?= h100-sxm
+PROFILE_BATCH ?= 32
+PROFILE_BASELINE ?= 2e0af91
+.PHONY: profile
+profile: data
+	$(PYTHON) dev/perf/perf_model.py --device $(PROFILE_DEVICE) --batch $(PROFILE_BATCH) --baseline $(PROFILE_BASELINE)
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print

@@ -24,6 +24,7 @@ sharding schedule -> sampling -> checkpoints -> training loop and main. The matr
 llmc/matmul_cpu.h.
 */
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,9 +408,6 @@ typedef struct {
     float* datt;      // (B,NH,T)
 } Activations;
 
-// Where a stage-3 unit's parameters are: only the shard, on the way (all-gather started), or
-// gathered in a buffer.
-
 // Bytes this rank allocated, per category (what the start-up table compares with the plan).
 typedef struct { size_t params, grads, optimizer, activations, buffers; } MemoryUse;
 
@@ -448,6 +446,8 @@ typedef struct {
     float loss_scale;      // != 0: the last forward was a training forward, a backward may follow
     float mean_loss;       // of the last forward with targets, else -1
     MemoryUse mem;
+    FILE* trace;           // -zt: this rank's trace file (the sharding section), or NULL
+    int trace_step;        // the training step being traced (0: none, outside a step)
 } GPT2;
 
 
@@ -542,11 +542,10 @@ void gpt2_build_from_checkpoint(GPT2* model, Comm* comm, const char* path, int r
     free(full);
 }
 
-// Carves the activation slab for batches of up to B x T. Recompute keeps one layer's GELU
-// output (-r >= 1) and one layer's ln1 and ln2 (-r 2) instead of L: it saves
-// (L-1)*B*T*4C floats at -r 1, and 2*(L-1)*B*T*C more at -r 2.
-// The activation tensors of a B x T batch in one allocation (what -r keeps decides their sizes):
-// returns its bytes, and with base != NULL points a's tensors into it.
+// The activation tensors of a B x T batch in one allocation: returns its bytes, and with base !=
+// NULL points a's tensors into it. Recompute keeps one layer's GELU output (-r >= 1) and one
+// layer's ln1 and ln2 (-r 2) instead of L: it saves (L-1)*B*T*4C floats at -r 1, and
+// 2*(L-1)*B*T*C more at -r 2.
 static size_t activations_layout(Activations* a, float* base, const GPT2Config* c, int recompute, int B, int T) {
     size_t L = c->num_layers, NH = c->num_heads, C = c->channels, Vp = c->padded_vocab_size;
     size_t BT = (size_t)B * T;
@@ -588,6 +587,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
 // and backward call around each unit. For stages 0-2 they hand out pointers into the full slabs;
 // for stage 3 they gather and release, and for stages 2-3 they reduce gradients unit by unit.
 static void schedule_begin_micro_step(GPT2* model);
+static void schedule_begin_backward(GPT2* model);
 static float* unit_params(GPT2* model, int u);          // gather (stage 3), then the unit's params
 static void unit_release_after_forward(GPT2* model, int u);
 static void unit_release_after_backward(GPT2* model, int u);
@@ -701,8 +701,11 @@ void gpt2_backward(GPT2* model, int reduce) {
     int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
     Activations* a = &model->acts;
     size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
+    schedule_begin_backward(model);
 
-    // the head and the final layernorm: unit 0, still gathered from the forward
+    // the head and the final layernorm: unit 0, still gathered from the forward (every policy
+    // keeps it), so this unit_params gathers nothing; it moves stage 3's walk on to the backward,
+    // where it may start the prefetch of the last block unit
     float* ends = unit_params(model, 0);
     float* dends = unit_grads(model, 0);
     // the loss is the mean over B*T positions, so each position's loss has weight 1/(B*T)
@@ -856,7 +859,7 @@ static float* grad_shard_of(GPT2* model, int u) {
     return model->grads + zero_slice_offset(p, u, model->comm->rank);
 }
 
-static double norm_squared_over_ranks(const GPT2* model, double mine); // in the sharding section
+static double norm_squared_over_ranks(GPT2* model, double mine); // in the sharding section
 
 // The global gradient norm: each rank sums the squares of the N-way slice it answers for
 // (zero_rank_slice: its own slice unless -zg), unit by unit, and the partial sums are added in
@@ -904,6 +907,7 @@ void gpt2_free(GPT2* model) {
     free(model->rs_buffer); free(model->m); free(model->v);
     free(model->acts_memory); free(model->inputs); free(model->targets);
     comm_free(&model->group); comm_free(&model->across);
+    if (model->trace != NULL) { fcloseCheck(model->trace, "the trace file"); } // -zt
 }
 
 // ----------------------------------------------------------------------------
@@ -918,43 +922,170 @@ void gpt2_free(GPT2* model) {
 //            (prefetch D ahead)      reduce-scatter as in stage 2
 // every      -                       -                              scalars: all-gather the ranks'
 //                                                                   norm and loss partials (one double each)
+//
+// The trace (-zt PREFIX; off by default): each rank writes what this section does, as it does it,
+// to PREFIX_rank<r>.txt, for dev/bench/compare_stages.py --timeline. One line per event,
+// "TIME STEP EVENT key=value ...", TIME in seconds on CLOCK_MONOTONIC (which the ranks of one
+// machine share). The events:
+//   step_begin, step_end, forward_begin, backward_begin (once per micro-step), update_begin, update_end
+//   use unit=u                          the compute starts on unit u (its parameters are here)
+//   done_forward unit=u                 the forward is done with unit u
+//   done_backward unit=u                unit u's gradients are complete for this micro-step
+//   issue kind=K unit=u bytes=B line=L  a collective started: B its bus bytes (what the counters
+//                                       add), L the line of this file that issued it
+//   wait_begin kind=K unit=u, wait_end  the rank is blocked in comm_wait (the ring reduce-scatter
+//                                       advances only there: llmc/mpi_comm.h)
+//   done kind=K unit=u                  the collective is complete (known when its wait returns)
+//   acquire what=gather|grad unit=u slot=s bytes=B, release ...   a gather or gradient slot
+//                                       starts or stops holding unit u (slot -1: unit 0's buffer)
+//   scratch bytes=B                     the ring's partial sums now held (llmc/mpi_comm.h)
+// Without -zt each trace call returns at once on a NULL test: nothing is timed or written.
+
+static void trace(GPT2* model, const char* fmt, ...) {
+    if (model->trace == NULL || model->trace_step == 0) { return; }
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(model->trace, "%.6f %d ", comm_now(), model->trace_step);
+    vfprintf(model->trace, fmt, ap);
+    fputc('\n', model->trace);
+    va_end(ap);
+}
+
+// A collective of n elements per rank (its slice) issued by the line after the call; its bus
+// bytes as llmc/mpi_comm.h counts them.
+#define trace_issue(model, comm, kind, u, n) trace_issue_at(model, comm, kind, u, n, __LINE__ + 1)
+static void trace_issue_at(GPT2* model, const Comm* comm, CollKind kind, int u, size_t n, int line) {
+    size_t elem = kind == COLL_SCALARS ? sizeof(double) : sizeof(float);
+    trace(model, "issue kind=%s unit=%d bytes=%.0f line=%d", COLL_NAMES[kind], u, (double)n * elem * (comm->world_size - 1), line);
+}
+
+// The ring reduce-scatters in flight hold 2 slices of partial sums each (llmc/mpi_comm.h).
+static void trace_scratch(GPT2* model, const Comm* comm, size_t n, int sign) {
+    if (comm->world_size > 1) { trace(model, "scratch bytes=%+.0f", sign * 2.0 * n * sizeof(float)); }
+}
+
+// -zg's all-reduce of unit u's grad shard across the groups (blocking: a ring reduce-scatter of its
+// R slices, then an all-gather; llmc/mpi_comm.h), issued by the line after the sign +1 call.
+#define trace_all_reduce(model, u, sign) trace_all_reduce_at(model, u, sign, __LINE__ + 1)
+static void trace_all_reduce_at(GPT2* model, int u, int sign, int line) {
+    const Comm* across = &model->across;
+    double part = (double)(model->plan.shard_size[u] / across->world_size);
+    if (sign > 0) {
+        trace(model, "issue kind=all-reduce unit=%d bytes=%.0f line=%d", u, 2.0 * part * sizeof(float) * (across->world_size - 1), line);
+        trace(model, "scratch bytes=%+.0f", 2.0 * part * sizeof(float));
+        trace(model, "wait_begin kind=all-reduce unit=%d", u);
+    } else {
+        trace(model, "wait_end kind=all-reduce unit=%d", u);
+        trace(model, "done kind=all-reduce unit=%d", u);
+        trace(model, "scratch bytes=%+.0f", -2.0 * part * sizeof(float));
+    }
+}
+
+// A blocking all-gather of one double per rank (the norm's or the loss's part), issued by the line
+// after the sign +1 call.
+#define trace_scalars(model, sign) trace_scalars_at(model, sign, __LINE__ + 1)
+static void trace_scalars_at(GPT2* model, int sign, int line) {
+    if (sign > 0) {
+        trace_issue_at(model, model->comm, COLL_SCALARS, -1, 1, line);
+        trace(model, "wait_begin kind=scalars unit=-1");
+    } else {
+        trace(model, "wait_end kind=scalars unit=-1");
+        trace(model, "done kind=scalars unit=-1");
+    }
+}
+
+// Waits for unit u's collective (kind), traced as the span this rank is blocked. A stage 2-3
+// reduce-scatter done releases the gradient slot it read.
+static void unit_wait(GPT2* model, Comm* comm, CommRequest* req, CollKind kind, int u) {
+    if (!comm_pending(req)) { comm_wait(comm, req); return; } // waited already, or one rank: nothing to trace
+    trace(model, "wait_begin kind=%s unit=%d", COLL_NAMES[kind], u);
+    comm_wait(comm, req);
+    trace(model, "wait_end kind=%s unit=%d", COLL_NAMES[kind], u);
+    trace(model, "done kind=%s unit=%d", COLL_NAMES[kind], u);
+    if (kind != COLL_REDUCE_SCATTER) { return; }
+    trace_scratch(model, comm, model->plan.shard_size[u], -1);
+    if (model->plan.stage >= 2 && !model->plan.full_grads) { trace(model, "release what=grad unit=%d", u); }
+}
+
+static inline void trace_step_begin(GPT2* model, int step) { model->trace_step = step; trace(model, "step_begin"); }
+static inline void trace_step_end(GPT2* model) {
+    trace(model, "step_end");
+    model->trace_step = 0;
+    if (model->trace != NULL) { fflush(model->trace); }
+}
+
+// -zt: opens this rank's trace file, whose first line says what ran (the trace's header).
+void trace_open(GPT2* model, const char* prefix, int rank) {
+    if (prefix == NULL) { return; }
+    char path[1024];
+    snprintf(path, sizeof(path), "%s_rank%d.txt", prefix, rank);
+    model->trace = fopenCheck(path, "w");
+    const ZeroPlan* p = &model->plan;
+    const MemoryUse* m = &model->mem;
+    // what always holds live data (the slots come and go): params or their shard, the optimizer,
+    // the full gradient or the grad shard
+    size_t slots = (size_t)(p->stage >= 2 && !p->full_grads) * (p->layout.unit_size[0] + 2 * (p->layout.num_units > 1 ? p->layout.unit_size[1] : 0)) * sizeof(float);
+    fprintf(model->trace, "# gpt2-zero trace: trainer=cpu rank=%d ranks=%d group=%d stage=%d reshard=%s prefetch=%d "
+            "unit_blocks=%d units=%d micro_steps=%d allocated=%zu fixed=%zu plan_total=%zu file=train_gpt2.c\n",
+            rank, p->world_size, p->group_size, p->stage, RESHARD_NAMES[p->reshard], p->prefetch, p->unit_blocks,
+            p->layout.num_units, p->grad_accum, m->params + m->grads + m->optimizer + m->buffers,
+            m->params + m->optimizer + m->grads - slots, zero_plan_total(p));
+}
 
 static float* gather_buffer(GPT2* model, int u) {
     if (u == 0) { return model->gather_unit0; }
     return model->gather_blocks + (size_t)zero_gather_slot(&model->plan, u) * model->plan.layout.unit_size[1];
 }
 
-static void schedule_begin_micro_step(GPT2* model) { zero_walk_begin_micro_step(&model->walk); }
+static void schedule_begin_micro_step(GPT2* model) {
+    zero_walk_begin_micro_step(&model->walk);
+    trace(model, "forward_begin");
+}
+
+static void schedule_begin_backward(GPT2* model) { trace(model, "backward_begin"); }
+
+// A stage-3 gather slot (-1: unit 0's own buffer) and its bytes, for the trace.
+static void trace_gather_slot(GPT2* model, const char* event, int u) {
+    const ZeroPlan* p = &model->plan;
+    trace(model, "%s what=gather unit=%d slot=%d bytes=%zu", event, u, u == 0 ? -1 : zero_gather_slot(p, u),
+          p->layout.unit_size[u == 0 ? 0 : 1] * sizeof(float));
+}
 
 // Stage 3: the walk says which gathers to start (the unit, then its prefetch) and whether to
 // wait for the unit's own.
 static float* unit_params(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
-    if (p->stage < 3) { return model->params + p->layout.unit_offset[u]; }
+    if (p->stage < 3) { trace(model, "use unit=%d", u); return model->params + p->layout.unit_offset[u]; }
     ZeroUse use = zero_walk_use(&model->walk, p, u);
     for (int k = 0; k < use.num_gather; k++) {
         int g = use.gather[k];
+        trace_gather_slot(model, "acquire", g);
+        trace_issue(model, &model->group, COLL_ALL_GATHER, g, p->shard_size[g]);
         comm_all_gather_start(&model->group, model->param_shard + p->shard_offset[g], gather_buffer(model, g),
                               p->shard_size[g], &model->gather_req[g]);
     }
-    if (use.wait) { comm_wait(&model->group, &model->gather_req[u]); }
+    if (use.wait) { unit_wait(model, &model->group, &model->gather_req[u], COLL_ALL_GATHER, u); }
+    trace(model, "use unit=%d", u);
     return gather_buffer(model, u);
 }
 
 // A gather still in flight (prefetched, never used) must land before its slot is reused.
 static void unit_release(GPT2* model, int u) {
     if (model->plan.stage < 3) { return; }
-    if (zero_walk_release(&model->walk, &model->plan, u) == UNIT_GATHERING) { comm_wait(&model->group, &model->gather_req[u]); }
+    UnitState was = zero_walk_release(&model->walk, &model->plan, u);
+    if (was == UNIT_GATHERING) { unit_wait(model, &model->group, &model->gather_req[u], COLL_ALL_GATHER, u); }
+    if (was != UNIT_SHARDED) { trace_gather_slot(model, "release", u); }
 }
 
 // After a unit's forward: released unless the reshard_after_forward policy keeps it (zero_plan.h).
 static void unit_release_after_forward(GPT2* model, int u) {
+    trace(model, "done_forward unit=%d", u);
     if (model->plan.stage == 3 && !zero_walk_keep_after_forward(&model->walk, &model->plan, u)) { unit_release(model, u); }
 }
 
 static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }
 
-// After a forward that no backward follows (evaluation, sampling): free whatever is gathered.
+// After a forward that no backward follows (evaluation, sampling): release whatever is gathered.
 void units_release_all(GPT2* model) {
     for (int u = 0; u < model->plan.layout.num_units; u++) { unit_release(model, u); }
 }
@@ -982,12 +1113,15 @@ static float* unit_grad_buffer(GPT2* model, int u) {
 // l-1's backward fills the other one; block l-2 waits for block l's to finish.
 static float* unit_grads(GPT2* model, int u) {
     float* buf = unit_grad_buffer(model, u);
-    if (model->plan.full_grads) { return buf; }
+    if (model->plan.full_grads) { trace(model, "grads unit=%d", u); return buf; }
     if (u > 0) {
         int previous = zero_walk_grad_slot(&model->walk, u);
-        if (previous != -1) { comm_wait(&model->group, &model->reduce_req[previous]); }
+        if (previous != -1) { unit_wait(model, &model->group, &model->reduce_req[previous], COLL_REDUCE_SCATTER, previous); }
     }
     memset(buf, 0, model->plan.layout.unit_size[u] * sizeof(float));
+    trace(model, "acquire what=grad unit=%d slot=%d bytes=%zu", u, u == 0 ? -1 : zero_grad_slot(u),
+          model->plan.layout.unit_size[u == 0 ? 0 : 1] * sizeof(float));
+    trace(model, "grads unit=%d", u);
     return buf;
 }
 
@@ -995,16 +1129,20 @@ static float* unit_grads(GPT2* model, int u) {
 // reduce-scattered: stages 2-3 straight into the grad shard (waited for later), stages 0-1
 // into a one-slice buffer and then into this rank's slice of the full gradient.
 static void unit_grads_done(GPT2* model, int u, int reduce) {
+    trace(model, "done_backward unit=%d", u);
     if (!reduce) { return; }
     const ZeroPlan* p = &model->plan;
     int rank = model->comm->rank;
     const float* full = unit_grad_buffer(model, u);
+    trace_scratch(model, &model->group, p->shard_size[u], +1);
     if (p->stage >= 2) {
+        trace_issue(model, &model->group, COLL_REDUCE_SCATTER, u, p->shard_size[u]);
         comm_reduce_scatter_start(&model->group, full, model->grad_shard + p->shard_offset[u], p->shard_size[u], &model->reduce_req[u]);
     } else {
         CommRequest req;
+        trace_issue(model, &model->group, COLL_REDUCE_SCATTER, u, p->shard_size[u]);
         comm_reduce_scatter_start(&model->group, full, model->rs_buffer, p->shard_size[u], &req);
-        comm_wait(&model->group, &req);
+        unit_wait(model, &model->group, &req, COLL_REDUCE_SCATTER, u);
         memcpy(model->grads + zero_slice_offset(p, u, rank), model->rs_buffer, p->shard_size[u] * sizeof(float));
     }
 }
@@ -1014,9 +1152,10 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
 static void all_gather_units_inplace(GPT2* model, float* slab, CommRequest* reqs) {
     const ZeroPlan* p = &model->plan;
     for (int u = 0; u < p->layout.num_units; u++) {
+        trace_issue(model, &model->group, COLL_ALL_GATHER, u, p->shard_size[u]);
         comm_all_gather_inplace_start(&model->group, slab + p->layout.unit_offset[u], p->shard_size[u], &reqs[u]);
     }
-    for (int u = 0; u < p->layout.num_units; u++) { comm_wait(&model->group, &reqs[u]); }
+    for (int u = 0; u < p->layout.num_units; u++) { unit_wait(model, &model->group, &reqs[u], COLL_ALL_GATHER, u); }
 }
 
 // After the last micro-step's backward: wait for the reductions; stage 0 then all-gathers the
@@ -1024,13 +1163,15 @@ static void all_gather_units_inplace(GPT2* model, float* slab, CommRequest* reqs
 static void grads_finish_reduction(GPT2* model) {
     const ZeroPlan* p = &model->plan;
     for (int u = 0; u < p->layout.num_units; u++) {
-        if (p->stage >= 2) { comm_wait(&model->group, &model->reduce_req[u]); }
+        if (p->stage >= 2) { unit_wait(model, &model->group, &model->reduce_req[u], COLL_REDUCE_SCATTER, u); }
     }
     zero_walk_reductions_done(&model->walk);
     if (p->stage == 0) { all_gather_units_inplace(model, model->grads, model->reduce_req); }
     // -zg: the groups' reduced shards, summed across the groups (each a ring in a fixed order)
     for (int u = 0; u < p->layout.num_units && p->replicas > 1; u++) {
+        trace_all_reduce(model, u, +1);
         comm_all_reduce(&model->across, grad_shard_of(model, u), p->shard_size[u]);
+        trace_all_reduce(model, u, -1);
     }
 }
 
@@ -1038,10 +1179,12 @@ static void grads_finish_reduction(GPT2* model) {
 // of squares, and of the loss, all-gathered and summed in order (the norm's by N-way slice,
 // which is rank order unless -zg), so every rank, every stage and every G gets the same bits.
 // (Evaluation averages its loss the same way.)
-static double norm_squared_over_ranks(const GPT2* model, double mine) {
+static double norm_squared_over_ranks(GPT2* model, double mine) {
     Comm* comm = model->comm;
     double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
+    trace_scalars(model, +1);
     comm_gather_doubles(comm, mine, all);
+    trace_scalars(model, -1);
     double sum = 0.0;
     for (int j = 0; j < comm->world_size; j++) { sum += all[zero_slice_rank(&model->plan, j)]; }
     free(all);
@@ -1049,6 +1192,14 @@ static double norm_squared_over_ranks(const GPT2* model, double mine) {
 }
 static inline double mean_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine) / comm->world_size; }
 static inline double sum_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); } // counts: exact
+
+// The step's loss averaged over the ranks (its "scalars"), traced.
+static inline double loss_over_ranks(GPT2* model, double mine) {
+    trace_scalars(model, +1);
+    double mean = mean_over_ranks(model->comm, mine);
+    trace_scalars(model, -1);
+    return mean;
+}
 
 // Stages 1-2: every rank updated its own slices; gather them back into the full params.
 static void params_all_gather(GPT2* model) { all_gather_units_inplace(model, model->params, model->gather_req); }
@@ -1212,11 +1363,11 @@ static float evaluate_hellaswag(GPT2* model, EvalLoader* ev, int* correct) {
 // and ranks; *norm gets the gradient norm.
 static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr, const TrainArgs* args,
                         int step, float* norm) {
-    Comm* comm = model->comm;
     gpt2_zero_grad(model);
+    trace_step_begin(model, step + 1);
     double loss_sum = 0.0;
     // the step's loss is the mean over micro-steps and ranks: each backward's share
-    float loss_scale = 1.0f / ((float)grad_accum * comm->world_size);
+    float loss_scale = 1.0f / ((float)grad_accum * model->comm->world_size);
     for (int micro = 0; micro < grad_accum; micro++) {
         dataloader_next_batch(train);
         gpt2_forward(model, train->inputs, train->targets, args->B, args->T, loss_scale);
@@ -1224,8 +1375,12 @@ static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr
         loss_sum += gpt2_mean_loss(model);
     }
     grads_finish_reduction(model);
+    trace(model, "update_begin");
     *norm = gpt2_update(model, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args->weight_decay, args->grad_clip, step + 1);
-    return (float)mean_over_ranks(comm, loss_sum / grad_accum);
+    trace(model, "update_end");
+    float loss = (float)loss_over_ranks(model, loss_sum / grad_accum);
+    trace_step_end(model);
+    return loss;
 }
 
 // The training loop, as llm.c's: at each step the val loss every -v steps and a sample every -s
@@ -1356,6 +1511,7 @@ int main(int argc, char** argv) {
     Tokenizer tokenizer;
     tokenizer_init(&tokenizer, "gpt2_tokenizer.bin");
     gpt2_alloc_activations(&model, args.B, args.T);
+    trace_open(&model, args.trace, rank);
 
     int threads = 1;
 #ifdef _OPENMP

@@ -27,9 +27,10 @@ Run (after `make data references`):
     ./train_gpt2cu -h                                 # the flags
 
 Sections: model (parameters, activations) -> forward -> backward -> update -> the sharding
-schedule -> sampling -> checkpoints -> training loop and main.
+schedule -> optimizer-state offload (-zo 1) -> checkpoints -> sampling -> training loop and main.
 */
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,10 @@ typedef struct {
     float* dbias_scratch; // matmul backward's bias partial sums
 } Activations;
 
+// -zt: one traced event (the sharding section): a timing event recorded on the stream where the
+// thing happens, and its line of the trace, without the time (read at the step's end).
+typedef struct { cudaEvent_t event; char text[160]; } TraceRecord;
+
 // Bytes on the GPU, per category (the start-up table compares them with the plan), and in pinned
 // host memory with the optimizer state offloaded (-zo 1).
 typedef struct { size_t params, grads, grad_scratch, optimizer, buffers, activations, workspace, host_optimizer, host_staging; } MemoryUse;
@@ -174,6 +179,13 @@ typedef struct {
     EncoderBackwardScratch encoder_scratch;
     cudaStream_t stream;    // the compute stream
     MemoryUse mem;
+    // -zt: this rank's trace (the sharding section)
+    FILE* trace;            // the trace file, or NULL
+    int trace_step;         // the training step being traced (0: none, outside a step)
+    TraceRecord* trace_records;         // this step's events so far
+    int trace_count, trace_capacity;
+    cudaEvent_t trace_start;            // recorded on the compute stream when the step began
+    double trace_start_host;            // the host's clock when it saw trace_start done
 } GPT2;
 
 // The 12 tensors of a block, carved from the start of its unit (params or grads).
@@ -238,8 +250,8 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     if (p->replicas > 1) {
         model->group = (Comm*)mallocCheck(sizeof(Comm));
         model->across = (Comm*)mallocCheck(sizeof(Comm));
-        comm_split(comm, comm->rank / p->group_size, comm->rank, model->group);
-        comm_split(comm, comm->rank % p->group_size, comm->rank, model->across);
+        comm_split(comm, comm->rank / p->group_size, comm->rank, model->group, "the shard group's communicator (-zg)");
+        comm_split(comm, comm->rank % p->group_size, comm->rank, model->across, "the communicator across shard groups (-zg)");
     }
     size_t unit0 = lay->unit_size[0], block = lay->num_units > 1 ? lay->unit_size[1] : 0;
     if (p->stage < 3) { model->params = alloc_floatx(&mem->params, lay->total, "the parameters"); }
@@ -417,6 +429,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
 // backward call around each unit. For stages 0-2 they hand out pointers into the full slabs;
 // for stage 3 they gather and release, and for stages 0-3 they reduce gradients unit by unit.
 static void schedule_begin_micro_step(GPT2* model);
+static void schedule_begin_backward(GPT2* model);
 static floatX* unit_params(GPT2* model, int u);          // gather (stage 3), then the unit's params
 static void unit_release_after_forward(GPT2* model, int u);
 static void unit_release_after_backward(GPT2* model, int u);
@@ -542,8 +555,11 @@ void gpt2_backward(GPT2* model, int reduce) {
     cudaStream_t s = model->stream;
     Activations* a = &model->acts;
     size_t BT = (size_t)B * T, BTC = BT * C;
+    schedule_begin_backward(model);
 
-    // the head and the final layernorm: unit 0, still gathered from the forward
+    // the head and the final layernorm: unit 0, still gathered from the forward (every policy
+    // keeps it), so this unit_params gathers nothing; it moves stage 3's walk on to the backward,
+    // where it may queue the prefetch of the last block unit
     floatX* ends = unit_params(model, 0);
     floatX* dends = unit_grads(model, 0);
     floatX* dlogits = a->logits;
@@ -630,7 +646,7 @@ static void* grad_shard_of(GPT2* model, int u) {
     return grad_at(model, model->grads, zero_slice_offset(p, u, model->comm->rank));
 }
 
-static double norm_squared_over_ranks(const GPT2* model, double mine); // in the sharding section
+static double norm_squared_over_ranks(GPT2* model, double mine); // in the sharding section
 
 // The global gradient norm: each rank sums the squares of the N-way slice it answers for
 // (zero_rank_slice: its own slice unless -zg), unit by unit on the device, and the partial sums
@@ -738,6 +754,12 @@ void gpt2_free(GPT2* model) {
     cudaCheck(cudaEventDestroy(model->handoff));
     cudaCheck(cudaFreeHost(model->norm_host));
     if (model->offload) { offload_free(model); }
+    if (model->trace != NULL) { // -zt
+        fcloseCheck(model->trace, "the trace file");
+        for (int i = 0; i < model->trace_capacity; i++) { cudaCheck(cudaEventDestroy(model->trace_records[i].event)); }
+        cudaCheck(cudaEventDestroy(model->trace_start));
+        free(model->trace_records);
+    }
     matmul_free();
     cudaCheck(cudaStreamDestroy(model->stream));
     if (model->across != NULL) { // -zg: the split communicators, before their parent
@@ -767,6 +789,96 @@ void gpt2_free(GPT2* model) {
 //   the last time (slot_free, unit0_free); compute waits for the gather (gathered[u]);
 // - a reduce-scatter waits (comm stream) for the compute that wrote the gradients (handoff);
 //   a gradient slot is zeroed again (compute stream) only after its reduce-scatter (grad_slot_reduced).
+//
+// The trace (-zt PREFIX; off by default): train_gpt2.c's events and file format (its sharding
+// section), each event timed by a CUDA event recorded on the stream where it happens: the compute
+// stream (use, done_forward, done_backward, grads, releases of gather slots, the phases) or the
+// communication stream (issue and done of a collective: when the stream reaches it and when it
+// has run; acquires of gather slots, releases of gradient slots). The host reads their times at
+// the step's end, from the step's first event, anchored to the host's clock when it saw that one
+// done. No wait_begin/wait_end: the host does not wait for collectives here, the streams do.
+
+static void trace(GPT2* model, cudaStream_t s, const char* fmt, ...) {
+    if (model->trace == NULL || model->trace_step == 0) { return; }
+    if (model->trace_count == model->trace_capacity) {
+        int grown = model->trace_capacity == 0 ? 256 : 2 * model->trace_capacity;
+        model->trace_records = (TraceRecord*)realloc(model->trace_records, grown * sizeof(TraceRecord));
+        if (model->trace_records == NULL) { fail("out of host memory for the trace (-zt)"); }
+        for (int i = model->trace_capacity; i < grown; i++) { cudaCheck(cudaEventCreate(&model->trace_records[i].event)); }
+        model->trace_capacity = grown;
+    }
+    TraceRecord* r = &model->trace_records[model->trace_count++];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->text, sizeof(r->text), fmt, ap);
+    va_end(ap);
+    cudaCheck(cudaEventRecord(r->event, s));
+}
+
+// A collective of n elements of elem_size bytes per rank (its slice), queued by the line after
+// the call; its bus bytes as llmc/nccl_comm.cuh counts them.
+#define trace_issue(model, comm, kind, u, n, elem_size) trace_issue_at(model, comm, kind, u, n, elem_size, __LINE__ + 1)
+static void trace_issue_at(GPT2* model, const Comm* comm, CollKind kind, int u, size_t n, size_t elem_size, int line) {
+    double bytes = (double)n * elem_size * (comm->world_size - 1);
+    if (kind == COLL_ALL_REDUCE) { bytes = 2.0 * bytes / comm->world_size; }
+    trace(model, comm->stream, "issue kind=%s unit=%d bytes=%.0f line=%d", COLL_NAMES[kind], u, bytes, line);
+}
+
+static void trace_done(GPT2* model, const Comm* comm, CollKind kind, int u) {
+    trace(model, comm->stream, "done kind=%s unit=%d", COLL_NAMES[kind], u);
+}
+
+// -zt: opens this rank's trace file, whose first line says what ran (the trace's header).
+void trace_open(GPT2* model, const char* prefix, int rank) {
+    if (prefix == NULL) { return; }
+    char path[1024];
+    snprintf(path, sizeof(path), "%s_rank%d.txt", prefix, rank);
+    model->trace = fopenCheck(path, "w");
+    cudaCheck(cudaEventCreate(&model->trace_start));
+    const ZeroPlan* p = &model->plan;
+    const MemoryUse* m = &model->mem;
+    // what always holds live data (the slots come and go): params or their shard, the optimizer,
+    // the full gradient or the grad shard, the grad scratch
+    size_t slots = (size_t)(p->stage >= 2 && !p->full_grads) *
+                   (p->layout.unit_size[0] + 2 * (p->layout.num_units > 1 ? p->layout.unit_size[1] : 0)) * model->grad_bytes;
+    size_t state = m->params + m->grads + m->grad_scratch + m->optimizer + m->buffers;
+    fprintf(model->trace, "# gpt2-zero trace: trainer=cuda rank=%d ranks=%d group=%d stage=%d reshard=%s prefetch=%d "
+            "unit_blocks=%d units=%d micro_steps=%d allocated=%zu fixed=%zu plan_total=%zu file=train_gpt2.cu\n",
+            rank, p->world_size, p->group_size, p->stage, RESHARD_NAMES[p->reshard], p->prefetch, p->unit_blocks,
+            p->layout.num_units, p->grad_accum, state, state - m->buffers - slots, zero_plan_total(p));
+}
+
+static inline void trace_step_begin(GPT2* model, int step) {
+    if (model->trace == NULL) { return; }
+    model->trace_step = step;
+    model->trace_count = 0;
+    cudaCheck(cudaEventRecord(model->trace_start, model->stream));
+    comm_wait_event(model->comm, model->trace_start, "the trace's first event");
+    model->trace_start_host = comm_now();
+    trace(model, model->stream, "step_begin");
+}
+
+// After the step's last host wait: every event recorded is done once both streams are idle.
+static inline void trace_step_end(GPT2* model) {
+    if (model->trace == NULL) { return; }
+    trace(model, model->stream, "step_end");
+    comm_sync(model->comm, model->stream, "the trace's last events");
+    comm_sync(model->comm, model->comm->stream, "the trace's last collectives");
+    for (int i = 0; i < model->trace_count; i++) {
+        float ms = 0.0f;
+        cudaCheck(cudaEventElapsedTime(&ms, model->trace_start, model->trace_records[i].event));
+        fprintf(model->trace, "%.6f %d %s\n", model->trace_start_host + ms / 1000.0, model->trace_step, model->trace_records[i].text);
+    }
+    fflush(model->trace);
+    model->trace_step = 0;
+}
+
+// A stage-3 gather slot (-1: unit 0's own buffer) and its bytes, for the trace.
+static void trace_gather_slot(GPT2* model, cudaStream_t s, const char* event, int u) {
+    const ZeroPlan* p = &model->plan;
+    trace(model, s, "%s what=gather unit=%d slot=%d bytes=%zu", event, u, u == 0 ? -1 : zero_gather_slot(p, u),
+          p->layout.unit_size[u == 0 ? 0 : 1] * sizeof(floatX));
+}
 
 static floatX* gather_buffer(GPT2* model, int u) {
     if (u == 0) { return model->gather_unit0; }
@@ -778,7 +890,12 @@ static cudaEvent_t buffer_free_event(GPT2* model, int u) {
     return u == 0 ? model->unit0_free : model->slot_free[zero_gather_slot(&model->plan, u)];
 }
 
-static void schedule_begin_micro_step(GPT2* model) { zero_walk_begin_micro_step(&model->walk); }
+static void schedule_begin_micro_step(GPT2* model) {
+    zero_walk_begin_micro_step(&model->walk);
+    trace(model, model->stream, "forward_begin");
+}
+
+static void schedule_begin_backward(GPT2* model) { trace(model, model->stream, "backward_begin"); }
 
 static void offload_wait_params_up(GPT2* model, int u, cudaStream_t s); // the offload section
 static void offload_grads_down(GPT2* model, int u);
@@ -788,16 +905,20 @@ static void offload_grads_down(GPT2* model, int u);
 static floatX* unit_params(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     Comm* comm = model->group;
-    if (p->stage < 3) { return model->params + p->layout.unit_offset[u]; }
+    if (p->stage < 3) { trace(model, model->stream, "use unit=%d", u); return model->params + p->layout.unit_offset[u]; }
     ZeroUse use = zero_walk_use(&model->walk, p, u);
     for (int k = 0; k < use.num_gather; k++) {
         int g = use.gather[k];
         cudaCheck(cudaStreamWaitEvent(comm->stream, buffer_free_event(model, g), 0)); // never recorded: no wait
         offload_wait_params_up(model, g, comm->stream);
+        trace_gather_slot(model, comm->stream, "acquire", g);
+        trace_issue(model, comm, COLL_ALL_GATHER, g, p->shard_size[g], sizeof(floatX));
         comm_all_gather(comm, model->param_shard + p->shard_offset[g], gather_buffer(model, g), p->shard_size[g], sizeof(floatX), g);
+        trace_done(model, comm, COLL_ALL_GATHER, g);
         cudaCheck(cudaEventRecord(model->gathered[g], comm->stream));
     }
     if (use.wait) { cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0)); } // the compute waits, not the host
+    trace(model, model->stream, "use unit=%d", u);
     return gather_buffer(model, u);
 }
 
@@ -806,17 +927,19 @@ static void unit_release(GPT2* model, int u) {
     if (model->plan.stage < 3) { return; }
     if (zero_walk_release(&model->walk, &model->plan, u) != UNIT_SHARDED) {
         cudaCheck(cudaEventRecord(buffer_free_event(model, u), model->stream));
+        trace_gather_slot(model, model->stream, "release", u);
     }
 }
 
 // After a unit's forward: released unless the reshard_after_forward policy keeps it (zero_plan.h).
 static void unit_release_after_forward(GPT2* model, int u) {
+    trace(model, model->stream, "done_forward unit=%d", u);
     if (model->plan.stage == 3 && !zero_walk_keep_after_forward(&model->walk, &model->plan, u)) { unit_release(model, u); }
 }
 
 static void unit_release_after_backward(GPT2* model, int u) { unit_release(model, u); }
 
-// After a forward that no backward follows (evaluation, sampling): free whatever is gathered.
+// After a forward that no backward follows (evaluation, sampling): release whatever is gathered.
 void units_release_all(GPT2* model) {
     for (int u = 0; u < model->plan.layout.num_units; u++) { unit_release(model, u); }
 }
@@ -856,7 +979,10 @@ static floatX* unit_grads(GPT2* model, int u) {
             cudaCheck(cudaStreamWaitEvent(model->stream, model->grad_slot_reduced[zero_grad_slot(u)], 0));
         }
         cudaCheck(cudaMemsetAsync(unit_grad_buffer(model, u), 0, model->plan.layout.unit_size[u] * model->grad_bytes, model->stream));
+        trace(model, model->stream, "acquire what=grad unit=%d slot=%d bytes=%zu", u, u == 0 ? -1 : zero_grad_slot(u),
+              model->plan.layout.unit_size[u == 0 ? 0 : 1] * model->grad_bytes);
     }
+    trace(model, model->stream, "grads unit=%d", u);
     return unit_grad_target(model, u);
 }
 
@@ -888,6 +1014,7 @@ static void grad_accumulate(GPT2* model, int u) {
 // same stream: right after its reduce-scatter).
 static void unit_grads_done(GPT2* model, int u, int reduce) {
     grad_accumulate(model, u); // -zd fp32: every micro-step, before the reduction reads the sum
+    trace(model, model->stream, "done_backward unit=%d", u);
     if (!reduce) { return; }
     const ZeroPlan* p = &model->plan;
     Comm* comm = model->group;
@@ -896,13 +1023,26 @@ static void unit_grads_done(GPT2* model, int u, int reduce) {
     void* mine = grad_at(model, full, (size_t)comm->rank * p->shard_size[u]);
     stream_wait_for(comm->stream, model->stream, model->handoff);
     if (p->stage >= 2) {
+        trace_issue(model, comm, COLL_REDUCE_SCATTER, u, p->shard_size[u], eb);
         comm_reduce_scatter(comm, full, grad_at(model, model->grad_shard, p->shard_offset[u]), p->shard_size[u], eb, u);
+        trace_done(model, comm, COLL_REDUCE_SCATTER, u);
+        if (!p->full_grads) { trace(model, comm->stream, "release what=grad unit=%d", u); }
         if (u > 0 && !p->full_grads) { cudaCheck(cudaEventRecord(model->grad_slot_reduced[zero_grad_slot(u)], comm->stream)); }
     } else {
+        trace_issue(model, comm, COLL_REDUCE_SCATTER, u, p->shard_size[u], eb);
         comm_reduce_scatter(comm, full, mine, p->shard_size[u], eb, u);
-        if (p->stage == 0) { comm_all_gather(comm, mine, full, p->shard_size[u], eb, u); }
+        trace_done(model, comm, COLL_REDUCE_SCATTER, u);
+        if (p->stage == 0) {
+            trace_issue(model, comm, COLL_ALL_GATHER, u, p->shard_size[u], eb);
+            comm_all_gather(comm, mine, full, p->shard_size[u], eb, u);
+            trace_done(model, comm, COLL_ALL_GATHER, u);
+        }
     }
-    if (model->across != NULL) { comm_all_reduce(model->across, grad_shard_of(model, u), p->shard_size[u], eb, u); }
+    if (model->across != NULL) {
+        trace_issue(model, model->across, COLL_ALL_REDUCE, u, p->shard_size[u], eb);
+        comm_all_reduce(model->across, grad_shard_of(model, u), p->shard_size[u], eb, u);
+        trace_done(model, model->across, COLL_ALL_REDUCE, u);
+    }
     if (model->offload) { offload_grads_down(model, u); } // while the backward goes on
 }
 
@@ -916,10 +1056,12 @@ static void grads_finish_reduction(GPT2* model) {
 // of squares, and of the loss, all-gathered and summed in order (the norm's by N-way slice,
 // which is rank order unless -zg), so every rank, every stage and every G gets the same bits.
 // (Evaluation averages its loss the same way.)
-static double norm_squared_over_ranks(const GPT2* model, double mine) {
+static double norm_squared_over_ranks(GPT2* model, double mine) {
     Comm* comm = model->comm;
     double* all = (double*)mallocCheck(comm->world_size * sizeof(double));
+    trace_issue(model, comm, COLL_SCALARS, -1, 1, sizeof(double));
     comm_gather_doubles(comm, mine, all);
+    trace_done(model, comm, COLL_SCALARS, -1);
     double sum = 0.0;
     for (int j = 0; j < comm->world_size; j++) { sum += all[zero_slice_rank(&model->plan, j)]; }
     free(all);
@@ -927,6 +1069,14 @@ static double norm_squared_over_ranks(const GPT2* model, double mine) {
 }
 static inline double mean_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine) / comm->world_size; }
 static inline double sum_over_ranks(Comm* comm, double mine) { return comm_sum(comm, mine); } // counts: exact
+
+// The step's loss averaged over the ranks (its "scalars"), traced.
+static inline double loss_over_ranks(GPT2* model, double mine) {
+    trace_issue(model, model->comm, COLL_SCALARS, -1, 1, sizeof(double));
+    double mean = mean_over_ranks(model->comm, mine);
+    trace_done(model, model->comm, COLL_SCALARS, -1);
+    return mean;
+}
 
 // Stages 1-2: every rank updated its own slices; gather them back into the full params, all
 // units queued at once, before the next forward reads them.
@@ -937,7 +1087,9 @@ static void params_all_gather(GPT2* model) {
     for (int u = 0; u < p->layout.num_units; u++) {
         floatX* unit = model->params + p->layout.unit_offset[u];
         offload_wait_params_up(model, u, comm->stream); // -zo 1: as soon as its unit's copy is up
+        trace_issue(model, comm, COLL_ALL_GATHER, u, p->shard_size[u], sizeof(floatX));
         comm_all_gather(comm, unit + (size_t)comm->rank * p->shard_size[u], unit, p->shard_size[u], sizeof(floatX), u);
+        trace_done(model, comm, COLL_ALL_GATHER, u);
     }
     stream_wait_for(model->stream, comm->stream, model->handoff);
 }
@@ -1248,6 +1400,7 @@ static float evaluate_hellaswag(GPT2* model, EvalLoader* ev, int* correct) {
 // averaged over micro-steps and ranks; *norm gets the gradient norm.
 static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr, const TrainArgs* args, int step, float* norm) {
     Comm* comm = model->comm;
+    trace_step_begin(model, step + 1);
     gpt2_zero_grad(model);
     double loss_sum = 0.0;
     // the step's loss is the mean over micro-steps, ranks and positions: each position's share
@@ -1259,9 +1412,13 @@ static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr
         loss_sum += gpt2_mean_loss(model);
     }
     grads_finish_reduction(model);
+    trace(model, model->stream, "update_begin");
     *norm = gpt2_update(model, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args->weight_decay, args->grad_clip, step + 1);
+    trace(model, model->stream, "update_end");
     comm_sync(comm, model->stream, "the update");
-    return (float)mean_over_ranks(comm, loss_sum / grad_accum);
+    float loss = (float)loss_over_ranks(model, loss_sum / grad_accum);
+    trace_step_end(model);
+    return loss;
 }
 
 // The GPU of this rank: its local rank among the GPUs it sees (several ranks may share one).
@@ -1431,6 +1588,7 @@ int main(int argc, char** argv) {
     gpt2_set_params(&model, full);
     free(full);
     gpt2_alloc_activations(&model, args.B, args.T);
+    trace_open(&model, args.trace, rank);
 
     const char* peak_name;
     double peak = device_peak_tflops(prop.name, &peak_name);

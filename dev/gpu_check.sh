@@ -10,6 +10,8 @@
 # dev/data/tinyshakespeare/), gpt2_tokenizer.bin and gpt2_*.bin: each found is copied into place.
 # Whatever is still missing (or no GPU, no nvcc) stops the script before the build, one line
 # each, saying how to bring it.
+# `one` ends with dev/perf/join_measured.py: every kernel and step time measured beside the performance
+# model's prediction (LOGDIR/perf_check.md, for dev/cuda/NOTES.md).
 # Parts, each sized for a 10-minute device slot (estimated, not yet timed on a GPU; each runs
 # make: the first call builds, later ones on the same machine find the build done):
 #   prep   the build and the reference files only
@@ -174,8 +176,15 @@ dev/bench/bench_cuda.sh "$logdir/bench" 12 | tee "$logdir/bench.txt"
 best=$(awk '$2 == "ok" {print "B=" $1 ": " $3 " tok/s, MFU " $4 "%"; exit}' "$logdir/bench.txt")
 record "benchmark (124M, T=1024, -r 0)" "${best:-no batch size fit: see $logdir/bench}"
 kernel_bench="$logdir/kernels_bench.txt"
-./dev/cuda/test_kernels --bench >"$kernel_bench" 2>&1 || echo "kernel benchmark failed: see $kernel_bench"
+./dev/cuda/test_kernels --bench --csv "$logdir/kernels_bench.csv" >"$kernel_bench" 2>&1 || echo "kernel benchmark failed: see $kernel_bench"
 record "kernel times vs floors" "$kernel_bench"
+# measured beside the performance model's prediction (dev/perf; needs no GPU, ~2-3 minutes of CPU
+# for the emulated trace of a step): per kernel at test_kernels' shape (B=8) and per step at each
+# B of the benchmark; perf_check.md is the table for dev/cuda/NOTES.md
+gpu_model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+run "measured vs predicted (dev/perf)" "$logdir/perf_check.log" python3 dev/perf/join_measured.py \
+    --gpu-name "$gpu_model" --kernels "$logdir/kernels_bench.csv" --bench-b 8 --bench-t 1024 --steps "$logdir/bench.txt" \
+    --out "$logdir/perf_check.md"
 fi
 # several ranks on this GPU (-pn, NCCL_HOSTID per rank): every ZeRO stage vs stage 0, bytes, memory
 if zero1; then

@@ -235,9 +235,9 @@ static inline double comm_now(void) {
 }
 
 // Waits for a request, at most limit_s seconds (0: forever); `io` names the file I/O a barrier
-// waits for (NULL: a collective, timed by -wt). Polling drives MPI's progress: it spins for the
-// first 10 ms, then naps 50 us between polls so that waiting ranks leave the cores to the ranks
-// still computing (the tests run more ranks than cores).
+// waits for (NULL: a collective, timed by -wt). Polling drives MPI's progress (and our ring's
+// rounds): it spins for the first 10 ms, then naps 50 us once every 256 polls, so that waiting
+// ranks leave the cores to the ranks still computing (the tests run more ranks than cores).
 static inline void comm_wait_within(Comm* comm, CommRequest* req, double limit_s, const char* io) {
 #ifdef USE_MPI
     if (req->req == MPI_REQUEST_NULL) { return; }
@@ -270,6 +270,15 @@ static inline void comm_wait_within(Comm* comm, CommRequest* req, double limit_s
 #else
     (void)comm; (void)limit_s; (void)io;
     *req = COMM_REQUEST_NULL;
+#endif
+}
+
+// 1 while a collective started with req has not been waited for (0 at one rank: nothing to wait for).
+static inline int comm_pending(const CommRequest* req) {
+#ifdef USE_MPI
+    return req->req != MPI_REQUEST_NULL;
+#else
+    return req->pending;
 #endif
 }
 

@@ -18,7 +18,8 @@ Streams. Every collective runs on one communication stream, in the order the tra
 collective except where it needs a number (the loss, the norm): comm_sync.
 
 No hangs. The communicator is created non-blocking, so no NCCL call can block the host. Every
-host wait polls: the CUDA event, NCCL's asynchronous error state and a deadline (-wt). On a
+host wait polls: the CUDA event, NCCL's asynchronous error state (of every communicator of this
+process: the world's and its -zg splits', whichever one the wait is on) and a deadline (-wt). On a
 timeout or an error the rank aborts the communicator and exits with a message naming itself, the
 step and the oldest collective still in flight (a peer that died is noticed by NCCL, or by the
 deadline). Where ranks wait for each other's file I/O (rank 0 writing a model file, every rank
@@ -73,7 +74,8 @@ typedef struct {
     const char* server;  // -ps
 } ProcessFlags;
 
-typedef struct {
+#define COMM_MAX_SPLITS 4 // hybrid sharding makes 2: the shard group and the ranks across groups
+typedef struct Comm {
     int rank;
     int world_size;
     int local_rank;                   // among the processes of this node: picks the GPU
@@ -86,6 +88,9 @@ typedef struct {
     int step;                         // the training step, for messages
     cudaStream_t stream;              // the communication stream (a split's: its parent's)
     int is_split;                     // made by comm_split: the stream belongs to the parent
+    const char* name;                 // for messages: "the world communicator", a split's own
+    struct Comm* parent;              // a split's parent (NULL: the world's)
+    struct Comm* splits[COMM_MAX_SPLITS]; // the world's: its live splits (NULL: finalized)
     CommRecord ring[COMM_RING];
     int ring_head, ring_count;        // oldest record, records in the ring
     double* scalars;                  // (world_size) device: comm_gather_doubles
@@ -118,30 +123,53 @@ static inline void comm_describe_pending(const Comm* comm, char* out, size_t n) 
     (void)cudaGetLastError(); // the queries above leave cudaErrorNotReady behind
 }
 
-// Ends the run from a wait that cannot finish: the communicator is aborted first, so nothing
-// is left blocking inside NCCL.
+// The world communicator of comm's process: comm itself, or a split's parent.
+static inline Comm* comm_world(Comm* comm) { return comm->parent != NULL ? comm->parent : comm; }
+
+// Ends the run from a wait that cannot finish: every communicator of the process is aborted
+// first (the splits, then the world's), so nothing is left blocking inside NCCL.
 static inline void __attribute__((noreturn)) comm_give_up(Comm* comm, const char* why, const char* waiting_for) {
     char pending[256];
     comm_describe_pending(comm, pending, sizeof(pending));
 #ifndef NO_MULTI_GPU
-    if (comm->nccl != NULL) { ncclCommAbort(comm->nccl); comm->nccl = NULL; }
+    Comm* world = comm_world(comm);
+    for (int i = 0; i < COMM_MAX_SPLITS; i++) {
+        Comm* s = world->splits[i];
+        if (s != NULL && s->nccl != NULL) { ncclCommAbort(s->nccl); s->nccl = NULL; }
+    }
+    if (world->nccl != NULL) { ncclCommAbort(world->nccl); world->nccl = NULL; }
 #endif
     fail("%s at step %d while waiting for %s%s%s", why, comm->step, waiting_for,
          pending[0] ? "; oldest collective in flight: " : "", pending);
 }
 
 #ifndef NO_MULTI_GPU
-// NCCL's asynchronous state: ncclSuccess, ncclInProgress, or an error (which ends the run).
+// NCCL's asynchronous state: ncclSuccess, ncclInProgress, or an error (which ends the run,
+// naming the communicator).
 static inline ncclResult_t comm_nccl_state(Comm* comm, const char* waiting_for) {
     ncclResult_t state = ncclSuccess;
     ncclResult_t rc = ncclCommGetAsyncError(comm->nccl, &state);
     if (rc != ncclSuccess) { state = rc; }
     if (state != ncclSuccess && state != ncclInProgress) {
-        char why[512];
-        snprintf(why, sizeof(why), "NCCL error %s (%s)", ncclGetErrorString(state), ncclGetLastError(comm->nccl));
+        char why[600];
+        snprintf(why, sizeof(why), "NCCL error %s in %s (%s)", ncclGetErrorString(state), comm->name ? comm->name : "a communicator",
+                 ncclGetLastError(comm->nccl));
         comm_give_up(comm, why, waiting_for);
     }
     return state;
+}
+
+// The same for every communicator of the process. A host wait calls this whichever
+// communicator it waits on: a split's collectives share the stream with the world's, so when one
+// fails on a GPU (its kernel never finishes) every later event stalls, and only the split's
+// own state says why; polling the world's alone would end the wait at -wt, not at the error.
+static inline void comm_nccl_state_all(Comm* comm, const char* waiting_for) {
+    Comm* world = comm_world(comm);
+    for (int i = 0; i < COMM_MAX_SPLITS; i++) {
+        Comm* s = world->splits[i];
+        if (s != NULL && s->nccl != NULL) { comm_nccl_state(s, waiting_for); }
+    }
+    if (world->nccl != NULL) { comm_nccl_state(world, waiting_for); }
 }
 
 // A non-blocking NCCL call returns ncclInProgress while it is still being set up; the next
@@ -178,7 +206,7 @@ static inline void comm_wait_event_within(Comm* comm, cudaEvent_t event, const c
         if (err != cudaErrorNotReady) { cudaCheck(err); }
         if ((polls & 63) == 0) {
 #ifndef NO_MULTI_GPU
-            if (comm->nccl != NULL) { comm_nccl_state(comm, what); }
+            comm_nccl_state_all(comm, what);
 #endif
             double waited = comm_now() - start;
             if (limit_s > 0 && waited > limit_s) {
@@ -236,6 +264,7 @@ static inline int comm_process_flags_given(int argc, char** argv) {
 // Before the flags are parsed: under mpirun (built with MPI), rank and size from MPI.
 static inline void comm_bootstrap(Comm* comm, int* argc, char*** argv) {
     memset(comm, 0, sizeof(*comm));
+    comm->name = "the world communicator";
     comm->world_size = 1;
     comm->timeout_s = 300.0;
     comm->io_timeout_s = 3000.0;
@@ -261,11 +290,20 @@ static inline void comm_bootstrap(Comm* comm, int* argc, char*** argv) {
 #endif
 }
 
+#ifndef NO_MULTI_GPU
+// A start by flags, from comm_set_processes until rank 0 has handed out NCCL's id (comm_init):
+// a failure of rank 0 meanwhile (a busy -o, a file only it opens) reaches the other ranks through
+// the rendezvous in place of the id, so that they stop at once with its reason instead of
+// waiting out -wt.
+static Rendezvous g_comm_rendezvous;
+static void comm_rendezvous_abort_hook(void) { rendezvous_abort(&g_comm_rendezvous, g_fail_text); }
+#endif
+
 // After the flags: the rank and size of a start without mpirun, checked.
 static inline void comm_set_processes(Comm* comm, const ProcessFlags* pf) {
     int given = pf->num_processes != -1 || pf->process_rank != -1 || pf->method || pf->fs_dir || pf->server;
-    // (under mpirun with these flags comm_bootstrap did not start MPI: the flags win)
-    if (comm->started_by_mpi || !given) { return; } // mpirun's ranks, or one process
+    // mpirun's ranks never get here with these flags: given them, comm_bootstrap leaves MPI out
+    if (!given) { return; } // mpirun's ranks, or one process
     if (pf->num_processes < 1) { fail("flag -pn expects the number of processes >= 1 (with -pr, -pi)"); }
     if (pf->process_rank < 0) { fail("flag -pr expects this process's rank, 0..%d", pf->num_processes - 1); }
     comm->world_size = pf->num_processes;
@@ -278,6 +316,13 @@ static inline void comm_set_processes(Comm* comm, const ProcessFlags* pf) {
     if (local == NULL) { local = getenv("LOCAL_RANK"); }
     comm->local_rank = local != NULL ? atoi(local) : comm->rank;
     set_error_rank(comm->rank, comm->world_size);
+#ifndef NO_MULTI_GPU
+    if (comm->world_size > 1 && comm->rank == 0) {
+        g_comm_rendezvous = rv;
+        g_comm_rendezvous.timeout_s = RENDEZVOUS_ABORT_WAIT_S;
+        g_fail_hook = comm_rendezvous_abort_hook;
+    }
+#endif
 }
 
 // On this rank's GPU (cudaSetDevice done): the communication stream, the scalar buffers, and
@@ -312,6 +357,7 @@ static inline void comm_init(Comm* comm, const ProcessFlags* pf) {
     } else
 #endif
     { rendezvous_broadcast(&rv, &id, sizeof(id)); }
+    if (g_fail_hook == comm_rendezvous_abort_hook) { g_fail_hook = NULL; } // the id is out: too late to tell the ranks
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0; // every call returns at once; we poll with a deadline
     ncclResult_t rc = ncclCommInitRankConfig(&comm->nccl, comm->world_size, id, comm->rank, &config);
@@ -327,9 +373,18 @@ static inline void comm_init(Comm* comm, const ProcessFlags* pf) {
 // Hybrid sharding (llmc/zero_plan.h): a communicator of the parent's ranks with the same color,
 // ranked by key (ncclCommSplit, collective over the parent). It queues its collectives on the
 // parent's communication stream, so they stay in issue order with the parent's and the
-// trainer's events order them as before; it counts its own bytes and stream time.
-static inline void comm_split(Comm* parent, int color, int key, Comm* child) {
+// trainer's events order them as before; it counts its own bytes and stream time. The parent
+// (the world's) keeps it in its list, so that every host wait polls its NCCL state too; `name`
+// says which it is in messages. child stays where it is until comm_finalize.
+static inline void comm_split(Comm* parent, int color, int key, Comm* child, const char* name) {
     *child = *parent;
+    child->name = name;
+    child->parent = parent;
+    memset(child->splits, 0, sizeof(child->splits));
+    int slot = 0;
+    while (slot < COMM_MAX_SPLITS && parent->splits[slot] != NULL) { slot++; }
+    if (parent->parent != NULL || slot == COMM_MAX_SPLITS) { fail("internal: comm_split of a split, or more than %d splits", COMM_MAX_SPLITS); }
+    parent->splits[slot] = child;
     child->is_split = 1;
     child->ring_head = child->ring_count = 0;
     memset(child->bus_bytes, 0, sizeof(child->bus_bytes));
@@ -371,7 +426,10 @@ static inline void comm_finalize(Comm* comm) {
         cudaCheck(cudaEventDestroy(comm->ring[i].start));
         cudaCheck(cudaEventDestroy(comm->ring[i].done));
     }
-    if (comm->is_split) { return; } // the rest is the parent's
+    if (comm->is_split) { // the rest is the parent's; it stops polling this one
+        for (int i = 0; i < COMM_MAX_SPLITS; i++) { if (comm->parent->splits[i] == comm) { comm->parent->splits[i] = NULL; } }
+        return;
+    }
     cudaCheck(cudaFree(comm->scalars));
     cudaCheck(cudaFreeHost(comm->scalars_host));
     cudaCheck(cudaStreamDestroy(comm->stream));

@@ -15,7 +15,9 @@ one node. tcp: rank 0 listens on a port (-ps host[:port]), and each other rank c
 receives the blob. It is for clusters with no shared directory.
 
 No hangs: every wait ends at timeout_s in fail(), with one line that names the rank (via
-set_error_rank), the method, the file or address, and what was expected.
+set_error_rank), the method, the file or address, and what was expected. And a rank 0 that stops
+before it has handed out the blob (the trainer's output dir is busy, say) hands out its reason
+instead (rendezvous_abort): the other ranks stop at once with it, not at the timeout.
 */
 #ifndef LLMC_RENDEZVOUS_H
 #define LLMC_RENDEZVOUS_H
@@ -39,6 +41,10 @@ set_error_rank), the method, the file or address, and what was expected.
 #define RENDEZVOUS_PORT 29500        // torch.distributed's default, so cluster scripts look familiar
 #define RENDEZVOUS_MAGIC 0x52445a31  // "RDZ1": tells a stray file or connection from ours
 #define RENDEZVOUS_FILE "rendezvous.bin"
+#define RENDEZVOUS_ABORT_MAGIC 0x52445a58 // "RDZX": the file holds rank 0's reason for stopping, not the blob
+#define RENDEZVOUS_ABORT_SIZE 0xFFFFFFFFu // tcp: sent in place of the blob's size, then the reason's size and text
+#define RENDEZVOUS_REASON_MAX 1023        // bytes of a reason passed on
+#define RENDEZVOUS_ABORT_WAIT_S 10.0      // how long a stopping rank 0 waits at most for the others to hear it
 
 typedef struct {
     int rank;            // this process, 0..world_size-1
@@ -123,23 +129,39 @@ static inline void rendezvous_fs_path(const Rendezvous* rv, char* path, size_t c
 }
 
 // mkdir -p: a job script may point -pf at a fresh per-job directory that nobody has created yet.
-static inline void rendezvous_mkdirs(const Rendezvous* rv, char* dir) {
+// 0, or the errno of the part that could not be created (dir then ends at that part).
+static inline int rendezvous_try_mkdirs(char* dir) {
     for (char* p = dir + 1;; p++) {
         if (*p != '/' && *p != '\0') { continue; }
         char c = *p;
         *p = '\0';
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-            rendezvous_fail(rv, "cannot create the directory '%s': %s", dir, strerror(errno));
-        }
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) { return errno; }
         *p = c;
-        if (c == '\0') { return; }
+        if (c == '\0') { return 0; }
     }
+}
+
+static inline void rendezvous_mkdirs(const Rendezvous* rv, char* dir) {
+    int e = rendezvous_try_mkdirs(dir);
+    if (e != 0) { rendezvous_fail(rv, "cannot create the directory '%s': %s", dir, strerror(e)); }
+}
+
+// The magic of the file at path (0 if it cannot be read).
+static inline int32_t rendezvous_fs_magic(const char* path) {
+    int32_t magic = 0;
+    FILE* fp = fopen(path, "rb");
+    if (fp != NULL) {
+        if (fread(&magic, sizeof(magic), 1, fp) != 1) { magic = 0; }
+        fclose(fp);
+    }
+    return magic;
 }
 
 // Rank 0 writes under a temporary name and then publishes with link(). The file appears whole
 // (readers never see half of it), and unlike rename(), link() will not replace an existing
 // file, so a file left by a crashed run is reported here. Without that check, rank 0 would
-// overwrite it after the other ranks had already read the stale id.
+// overwrite it after the other ranks had already read the stale id. (A reason left by a rank 0
+// that stopped, rendezvous_abort, holds no id: it is replaced.)
 static inline void rendezvous_fs_publish(const Rendezvous* rv, const char* path, const void* blob, size_t n) {
     char dir[4096], tmp[4200];
     snprintf(dir, sizeof(dir), "%s", rv->fs_dir); // fits: rendezvous_fs_path checked the longer path
@@ -153,6 +175,9 @@ static inline void rendezvous_fs_publish(const Rendezvous* rv, const char* path,
     if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) { rendezvous_fail(rv, "cannot write '%s': %s", tmp, strerror(errno)); }
     fcloseCheck(fp, tmp);
     int rc = link(tmp, path), e = errno;
+    if (rc != 0 && e == EEXIST && rendezvous_fs_magic(path) == RENDEZVOUS_ABORT_MAGIC) {
+        rc = rename(tmp, path); e = errno; // an earlier job's rank 0 stopped and left its reason: no id anyone reads
+    }
     unlink(tmp);
     if (rc != 0 && e == EEXIST) {
         rendezvous_fail(rv, "'%s' exists, left by an earlier run: give each job its own -pf directory, "
@@ -176,6 +201,17 @@ static inline void rendezvous_fs_read(const Rendezvous* rv, const char* path, vo
     }
     RendezvousFileHeader h;
     size_t got = fread(&h, 1, sizeof(h), fp);
+    if (got == sizeof(h) && h.magic == RENDEZVOUS_ABORT_MAGIC) {
+        char why[RENDEZVOUS_REASON_MAX + 1];
+        size_t k = fread(why, 1, h.n >= 0 && h.n < RENDEZVOUS_REASON_MAX ? (size_t)h.n : RENDEZVOUS_REASON_MAX, fp);
+        why[k] = '\0';
+        fclose(fp);
+        char told[4200]; // tells rank 0 this rank has read it, so that it can remove the file
+        snprintf(told, sizeof(told), "%s.told.%d", path, rv->rank);
+        int fd = open(told, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) { close(fd); }
+        rendezvous_fail(rv, "rank 0 stopped before the ranks met: %s", why);
+    }
     if (got == sizeof(h) && h.magic == RENDEZVOUS_MAGIC && h.world_size == rv->world_size && h.n == (int64_t)n) {
         got += fread(blob, 1, n, fp);
     }
@@ -194,31 +230,39 @@ static inline void rendezvous_fs_read(const Rendezvous* rv, const char* path, vo
 
 static inline void rendezvous_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-// Sends or receives exactly n bytes. poll() before each call bounds the wait by the deadline
-// even when the other side stops halfway. `what` names the bytes and the other side.
-static inline void rendezvous_transfer(const Rendezvous* rv, int fd, void* buf, size_t n, int sending,
-                                       double deadline, const char* what) {
+// Sends or receives exactly n bytes: 0, or why not (ETIMEDOUT at the deadline, EPIPE when the
+// other side closed, or the call's errno). poll() before each call bounds the wait by the
+// deadline even when the other side stops halfway.
+static inline int rendezvous_io(int fd, void* buf, size_t n, int sending, double deadline) {
     char* p = (char*)buf;
-    const char* verb = sending ? "sending" : "receiving";
     while (n > 0) {
         struct pollfd pfd = {fd, (short)(sending ? POLLOUT : POLLIN), 0};
         int r = poll(&pfd, 1, rendezvous_ms_left(deadline));
-        if (r == 0 && now_seconds() >= deadline) { rendezvous_fail(rv, "timed out after %g s %s %s", rv->timeout_s, verb, what); }
+        if (r == 0 && now_seconds() >= deadline) { return ETIMEDOUT; }
         if (r <= 0) { continue; } // EINTR, or a wait longer than poll() takes
         ssize_t k = sending ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
         if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) { continue; }
-        if (k == 0) { rendezvous_fail(rv, "connection closed while %s %s (the other side's error says why)", verb, what); }
-        if (k < 0) { rendezvous_fail(rv, "error %s %s: %s", verb, what, strerror(errno)); }
+        if (k == 0) { return EPIPE; }
+        if (k < 0) { return errno; }
         p += k; n -= (size_t)k;
     }
+    return 0;
 }
 
-// Rank 0 replies only after every rank has joined and passed the checks. If one rank is wrong,
-// rank 0 fails before anyone holds the id, and the waiting ranks fail on the closed connection.
-// Replying early would let them enter an NCCL setup that can never complete.
-static inline void rendezvous_tcp_serve(const Rendezvous* rv, int port, const void* blob, size_t n, double deadline) {
+// The same, failing with a message: `what` names the bytes and the other side.
+static inline void rendezvous_transfer(const Rendezvous* rv, int fd, void* buf, size_t n, int sending,
+                                       double deadline, const char* what) {
+    int e = rendezvous_io(fd, buf, n, sending, deadline);
+    const char* verb = sending ? "sending" : "receiving";
+    if (e == ETIMEDOUT) { rendezvous_fail(rv, "timed out after %g s %s %s", rv->timeout_s, verb, what); }
+    if (e == EPIPE) { rendezvous_fail(rv, "connection closed while %s %s (the other side's error says why)", verb, what); }
+    if (e != 0) { rendezvous_fail(rv, "error %s %s: %s", verb, what, strerror(e)); }
+}
+
+// A nonblocking socket listening on port (every address), or -1 (errno says why).
+static inline int rendezvous_tcp_listen(int port, int backlog) {
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    if (ls < 0) { rendezvous_fail(rv, "cannot create a socket: %s", strerror(errno)); }
+    if (ls < 0) { return -1; }
     // SO_REUSEADDR: the port of a job that just ended stays in TIME_WAIT for a minute
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in addr;
@@ -226,10 +270,24 @@ static inline void rendezvous_tcp_serve(const Rendezvous* rv, int port, const vo
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
     addr.sin_port = htons((uint16_t)port);
-    if (bind(ls, (struct sockaddr*)&addr, sizeof(addr)) != 0 || listen(ls, rv->world_size) != 0) {
-        rendezvous_fail(rv, "cannot listen on port %d: %s (another job on it? choose one with -ps host:port)", port, strerror(errno));
+    if (bind(ls, (struct sockaddr*)&addr, sizeof(addr)) != 0 || listen(ls, backlog) != 0) {
+        int e = errno;
+        close(ls);
+        errno = e;
+        return -1;
     }
     rendezvous_nonblocking(ls);
+    return ls;
+}
+
+// Rank 0 replies only after every rank has joined and passed the checks. If one rank is wrong,
+// rank 0 fails before anyone holds the id, and the waiting ranks fail on the closed connection.
+// Replying early would let them enter an NCCL setup that can never complete.
+static inline void rendezvous_tcp_serve(const Rendezvous* rv, int port, const void* blob, size_t n, double deadline) {
+    int ls = rendezvous_tcp_listen(port, rv->world_size);
+    if (ls < 0) {
+        rendezvous_fail(rv, "cannot listen on port %d: %s (another job on it? choose one with -ps host:port)", port, strerror(errno));
+    }
     int* fds = (int*)mallocCheck(rv->world_size * sizeof(int)); // fds[r]: rank r's connection, -1 until it joins
     for (int r = 0; r < rv->world_size; r++) { fds[r] = -1; }
     for (int joined = 0; joined < rv->world_size - 1;) {
@@ -321,6 +379,15 @@ static inline void rendezvous_tcp_fetch(const Rendezvous* rv, const char* host, 
     snprintf(what, sizeof(what), "the blob from rank 0 at %s:%d", host, port);
     uint32_t size = 0;
     rendezvous_transfer(rv, fd, &size, sizeof(size), 0, deadline, what);
+    if (ntohl(size) == RENDEZVOUS_ABORT_SIZE) { // rank 0 stopped: its reason follows
+        char why[RENDEZVOUS_REASON_MAX + 1];
+        uint32_t len = 0;
+        rendezvous_transfer(rv, fd, &len, sizeof(len), 0, deadline, what);
+        len = ntohl(len) < RENDEZVOUS_REASON_MAX ? ntohl(len) : RENDEZVOUS_REASON_MAX;
+        rendezvous_transfer(rv, fd, why, len, 0, deadline, what);
+        why[len] = '\0';
+        rendezvous_fail(rv, "rank 0 stopped before the ranks met: %s", why);
+    }
     if (ntohl(size) != n) { rendezvous_fail(rv, "rank 0 at %s:%d sends %u bytes, this rank expected %zu", host, port, ntohl(size), n); }
     rendezvous_transfer(rv, fd, blob, n, 0, deadline, what);
     close(fd);
@@ -348,6 +415,83 @@ static inline void rendezvous_broadcast(const Rendezvous* rv, void* blob, size_t
         if (rv->rank == 0) { rendezvous_tcp_serve(rv, port, blob, n, deadline); }
         else { rendezvous_tcp_fetch(rv, host, port, blob, n, deadline); }
     }
+}
+
+// Rank 0, stopping before it has handed out the blob (a busy output dir, a file only it reads):
+// hands out `why` in its place, so that the other ranks stop at once with rank 0's reason
+// instead of waiting out the timeout. fs: the reason is published as the file, under its own
+// magic, until every other rank has read it or RENDEZVOUS_ABORT_WAIT_S (or the timeout, if
+// shorter) has passed; then rank 0 removes it (one left by a killed rank 0 is replaced by the
+// next job's). tcp: rank 0 listens, and tells each rank that connects, for as long at most.
+// A rank that comes later fails at its timeout as before. Silent and best effort: it runs
+// inside fail(), after rank 0's own message; where it cannot (the port taken, an id already
+// published) nothing changes.
+static inline void rendezvous_abort(const Rendezvous* rv, const char* why) {
+    if (rv->rank != 0 || rv->world_size <= 1 || rv->method == NULL) { return; }
+    size_t n = strlen(why) < RENDEZVOUS_REASON_MAX ? strlen(why) : RENDEZVOUS_REASON_MAX;
+    if (strcmp(rv->method, "fs") == 0) {
+        char path[4096], tmp[4200], dir[4096];
+        if ((size_t)snprintf(path, sizeof(path), "%s/%s", rv->fs_dir, RENDEZVOUS_FILE) >= sizeof(path)) { return; }
+        snprintf(dir, sizeof(dir), "%s", rv->fs_dir);
+        if (rendezvous_try_mkdirs(dir) != 0) { return; }
+        snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+        FILE* fp = fopen(tmp, "wb");
+        if (fp == NULL) { return; }
+        RendezvousFileHeader h = {RENDEZVOUS_ABORT_MAGIC, rv->world_size, (int64_t)n};
+        int written = fwrite(&h, sizeof(h), 1, fp) == 1 && fwrite(why, 1, n, fp) == n && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
+        fclose(fp);
+        // an id already published stays (a rank may be reading it); an earlier reason is replaced
+        int published = written && link(tmp, path) == 0;
+        if (written && !published && errno == EEXIST && rendezvous_fs_magic(path) == RENDEZVOUS_ABORT_MAGIC) {
+            published = rename(tmp, path) == 0;
+        }
+        unlink(tmp);
+        if (!published) { return; }
+        // Each rank that read the reason leaves a file saying so (rendezvous_fs_read). Once all
+        // have, or at the wait's end, the reason and those files go: a later job using this
+        // directory must not find it (its other ranks could read it before its rank 0 replaces it).
+        double deadline = now_seconds() + (rv->timeout_s < RENDEZVOUS_ABORT_WAIT_S ? rv->timeout_s : RENDEZVOUS_ABORT_WAIT_S);
+        for (;;) {
+            int told = 0;
+            for (int r = 1; r < rv->world_size; r++) {
+                snprintf(tmp, sizeof(tmp), "%s.told.%d", path, r);
+                told += access(tmp, F_OK) == 0;
+            }
+            if (told == rv->world_size - 1 || now_seconds() >= deadline) { break; }
+            rendezvous_nap_ms(20);
+        }
+        unlink(path);
+        for (int r = 1; r < rv->world_size; r++) {
+            snprintf(tmp, sizeof(tmp), "%s.told.%d", path, r);
+            unlink(tmp);
+        }
+        return;
+    }
+    char host[256];
+    int port;
+    if (!rendezvous_split_server(rv->server, host, sizeof(host), &port)) { return; }
+    int ls = rendezvous_tcp_listen(port, rv->world_size);
+    if (ls < 0) { return; }
+    double wait_s = rv->timeout_s < RENDEZVOUS_ABORT_WAIT_S ? rv->timeout_s : RENDEZVOUS_ABORT_WAIT_S;
+    double deadline = now_seconds() + wait_s;
+    uint32_t head[2] = {htonl(RENDEZVOUS_ABORT_SIZE), htonl((uint32_t)n)};
+    for (int told = 0; told < rv->world_size - 1 && now_seconds() < deadline;) {
+        struct pollfd pfd = {ls, POLLIN, 0};
+        if (poll(&pfd, 1, rendezvous_ms_left(deadline)) <= 0) { continue; }
+        int fd = accept(ls, NULL, NULL);
+        if (fd < 0) { continue; }
+        rendezvous_nonblocking(fd);
+        // its hello first (12 bytes): closing with unread bytes would reset the connection
+        // and could drop the reason before the rank reads it
+        uint32_t hello[3];
+        double by = now_seconds() + 1.0 < deadline ? now_seconds() + 1.0 : deadline;
+        if (rendezvous_io(fd, hello, sizeof(hello), 0, by) == 0 && rendezvous_io(fd, head, sizeof(head), 1, by) == 0 &&
+            rendezvous_io(fd, (void*)why, n, 1, by) == 0) {
+            told++;
+        }
+        close(fd);
+    }
+    close(ls);
 }
 
 // Called by every rank once all ranks are known to have read the blob (the trainer: after the

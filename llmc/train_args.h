@@ -55,6 +55,7 @@ typedef struct {
     int hellaswag;             // -h 1: HellaSwag accuracy every -v steps and at the end
     const char* hellaswag_file; // -hf (NULL: not given, HELLASWAG_DEFAULT_FILE)
     const char* grad_dtype;    // -zd bf16 | fp32: CUDA trainer, gradient accumulation and reduction dtype (NULL: the build's floatX)
+    const char* trace;         // -zt PREFIX: each rank writes a trace of its training steps to PREFIX_rank<r>.txt (NULL: none)
     // CUDA trainer, processes started without mpirun (llmc/nccl_comm.cuh)
     int num_processes;         // -pn (-1: not given)
     int process_rank;          // -pr (-1: not given)
@@ -75,7 +76,7 @@ static inline TrainArgs train_args_defaults(void) {
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1, .unit_blocks = 1, .offload = 0,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
-        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .grad_dtype = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
+        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .grad_dtype = NULL, .trace = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
     return a;
 }
@@ -112,6 +113,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-zu", ARG_INT, unit_blocks, "unit size (FSDP's wrap policy): transformer blocks per unit, 1..L, the last unit holds the rest (every stage: what is gathered and reduced as one collective)"),
     ARG("-zo", ARG_INT, offload, "CUDA trainer, -z 1/2/3: 1 keeps the optimizer state (master, m, v) in pinned host memory and runs AdamW on the CPU"),
     ARG("-zd", ARG_STR, grad_dtype, "CUDA trainer: gradients accumulated over micro-steps and reduced in bf16 or fp32 (default: the build's precision; fp32 only in the fp32 build)"),
+    ARG("-zt", ARG_STR, trace, "trace every training step's collectives, slots and compute, one file per rank: PREFIX_rank<r>.txt (dev/bench/compare_stages.py --timeline draws them)"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
@@ -338,9 +340,15 @@ static inline void train_pick_stage(TrainSizes* sz, const GPT2Config* c, int N, 
         }
     }
     if (stage < 0) {
-        fail("-z auto: no stage fits in %.1f MB per rank: stage 3 needs %.1f MB (plan %.1f MB + %.1f MB outside it); "
-             "more ranks, a smaller -b or -t, or a larger budget (-zm)", budget / MB,
-             (zero_plan_total(&plans[3]) + other) / MB, zero_plan_total(&plans[3]) / MB, other / MB);
+        // the smallest need (the lowest stage among equals): the budget that would have run.
+        // Not always stage 3's: its gather buffers can outweigh what it shards, on few ranks
+        // or in small shard groups (-zg).
+        int least = 0;
+        for (int s = 1; s < 4; s++) { if (zero_plan_total(&plans[s]) < zero_plan_total(&plans[least])) { least = s; } }
+        fail("-z auto: no stage fits in %.1f MB per rank: the least any stage needs is stage %d's %.1f MB (plan %.1f MB + "
+             "%.1f MB outside it); more ranks%s, a smaller -b or -t, or a larger budget (-zm)", budget / MB, least,
+             (zero_plan_total(&plans[least]) + other) / MB, zero_plan_total(&plans[least]) / MB, other / MB,
+             sz->zero.group_size < N ? " or larger shard groups (-zg)" : "");
     }
     sz->zero.stage = stage;
     if (stage != 3) { sz->zero.prefetch = 0; }

@@ -16,6 +16,7 @@ rank 3 of 4 says so.
 #include <errno.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 // "[rank r] " once a multi-process run is up; empty for a single process
 static char g_rank_prefix[32] = "";
@@ -26,16 +27,38 @@ static inline void set_error_rank(int rank, int world_size) {
 
 // Called by fail() before it exits; a multi-process run sets it to take all ranks down.
 static void (*g_fail_hook)(void) = NULL;
+// The message of the failure under way (no prefix, no newline), for the hook to pass on.
+static char g_fail_text[1024] = "";
 
-// Print one line to stderr and exit(1). Used for every user-facing error.
+// Print one line to stderr and exit(1). Used for every user-facing error. The line goes out in
+// one write(2): stderr is unbuffered, so printing the prefix, the text and the newline with three
+// calls would be three writes, and under mpirun, where every rank often fails at the same moment
+// (a bad flag), another rank's line could land between them.
 static inline void __attribute__((noreturn, format(printf, 1, 2))) fail(const char* fmt, ...) {
-    va_list ap;
+    char small[4096];
+    char* line = small;
+    va_list ap, again;
     va_start(ap, fmt);
-    fprintf(stderr, "%serror: ", g_rank_prefix);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    va_copy(again, ap);
+    int prefix = snprintf(small, sizeof(small), "%serror: ", g_rank_prefix);
+    int text = vsnprintf(small + prefix, sizeof(small) - prefix, fmt, ap);
+    size_t len = (size_t)prefix + (text > 0 ? (size_t)text : 0);
+    if (len + 1 >= sizeof(small)) { // a long message (a whole command line): the exact size
+        line = (char*)malloc(len + 2);
+        if (line == NULL) { line = small; len = sizeof(small) - 2; }
+        else { memcpy(line, small, (size_t)prefix); vsnprintf(line + prefix, len - prefix + 1, fmt, again); }
+    }
+    va_end(again);
     va_end(ap);
-    fflush(stderr);
+    snprintf(g_fail_text, sizeof(g_fail_text), "%.*s", (int)(len - (size_t)prefix), line + prefix);
+    line[len++] = '\n';
+    fflush(stdout); // what the run printed before the error comes first
+    for (size_t done = 0; done < len;) {
+        ssize_t n = write(STDERR_FILENO, line + done, len - done);
+        if (n < 0 && errno == EINTR) { continue; }
+        if (n <= 0) { break; }
+        done += (size_t)n;
+    }
     if (g_fail_hook != NULL) { g_fail_hook(); }
     exit(EXIT_FAILURE);
 }

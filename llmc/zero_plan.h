@@ -12,7 +12,7 @@ From the model config, the world size N and the stage it computes:
 - the bytes each rank communicates per step per collective kind, counted like nccl-tests' bus
   bytes: reduce-scatter or all-gather of a full buffer of S bytes = S*(N-1)/N per rank.
 
-The stages (P = padded parameter count, K = optimizer bytes per parameter):
+The stages (P = padded parameter count):
   stage 0  nothing sharded      grads reduce-scattered, then all-gathered (an all-reduce)
   stage 1  optimizer state      grads reduce-scattered; own shard updated; params all-gathered
   stage 2  + gradients          as 1, but each unit's grads reduce-scattered as its backward
@@ -50,10 +50,10 @@ Choices the plan counts (and the trainers follow):
   against the running sum and the ranks' sum to 8 bits; fp32 (4, Megatron's "main grads") doubles
   the gradient memory and every gradient byte on the wire (reduce-scatter, stage 0's all-gather),
   plus a bf16 scratch of unit 0 and one block that the backward writes (mem_grad_scratch).
-- reshard_after_forward (stage 3): 'default' frees each block after its forward except the
-  last, which backward needs first; 'always' frees every block (each is gathered twice:
-  exactly 1.5x stage 0's traffic); 'never' keeps every block gathered from its forward to its
-  backward (params cost as in stage 2, no second gather).
+- reshard_after_forward (stage 3): 'default' releases each block's gather slot after its
+  forward except the last block's, which the backward needs first; 'always' releases every
+  block (each is gathered twice: exactly 1.5x stage 0's traffic); 'never' keeps every block
+  gathered from its forward to its backward (params cost as in stage 2, no second gather).
 - prefetch depth D (stage 3): gather the next D units while the current one computes; it
   needs D+1 block buffers ('never' needs one per block unit).
 - unit size K (-zu, FSDP's wrap policy): K transformer blocks per unit, so ceil(L/K) block units

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The ZeRO stages side by side on the CPU trainer: each stage at N ranks on one machine, a few
-# steps each; prints step time, tok/s, the plan's memory per rank, the measured peak RSS per
-# rank, and the bytes each rank sent per step. Communication is memory copies here, so the
+# steps each; prints step time, tok/s, the memory each rank allocated per category and their sum
+# (the model state, which the tests hold to the plan), the measured peak RSS per rank, and the
+# bytes each rank sent per step. Communication is memory copies here, so the
 # times say what the bookkeeping costs, not what a network would.
 # usage: dev/bench/bench_zero.sh [model=gpt2_124M.bin] [ranks="1 2 4"] [steps=4]
 set -euo pipefail
@@ -17,7 +18,7 @@ cores=$(nproc)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 printf "%-2s %-5s | %9s %8s | %10s %10s %10s %10s %10s | %9s | %12s %12s\n" N stage "ms/step" "tok/s" \
-    "params MB" "grads MB" "optim MB" "buffers MB" "plan MB" "RSS MB" "RS MB/step" "AG MB/step"
+    "params MB" "grads MB" "optim MB" "buffers MB" "state MB" "RSS MB" "RS MB/step" "AG MB/step"
 for N in $RANKS; do
     threads=$(( cores / N > 0 ? cores / N : 1 ))
     for z in 0 1 2 3; do

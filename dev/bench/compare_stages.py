@@ -21,6 +21,14 @@ With --offload (a CUDA trainer), stages 1-3 run once more with
 -zo 1 (the optimizer state in host memory): one more table (GPU state with and without it, the
 pinned host bytes, the PCIe bytes per step, each against the plan; the losses must equal the
 stage's run without offload), offload.csv and offload.png.
+With --timeline, every run is traced (-zt) and one step of each is drawn (dev/bench/timeline.py):
+timeline_z0.png ... timeline_z3.png, and stage 3 once more with -zr always and -zr never
+(timeline_z3_always.png, timeline_z3_never.png): per rank a compute row and a communication row
+(each collective from its issue to its done, numbered, with the line that issued it), rank 0's
+gather and gradient slots, and the memory each rank holds over the step; timeline_z3.md lists the
+stage-3 step's collectives with their issuing lines. Every traced step's collectives must be the
+plan's (dev/bench/zero_plan_print --collectives: count, order, units, bytes). An emulated CUDA
+trainer then runs with EMU_SCHEDULE=eager (queued work runs as soon as it may).
 
     /usr/bin/python3 dev/bench/compare_stages.py                       # tiny model, N=4 (what CI runs)
     /usr/bin/python3 dev/bench/compare_stages.py --model gpt2_124M.bin --ranks 4 --steps 4
@@ -31,6 +39,7 @@ stage's run without offload), offload.csv and offload.png.
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 # the CPU emulator
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 --offload  # + -zo 1
     /usr/bin/python3 dev/bench/compare_stages.py --trainer ./train_gpt2cu_emu --ranks 2 --steps 2 --grad-dtype fp32
+    /usr/bin/python3 dev/bench/compare_stages.py --ranks 2 --steps 2 --timeline           # + one step of each, drawn
     make compare                                                       # the first line with --unit-blocks 1,2
 
 --trainer is the CPU trainer (train_gpt2, built with MPI) or a CUDA one (train_gpt2cu,
@@ -49,6 +58,9 @@ import re
 import shlex
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timeline  # noqa: E402  (dev/bench/timeline.py)
 
 MB = 1024.0 * 1024.0
 STAGES = [0, 1, 2, 3]
@@ -96,6 +108,8 @@ def launch(args, name, flags):
         # as dev/test/test_zero_cuda.sh: equal-size reductions add in the same order in every stage
         env.setdefault("NCCL_ALGO", "Ring")
         env.setdefault("NCCL_PROTO", "Simple")
+        if args.timeline:  # the emulator's streams run queued work as soon as they may: a timeline like a GPU's
+            env.setdefault("EMU_SCHEDULE", "eager")
     wrap = ["bash", "-c", HOSTID_SHELL, "_"] if args.hostid_per_rank else []
     cmd = ["mpirun", "--bind-to", "none", "-np", str(args.ranks)] + wrap + [args.trainer, "-e", args.model,
            "-b", str(args.batch), "-t", str(args.seq_len), "-v", "0", "-s", "0"] + flags
@@ -104,6 +118,8 @@ def launch(args, name, flags):
     if args.recompute is not None:
         cmd += ["-r", str(args.recompute)]
     cmd += ["-o", os.path.join(args.out, name)]
+    if args.timeline:
+        cmd += ["-zt", os.path.join(args.out, "trace_" + name)]
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     text = proc.stdout + proc.stderr
@@ -137,10 +153,12 @@ def parse_memory(args, text, what):
     return r
 
 
-def run_stage(args, stage, group=None, unit_blocks=1, offload=False):
+def run_stage(args, stage, group=None, unit_blocks=1, offload=False, reshard=None):
     """Runs one stage (with -zg GROUP if given, -zu unit_blocks when not 1, -zo 1 with offload: the
-    optimizer state in host memory); returns the parsed numbers."""
+    optimizer state in host memory, -zr reshard); returns the parsed numbers."""
     name, flags, what = "z%d" % stage, ["-x", str(args.steps), "-z", str(stage)], "stage %d" % stage
+    if reshard is not None:
+        name, what, flags = "z%d_%s" % (stage, reshard), "stage %d -zr %s" % (stage, reshard), flags + ["-zr", reshard]
     if group is not None:
         name, flags = "z%dg%d" % (stage, group), flags + ["-zg", str(group)]
     if unit_blocks != 1:
@@ -153,7 +171,7 @@ def run_stage(args, stage, group=None, unit_blocks=1, offload=False):
         die("%s failed (exit %d):\n%s" % (what, rc, "\n".join(text.splitlines()[-5:])))
     if offload:
         return parse_offload(args, stage, text)
-    r = {"stage": stage, "group": group if group is not None else args.ranks}
+    r = {"stage": stage, "group": group if group is not None else args.ranks, "name": name}
     r.update(parse_memory(args, text, what))
     if r["table_stage"] != stage:
         die("stage %d: the trainer's table says stage %d" % (stage, r["table_stage"]))
@@ -512,7 +530,7 @@ def charts(args, results, plan_rows, auto):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
     for s in STAGES:
-        pts = [(p["ranks"], p["plan_total"] / MB) for p in plan_rows if p["stage"] == s]
+        pts = [(p["ranks"], p["state_total"] / MB) for p in plan_rows if p["stage"] == s]
         ax.plot([n for n, _ in pts], [v for _, v in pts], "o-", color=colors[s], label="stage %s (plan)" % STAGE_NAMES[s])
     for r in results:
         ax.plot([args.ranks], [state(r) / MB], "x", color=colors[r["stage"]], markersize=12, mew=2)
@@ -579,6 +597,35 @@ def group_chart(args, results, groups):
     plt.close(fig)
 
 
+def draw_timelines(args, runs):
+    """One step of each traced run, drawn; its collectives checked against the plan's list."""
+    emulated = args.is_cuda and "emulator" in runs[0].get("device", "")
+    floatx = (2 if args.precision == "bf16" else 4) if args.is_cuda else None
+    grads = 4 if args.is_cuda and args.grads_dtype == "fp32" else floatx
+    who = "%s%s" % (os.path.basename(args.trainer), " (the CPU emulator)" if emulated else "")
+    pngs = []
+    for r in runs:
+        prefix = os.path.join(args.out, "trace_" + r["name"])
+        try:
+            header, step, per_rank = timeline.read_run(prefix)
+            fails = timeline.check_against_plan(per_rank, timeline.plan_collectives(header, args.model, floatx, grads))
+            fails += timeline.check_lines(header, timeline.collectives(per_rank[0]))
+        except timeline.TraceError as e:
+            die("%s: %s" % (r["name"], e))
+        if fails:
+            die("%s: the traced step's collectives are not the plan's:\n  %s" % (r["name"], "\n  ".join(fails)))
+        png = "timeline_%s.png" % r["name"]
+        title = "%s, stage %d%s: step %d of %s on %d ranks (%s, B=%d, T=%d)" % (
+            who, r["stage"], "" if r["stage"] != 3 else ", reshard_after_forward %s, prefetch %s" % (header["reshard"], header["prefetch"]),
+            step, args.steps, args.ranks, os.path.basename(args.model), args.batch, args.seq_len)
+        timeline.draw(header, step, per_rank, os.path.join(args.out, png), title, emulated)
+        if r["name"] == "z3":
+            with open(os.path.join(args.out, "timeline_z3.md"), "w") as f:
+                f.write(timeline.annotate(header, step, per_rank) + "\n")
+        pngs.append(png)
+    return ", ".join(pngs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trainer", default="./train_gpt2",
@@ -603,6 +650,8 @@ def main():
                     help="CUDA trainer: stages 1-3 once more with -zo 1 (optimizer state in host memory)")
     ap.add_argument("--grad-dtype", choices=["bf16", "fp32"], default=None,
                     help="CUDA trainer: pass -zd to every run (gradients accumulated and reduced in bf16 or fp32)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="trace every run (-zt) and draw one step per stage, and per reshard policy of stage 3: timeline_*.png")
     ap.add_argument("--out", default="log_compare", help="output folder")
     ap.add_argument("--cuda", action="store_true", help=argparse.SUPPRESS)  # gone: refused with a pointer to --trainer
     args = ap.parse_args()
@@ -653,18 +702,19 @@ def main():
     groups = [run_stage(args, args.group_stage, g) for g in args.groups]
     units = [results[3] if k == 1 else run_stage(args, 3, unit_blocks=k) for k in sorted(unit_blocks)]
     offload = run_offload(args, results) if args.offload else None
+    policies = [run_stage(args, 3, reshard=p) for p in ["always", "never"]] if args.timeline else []
     plan_rows = plan_for_ranks(args, sorted(set([1, 2, 4, 8, args.ranks])))
     for r in results:  # the chart's plan (zero_plan_print) is the one the trainer printed, at this N
         p = [q for q in plan_rows if q["ranks"] == args.ranks and q["stage"] == r["stage"]][0]
-        if p["plan_total"] != state(r, "plan_"):
+        if p["state_total"] != state(r, "plan_"):
             die("zero_plan_print says stage %d holds %d bytes per rank at N=%d, the trainer's plan %d: its bytes "
-                "per element are not this trainer's" % (r["stage"], p["plan_total"], args.ranks, state(r, "plan_")))
+                "per element are not this trainer's" % (r["stage"], p["state_total"], args.ranks, state(r, "plan_")))
 
     for u in units:  # the plan's largest unit and total from zero_plan_print = the trainer's plan
         p = [q for q in plan_for_ranks(args, [args.ranks], u["unit_blocks"]) if q["stage"] == 3][0]
-        if p["plan_total"] != state(u, "plan_") or p["units"] != u["units"]:
+        if p["state_total"] != state(u, "plan_") or p["units"] != u["units"]:
             die("zero_plan_print --zu %d says %d bytes in %d units, the trainer's plan %d bytes in %d units"
-                % (u["unit_blocks"], p["plan_total"], p["units"], state(u, "plan_"), u["units"]))
+                % (u["unit_blocks"], p["state_total"], p["units"], state(u, "plan_"), u["units"]))
         u["largest_unit"] = p["largest_unit"]  # elements
         u["elem_bytes"] = 2 if args.is_cuda and args.precision == "bf16" else 4  # a parameter's bytes
 
@@ -734,6 +784,9 @@ def main():
         pngs += ", offload.png"
         offload_chart(args, offload)
     charts(args, results, plan_rows, auto)
+    if args.timeline:
+        pngs += ", " + draw_timelines(args, results + policies)
+        written += ", timeline_z3.md"
     print("wrote %s/{%s, %s}" % (args.out, written, pngs))
 
 

@@ -605,6 +605,8 @@ static const AttentionShape ATTENTION_SHAPES[] = {
     {2, 37, 64, 2},   // hs 32
     {2, 65, 256, 2},  // hs 128
     {1, 200, 384, 3}, // hs 128
+    {2, 37, 32, 2},   // hs 16 (the tiny test model's)
+    {1, 130, 64, 4},  // hs 16, three key tiles, the last of 2 rows
 };
 
 // lse (B,NH,T) = log sum_{j <= t} exp(q_t . k_j / sqrt(hs)) in double: the reference for the
@@ -680,6 +682,120 @@ static void attention_backward_out_correction(float* dqkv, const float* att, con
     free(dq);
 }
 
+#if defined(ENABLE_BF16)
+// The bf16 build's attention runs on tensor cores, whose products take bf16 operands: the forward
+// rounds its unnormalized softmax weights p_ij = exp(s_ij - m) (m: the row's running max after
+// each tile of ATT_TC_STAGE keys) before p v; the backward rounds P_ij before P^T dout and
+// dS_ij = P_ij (dP_ij - D_i) before dS k and dS^T q. The CPU twin keeps them in fp32. So that both
+// compare the same numbers, these add to the CPU's results the change those roundings make, in
+// double, from the fp32 values the kernels round (scores q.k * scale * log2(e) in fp32; in the
+// backward P from the GPU's lse and D_i from the GPU's out), as attention_backward_out_correction
+// does for out. dev/test/bf16_rounding.py rounds at the same places. Measured on the emulator
+// without them: out up to 0.88 of TOL_OUT and dqkv up to 3.3x TOL_ATT_BWD (B=2 T=200 C=768
+// NH=12; 0.97-2.4x at the other shapes but T=1), with correct kernels: the roundings move single
+// dq, dk, dv elements by a few % of rms(dqkv), growing with T, as dS = P (dP - D) cancels.
+// With them what is left is the output's own rounding: at most 0.35 of the bounds, as before.
+
+// the scores of query t of head h in the base-2 units the kernels use: s2[j] = fp32(fp32(q_t . k_j)
+// * scale * log2(e)) for keys j <= t; returns their max
+static float attention_tc_scores(float* s2, const float* qkv, int b, int t, int h, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    float scale_log2 = 1.0f / sqrtf((float)hs) * 1.4426950408889634f; // as the launcher
+    const float* q = qkv + ((size_t)b * T + t) * C3 + (size_t)h * hs;
+    float m = -INFINITY;
+    for (int j = 0; j <= t; j++) {
+        const float* k = qkv + ((size_t)b * T + j) * C3 + C + (size_t)h * hs;
+        double dot = 0.0;
+        for (int i = 0; i < hs; i++) { dot += (double)q[i] * k[i]; }
+        s2[j] = (float)dot * scale_log2;
+        m = fmaxf(m, s2[j]);
+    }
+    return m;
+}
+
+static double round_bf16_change(float x) { return (double)to_float(from_float(x)) - (double)x; }
+
+// out (B,T,C) += sum_j (bf16(p_j) - p_j) v_j / l for each query: p_j = exp2(s2_j - m_tile(j)),
+// where m_tile(j) is the running max after the tile of key j, each weight later scaled by
+// exp2(m_tile(j) - m) (the rescales), l = sum_j exp2(s2_j - m), m the row's max.
+static void attention_tc_forward_correction(float* out, const float* qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    float* s2 = (float*)mallocCheck(T * sizeof(float));
+    double* corr = (double*)mallocCheck(hs * sizeof(double));
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                float m = attention_tc_scores(s2, qkv, b, t, h, T, C, NH);
+                double l = 0.0;
+                for (int j = 0; j <= t; j++) { l += exp2((double)s2[j] - m); }
+                for (int i = 0; i < hs; i++) { corr[i] = 0.0; }
+                float m_run = -INFINITY;
+                for (int k0 = 0; k0 <= t; k0 += ATT_TC_STAGE) {
+                    int k1 = k0 + ATT_TC_STAGE - 1 < t ? k0 + ATT_TC_STAGE - 1 : t; // the tile's last visible key
+                    for (int j = k0; j <= k1; j++) { m_run = fmaxf(m_run, s2[j]); }
+                    for (int j = k0; j <= k1; j++) {
+                        double d = round_bf16_change(exp2f(s2[j] - m_run)) * exp2((double)m_run - m) / l;
+                        const float* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + (size_t)h * hs;
+                        for (int i = 0; i < hs; i++) { corr[i] += d * v[i]; }
+                    }
+                }
+                float* o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
+                for (int i = 0; i < hs; i++) { o[i] += (float)corr[i]; }
+            }
+        }
+    }
+    free(s2); free(corr);
+}
+
+// dqkv (B,T,3C) += the change of rounding P_ij = exp2(s2_ij - lse_i log2(e)) in dv_j = sum_i P_ij
+// dout_i, and dS_ij = P_ij (dP_ij - D_i) (dP_ij = dout_i . v_j, D_i = dout_i . out_i from the
+// GPU's out) in dq_i = scale sum_j dS_ij k_j and dk_j = scale sum_i dS_ij q_i
+static void attention_tc_backward_correction(float* dqkv, const float* qkv, const float* dout, const float* out,
+                                             const float* lse, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    size_t C3 = 3 * (size_t)C;
+    double scale = 1.0 / sqrt((double)hs);
+    float* s2 = (float*)mallocCheck(T * sizeof(float));
+    double* dq = (double*)mallocCheck(hs * sizeof(double));
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                size_t bt = (size_t)b * T + t;
+                attention_tc_scores(s2, qkv, b, t, h, T, C, NH);
+                const float* d = dout + bt * C + (size_t)h * hs;
+                const float* o = out + bt * C + (size_t)h * hs;
+                const float* q = qkv + bt * C3 + (size_t)h * hs;
+                double D = 0.0;
+                for (int i = 0; i < hs; i++) { D += (double)d[i] * o[i]; }
+                float lse2 = lse[((size_t)b * NH + h) * T + t] * 1.4426950408889634f;
+                for (int i = 0; i < hs; i++) { dq[i] = 0.0; }
+                for (int j = 0; j <= t; j++) {
+                    const float* k = qkv + ((size_t)b * T + j) * C3 + C + (size_t)h * hs;
+                    const float* v = k + C;
+                    float* dk = dqkv + ((size_t)b * T + j) * C3 + C + (size_t)h * hs;
+                    float* dv = dk + C;
+                    double dp = 0.0;
+                    for (int i = 0; i < hs; i++) { dp += (double)d[i] * v[i]; }
+                    float p = exp2f(s2[j] - lse2);
+                    float ds = p * ((float)dp - (float)D);
+                    double dP = round_bf16_change(p), ddS = round_bf16_change(ds) * scale;
+                    for (int i = 0; i < hs; i++) {
+                        dv[i] += (float)(dP * d[i]);
+                        dk[i] += (float)(ddS * q[i]);
+                        dq[i] += ddS * k[i];
+                    }
+                }
+                float* dq_t = dqkv + bt * C3 + (size_t)h * hs;
+                for (int i = 0; i < hs; i++) { dq_t[i] += (float)dq[i]; }
+            }
+        }
+    }
+    free(s2); free(dq);
+}
+#endif
+
 static void check_attention(const AttentionShape* s) {
     int B = s->B, T = s->T, C = s->C, NH = s->NH;
     size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_lse = (size_t)B * NH * T;
@@ -694,6 +810,10 @@ static void check_attention(const AttentionShape* s) {
     float* lse_ref = host_zeros(n_lse);
     attention_forward(out_ref, att, qkv, B, T, C, NH);
     attention_lse_reference(lse_ref, qkv, B, T, C, NH);
+    float* out_check = host_copy(out_ref, n_out); // out_ref stays the CPU's own, for the backward
+#if defined(ENABLE_BF16)
+    attention_tc_forward_correction(out_check, qkv, B, T, C, NH);
+#endif
 
     floatX* d_qkv = device_floatX(qkv, n_qkv);
     floatX* d_out = (floatX*)device_alloc(n_out * sizeof(floatX));
@@ -703,7 +823,7 @@ static void check_attention(const AttentionShape* s) {
     attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, g_stream);
     float* out = download_floatX(d_out, n_out);
     float* lse = download_float(d_lse, n_lse);
-    check_close(fwd, "out", out, out_ref, n_out, TOL_OUT);
+    check_close(fwd, "out", out, out_check, n_out, TOL_OUT);
     check_close(fwd, "lse", lse, lse_ref, n_lse, TOL_FP32_STATS);
 
     // backward: the GPU reads its own forward's out and lse, as the trainer does; it writes dqkv
@@ -713,6 +833,9 @@ static void check_attention(const AttentionShape* s) {
     float* datt_scratch = host_zeros(n_lse);
     attention_backward(dqkv_ref, datt_scratch, dout, qkv, att, B, T, C, NH);
     attention_backward_out_correction(dqkv_ref, att, qkv, dout, out, out_ref, B, T, C, NH);
+#if defined(ENABLE_BF16)
+    attention_tc_backward_correction(dqkv_ref, qkv, dout, out, lse, B, T, C, NH);
+#endif
 
     floatX* d_dout = device_floatX(dout, n_out);
     floatX* d_dqkv = (floatX*)device_alloc(n_qkv * sizeof(floatX));
@@ -727,7 +850,7 @@ static void check_attention(const AttentionShape* s) {
 
     device_free(d_qkv); device_free(d_out); device_free(d_lse); device_free(d_dout);
     device_free(d_dqkv); device_free(d_scratch);
-    free(qkv); free(out_ref); free(att); free(lse_ref); free(out); free(lse); free(dout);
+    free(qkv); free(out_ref); free(out_check); free(att); free(lse_ref); free(out); free(lse); free(dout);
     free(dqkv_ref); free(datt_scratch);
 }
 
@@ -936,19 +1059,24 @@ static void check_global_norm(size_t n) {
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
+// --only FAMILY: one family of kernels (make check's quick tier), else every family
+static const char* g_only = NULL;
+static const char* const FAMILIES = "encoder, layernorm, fused_residual, matmul, attention, gelu, classifier, adamw, global_norm";
+static int family(const char* name) { return g_only == NULL || strcmp(g_only, name) == 0; }
+
 static int run_correctness(void) {
     rng_init(&g_rng, 1337);
-    for (size_t i = 0; i < COUNT_OF(ENCODER_SHAPES); i++) { check_encoder(&ENCODER_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(LAYERNORM_SHAPES); i++) { check_layernorm(&LAYERNORM_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(FUSED_RESIDUAL_SHAPES); i++) {
-        check_fused_residual_layernorm(&FUSED_RESIDUAL_SHAPES[i]);
+    if (family("encoder")) { for (size_t i = 0; i < COUNT_OF(ENCODER_SHAPES); i++) { check_encoder(&ENCODER_SHAPES[i]); } }
+    if (family("layernorm")) { for (size_t i = 0; i < COUNT_OF(LAYERNORM_SHAPES); i++) { check_layernorm(&LAYERNORM_SHAPES[i]); } }
+    if (family("fused_residual")) {
+        for (size_t i = 0; i < COUNT_OF(FUSED_RESIDUAL_SHAPES); i++) { check_fused_residual_layernorm(&FUSED_RESIDUAL_SHAPES[i]); }
     }
-    for (size_t i = 0; i < COUNT_OF(MATMUL_SHAPES); i++) { check_matmul(&MATMUL_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention(&ATTENTION_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(GELU_SIZES); i++) { check_gelu(GELU_SIZES[i]); }
-    for (size_t i = 0; i < COUNT_OF(CLASSIFIER_SHAPES); i++) { check_classifier(&CLASSIFIER_SHAPES[i]); }
-    for (size_t i = 0; i < COUNT_OF(ADAMW_CASES); i++) { check_adamw(&ADAMW_CASES[i]); }
-    for (size_t i = 0; i < COUNT_OF(GLOBAL_NORM_SIZES); i++) { check_global_norm(GLOBAL_NORM_SIZES[i]); }
+    if (family("matmul")) { for (size_t i = 0; i < COUNT_OF(MATMUL_SHAPES); i++) { check_matmul(&MATMUL_SHAPES[i]); } }
+    if (family("attention")) { for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention(&ATTENTION_SHAPES[i]); } }
+    if (family("gelu")) { for (size_t i = 0; i < COUNT_OF(GELU_SIZES); i++) { check_gelu(GELU_SIZES[i]); } }
+    if (family("classifier")) { for (size_t i = 0; i < COUNT_OF(CLASSIFIER_SHAPES); i++) { check_classifier(&CLASSIFIER_SHAPES[i]); } }
+    if (family("adamw")) { for (size_t i = 0; i < COUNT_OF(ADAMW_CASES); i++) { check_adamw(&ADAMW_CASES[i]); } }
+    if (family("global_norm")) { for (size_t i = 0; i < COUNT_OF(GLOBAL_NORM_SIZES); i++) { check_global_norm(GLOBAL_NORM_SIZES[i]); } }
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }
@@ -1044,8 +1172,13 @@ static Peak device_peak(const char* device_name, double measured_gbs) {
     return p;
 }
 
+// --csv FILE: every benchmark row also as "kernel,ms,bytes,flops", for dev/gpu_check.sh to join with
+// the performance model's prediction of the same row (dev/perf/join_measured.py)
+static FILE* g_bench_csv = NULL;
+
 // one row of the markdown table; flops 0 where FLOPs do not matter
 static void bench_row(const Peak* peak, const char* kernel, float ms, double bytes, double flops) {
+    if (g_bench_csv != NULL) { fprintf(g_bench_csv, "\"%s\",%.6f,%.0f,%.0f\n", kernel, ms, bytes, flops); fflush(g_bench_csv); }
     double s = ms * 1e-3;
     char gflop[32] = "-", tflops[32] = "-", floor_ms[32] = "n/a", ratio[32] = "n/a";
     double floor_s = bytes / (peak->gbs * 1e9);
@@ -1312,17 +1445,28 @@ static int run_bench(const BenchShape* s, const cudaDeviceProp* prop) {
 // command line and main
 
 static const char* USAGE =
-    "usage: test_kernels [--bench [-b B] [-t T]]\n"
+    "usage: test_kernels [--only FAMILY | --bench [-b B] [-t T] [--csv FILE]]\n"
     "  (no flags)  every CUDA kernel against its CPU twin, and twice for the same bits\n"
+    "  --only F    the same for one family F of kernels (encoder, layernorm, ..., global_norm)\n"
     "  --bench     time each kernel at the GPT-2 124M training shape against its floor\n"
     "  -b B        --bench batch size (default 8)\n"
-    "  -t T        --bench sequence length (default 1024)";
+    "  -t T        --bench sequence length (default 1024)\n"
+    "  --csv FILE  --bench: also write the rows to FILE as CSV (kernel,ms,bytes,flops)";
 
 static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
     int shape_given = 0;
+    const char* csv_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--bench") == 0) {
             *bench = 1;
+        } else if (strcmp(argv[i], "--only") == 0) {
+            if (i + 1 >= argc) { fail("flag --only needs a kernel family: %s", FAMILIES); }
+            g_only = argv[++i];
+            char padded[256];
+            snprintf(padded, sizeof(padded), ", %s,", g_only);
+            char list[256];
+            snprintf(list, sizeof(list), ", %s,", FAMILIES);
+            if (strstr(list, padded) == NULL) { fail("flag --only expects a kernel family (%s), got '%s'", FAMILIES, g_only); }
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "-t") == 0) {
             if (i + 1 >= argc) { fail("flag %s needs a value\n%s", argv[i], USAGE); }
             char* end = NULL;
@@ -1333,6 +1477,11 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
             if (argv[i][1] == 'b') { shape->B = (int)value; } else { shape->T = (int)value; }
             shape_given = 1;
             i++;
+        } else if (strcmp(argv[i], "--csv") == 0) {
+            if (i + 1 >= argc) { fail("flag --csv needs a file name\n%s", USAGE); }
+            csv_path = argv[i + 1];
+            shape_given = 1; // a --bench option
+            i++;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             printf("%s\n", USAGE);
             exit(0);
@@ -1340,7 +1489,12 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
             fail("unknown argument '%s'\n%s", argv[i], USAGE);
         }
     }
-    if (shape_given && !*bench) { fail("-b and -t set the benchmark's shape: add --bench"); }
+    if (shape_given && !*bench) { fail("-b, -t and --csv are options of the benchmark: add --bench"); }
+    if (g_only != NULL && *bench) { fail("--only applies to the correctness checks, not to --bench"); }
+    if (csv_path != NULL) {
+        g_bench_csv = fopenCheck(csv_path, "w");
+        fprintf(g_bench_csv, "kernel,ms,bytes,flops\n");
+    }
 }
 
 int main(int argc, char** argv) {

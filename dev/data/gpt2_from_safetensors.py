@@ -16,8 +16,9 @@ Sharded checkpoints (model.safetensors.index.json, several files) are not suppor
 
 What it reads. safetensors: an 8-byte little-endian header length N, N bytes of JSON
 {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then the tensors'
-little-endian bytes (offsets count from the end of the JSON). The tensors of GPT2Model, with or
-without the "transformer." prefix of GPT2LMHeadModel's exports:
+little-endian bytes (offsets count from the end of the JSON; the tensors' ranges must tile the
+data region exactly: no overlap, no hole, nothing after the last one). The tensors of GPT2Model,
+with or without the "transformer." prefix of GPT2LMHeadModel's exports:
   wte.weight (V, C), wpe.weight (maxT, C), ln_f.weight/bias (C), and per layer N
   h.N.ln_1.weight/bias, h.N.attn.c_attn.weight (C, 3C)/bias, h.N.attn.c_proj.weight (C, C)/bias,
   h.N.ln_2.weight/bias, h.N.mlp.c_fc.weight (C, 4C)/bias, h.N.mlp.c_proj.weight (4C, C)/bias.
@@ -208,7 +209,33 @@ def read_safetensors_header(path):
         if data_start + end > size:
             raise ConvertError(path, f"truncated: {size} bytes, tensor '{name}' ends at byte {data_start + end}")
         entries[name] = (dtype, tuple(shape), data_start + begin, data_start + end)
+    check_coverage(path, entries, data_start, size)
     return entries, data_start
+
+
+def check_coverage(path, entries, data_start, size):
+    """The format's rule: the tensors' byte ranges tile the data region exactly. Sorted by start,
+    each begins where the previous one ended, the first at 0 and the last at the end of the file.
+    An overlap would convert silently into a wrong model (two tensors reading the same bytes); a
+    hole or trailing bytes mean the header and the data disagree. Offsets in the messages count
+    from the end of the JSON, as data_offsets do."""
+    spans = sorted((b - data_start, e - data_start, name) for name, (_, _, b, e) in entries.items())
+    # overlaps first: they name the two tensors that share bytes (an aliased tensor also leaves
+    # a hole where its own bytes were, which says less)
+    for (_, prev_end, prev_name), (begin, end, name) in zip(spans, spans[1:]):
+        if begin < prev_end:
+            raise ConvertError(path, f"tensors '{prev_name}' and '{name}' overlap: '{name}' has data_offsets "
+                                     f"[{begin}, {end}], '{prev_name}' ends at {prev_end}: corrupt header")
+    prev_end, prev_name = 0, None
+    for begin, end, name in spans:
+        if begin > prev_end:
+            where = f"between '{prev_name}' and '{name}'" if prev_name else f"before the first tensor '{name}'"
+            raise ConvertError(path, f"bytes [{prev_end}, {begin}) of the data belong to no tensor ({where}): corrupt header")
+        prev_end, prev_name = end, name
+    if data_start + prev_end != size:
+        after = f"after the last tensor '{prev_name}'" if prev_name else "and no tensor in the header"
+        raise ConvertError(path, f"bytes [{prev_end}, {size - data_start}) of the data belong to no tensor ({after}): "
+                                 f"corrupt header or a file with extra bytes")
 
 
 def resolve_input(src):

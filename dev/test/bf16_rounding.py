@@ -15,6 +15,10 @@ hand-written backward (no autograd):
          bias added before the one rounding), layernorm statistics, softmax/lse, attention
          internals, GELU, bias and layernorm-weight column sums, the encoder's scatter sums,
          the loss. AdamW: fp32 master, m, v; the norm in float64 from the bf16 gradients.
+         Attention runs on bf16 tensor cores (llmc/attention.cuh), whose products take bf16
+         operands, so two internals are rounded too: the softmax weights P before P v (the
+         forward: exp(s - m) with m the running max over 64-key tiles, before the division by
+         the row sum; the backward: P^T dout) and dS = P (dP - D) before dS k and dS^T q.
 Where each rounding is comes from train_gpt2.cu (gpt2_forward, gpt2_backward) and llmc/*.cuh.
 Everything rounds to nearest even, including AdamW's master -> params (no stochastic rounding),
 so there is no seed to vary. What does vary between implementations is the order of the fp32
@@ -60,6 +64,7 @@ DECAYED = {"wte", "wpe", "qkvw", "attprojw", "fcw", "fcprojw"}
 # train_gpt2.py's reference steps (dev/test/reference.h's REF_*)
 LR, BETA1, BETA2, EPS, WEIGHT_DECAY, GRAD_CLIP = 1e-4, 0.9, 0.999, 1e-8, 0.1, 1.0
 GELU_S, GELU_C = 0.7978845608028654, 0.044715
+ATT_TILE = 64  # keys per tile of the tensor-core attention forward (llmc/attention.cuh, ATT_TC_STAGE)
 
 BUGS = {
     "none": "no bug",
@@ -216,7 +221,18 @@ class Numerics:
         q, k, v = self.heads(qkv, B, T, C, NH)
         s = self.scores(q, k, T)
         lse = torch.logsumexp(s, -1, keepdim=True)
-        out = torch.exp(s - lse) @ v
+        if not self.bf16:
+            out = torch.exp(s - lse) @ v
+        else:  # the tensor-core forward: tiles of ATT_TILE keys, P = exp(s - running max) rounded
+            m = torch.full_like(lse, float("-inf"))
+            acc = torch.zeros(B, NH, T, C // NH, dtype=s.dtype)
+            for k0 in range(0, T, ATT_TILE):
+                st = s[..., k0:k0 + ATT_TILE]
+                m_new = torch.maximum(m, st.max(-1, keepdim=True).values)  # key 0 is visible: finite
+                alpha = torch.exp(m - m_new)  # exp(-inf) = 0 before the first tile
+                acc = acc * alpha + self.r(torch.exp(st - m_new)) @ v[..., k0:k0 + ATT_TILE, :]
+                m = m_new
+            out = acc / torch.exp(lse - m)  # the row sum l relative to the final max
         return self.r(out.transpose(1, 2).reshape(B * T, C)), lse
 
     def attention_backward(self, dout, qkv, out, lse, B, T, C, NH):
@@ -230,6 +246,7 @@ class Numerics:
         p = torch.exp(self.scores(q, k, T) - lse)
         ds = p * (do @ v.transpose(-1, -2) - D)
         scale = 1.0 / math.sqrt(hs)
+        p, ds = self.r(p), self.r(ds)  # the tensor-core products' bf16 operands (fp32 in the exact run)
         dq = (ds @ k) * scale
         dk = ds.transpose(-1, -2) @ q * (1.0 if self.bug == "attn_dk_scale" else scale)
         dv = p.transpose(-1, -2) @ do

@@ -10,7 +10,8 @@ Hugging Face's GPT2Model does (Conv1D: x @ W + b with W as stored), in float64. 
 code with dev/data/gpt2_from_safetensors.py (the converter under test) or with train_gpt2.c.
 
     write OUT [--L --C --NH --V --maxT --seed --dtype F32|F16|BF16|F64 --prefix transformer.
-               --drop NAME --transpose NAME --extra NAME --lm-head same|diff --nan NAME --no-buffers]
+               --drop NAME --transpose NAME --extra NAME --lm-head same|diff --nan NAME --no-buffers
+               --alias NAME=OTHER --gap BYTES --trailing BYTES]
     logits SRC LOGITS.f32 B T tokens...      C logits vs the HF-layout reference
     torchref SRC CONVERTED.bin B T tokens... train_gpt2.py's GPT loaded from our file vs the same reference
     file SRC CONVERTED.bin [BF16.bin]        header, tensors bit for bit, padded rows, bf16 rounding
@@ -71,21 +72,30 @@ def encode(a, dtype):
     return dtype, np.ascontiguousarray(a, np.dtype(ST_DTYPES[dtype]).newbyteorder("<")).tobytes()
 
 
-def write_safetensors(path, items, metadata=None):
-    """items: list of (name, safetensors dtype, shape, raw bytes), written in that order."""
-    header, offset = {}, 0
+def write_safetensors(path, items, metadata=None, alias=None, gap=0, trailing=0):
+    """items: list of (name, safetensors dtype, shape, raw bytes), written in that order.
+    Corrupt layouts for the bad-input tests: alias {NAME: OTHER} gives NAME the data_offsets of
+    OTHER (an overlap; NAME's own bytes stay in the file, unnamed); gap puts that many unnamed
+    bytes after the first tensor (a hole); trailing appends that many after the last one."""
+    header, offset, spans = {}, 0, {}
     if metadata is not None:
         header["__metadata__"] = metadata
-    for name, dtype, shape, raw in items:
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
-        offset += len(raw)
+    for i, (name, dtype, shape, raw) in enumerate(items):
+        spans[name] = [offset, offset + len(raw)]
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": spans[name]}
+        offset += len(raw) + (gap if i == 0 else 0)
+    for name, other in (alias or {}).items():
+        header[name]["data_offsets"] = spans[other]
     js = json.dumps(header).encode("utf-8")
     js += b" " * (-len(js) % 8)  # safetensors pads the header with spaces to 8 bytes
     with open(path, "wb") as f:
         f.write(len(js).to_bytes(8, "little"))
         f.write(js)
-        for _, _, _, raw in items:
+        for i, (_, _, _, raw) in enumerate(items):
             f.write(raw)
+            if i == 0:
+                f.write(b"\0" * gap)
+        f.write(b"\0" * trailing)
 
 
 def cmd_write(args):
@@ -105,6 +115,9 @@ def cmd_write(args):
     ap.add_argument("--lm-head", choices=["same", "diff"])
     ap.add_argument("--nan")
     ap.add_argument("--no-buffers", action="store_true")
+    ap.add_argument("--alias", action="append", default=[], help="NAME=OTHER: NAME's data_offsets are OTHER's")
+    ap.add_argument("--gap", type=int, default=0)
+    ap.add_argument("--trailing", type=int, default=0)
     a = ap.parse_args(args)
     t = hf_tensors(a.L, a.C, a.V, a.maxT, a.seed)
     if a.nan:
@@ -132,7 +145,8 @@ def cmd_write(args):
         head = t["wte.weight"] if a.lm_head == "same" else t["wte.weight"] + 1
         dt, raw = encode(head, a.dtype)
         items.append(("lm_head.weight", dt, head.shape, raw))
-    write_safetensors(a.out, items, {"format": "pt"})
+    alias = dict(x.split("=", 1) for x in a.alias)
+    write_safetensors(a.out, items, {"format": "pt"}, alias, a.gap, a.trailing)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,16 +2,21 @@
 One rank of a rendezvous (llmc/rendezvous.h) without NCCL, for dev/test/test_rendezvous.sh:
 rank 0 makes a 128-byte blob (the size of an ncclUniqueId) from its pid, so that every run
 differs, and every rank prints what it received.
-    rendezvous_demo METHOD RANK WORLD DIR_OR_SERVER TIMEOUT_S
-prints one line "rank R blob <256 hex digits>".
+    rendezvous_demo METHOD RANK WORLD DIR_OR_SERVER TIMEOUT_S [REASON]
+prints one line "rank R blob <256 hex digits>". With REASON, rank 0 stops before the rendezvous
+with fail(REASON), its fail() hook handing REASON to the other ranks (rendezvous_abort), as the
+CUDA trainer's rank 0 does when it refuses a busy output dir.
 */
 #include <stdio.h>
 #include <unistd.h>
 #include "../../llmc/rendezvous.h"
 
+static Rendezvous g_rv;
+static void abort_hook(void) { rendezvous_abort(&g_rv, g_fail_text); }
+
 int main(int argc, char** argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s fs|tcp RANK WORLD DIR_OR_SERVER TIMEOUT_S\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: %s fs|tcp RANK WORLD DIR_OR_SERVER TIMEOUT_S [REASON]\n", argv[0]);
         return 1;
     }
     Rendezvous rv;
@@ -21,6 +26,13 @@ int main(int argc, char** argv) {
     rv.world_size = (int)parse_long("-pn", argv[3]);
     if (strcmp(rv.method, "tcp") == 0) { rv.server = argv[4]; } else { rv.fs_dir = argv[4]; }
     rv.timeout_s = parse_float("timeout", argv[5]);
+    if (argc == 7 && rv.rank == 0) {
+        rendezvous_check(&rv);
+        set_error_rank(rv.rank, rv.world_size);
+        g_rv = rv;
+        g_fail_hook = abort_hook;
+        fail("%s", argv[6]);
+    }
 
     unsigned char blob[128];
     uint32_t x = (uint32_t)getpid() * 2654435761u; // a different blob every run

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of `make test` and ends with one line "N passed, N failed" (the sum of the
 # checks of all test programs; a program that dies without its own summary counts as 1 failed).
+# `run_tests.sh check` (make check) runs the quick tier instead: one test from every level, a
+# few minutes, for while you work; `make test` (everything, ~30 min) before a merge, and in CI.
 set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
@@ -22,6 +24,19 @@ run_test() { # run_test NAME COMMAND...
     total_passed=$((total_passed + p)); total_failed=$((total_failed + f))
     echo "=== $name: exit $rc, $p passed, $f failed, $((SECONDS - start)) s"
 }
+finish() { echo "$total_passed passed, $total_failed failed"; [ $total_failed -eq 0 ]; exit; }
+
+if [ "${1:-}" = check ]; then # the quick tier: one test from every level
+    run_test "test_gpt2 (tiny vs PyTorch)" ./test_gpt2 gpt2_tiny
+    run_test "bad input" bash dev/test/test_bad_input.sh
+    run_test "stage 3 = stage 0 on 2 ranks (CPU, emulated CUDA)" bash dev/test/test_stages_2ranks.sh
+    if [ -x ./dev/cuda/test_kernels_fp32_emu ]; then
+        run_test "emulated CUDA kernels: the layernorm family (fp32)" env EMU_THREADS=2 ./dev/cuda/test_kernels_fp32_emu --only layernorm
+    else echo "=== emulated CUDA kernels skipped: no dev/cuda/test_kernels_fp32_emu (CUDA headers not found when building)"; fi
+    finish
+elif [ $# -gt 0 ]; then
+    echo "usage: $0 [check]   (no argument: every test; check: the quick tier)"; exit 2
+fi
 run_test "test_gpt2 (GPT-2 124M vs PyTorch)" ./test_gpt2 gpt2_124M
 run_test "test_gpt2 (tiny vs PyTorch)" ./test_gpt2 gpt2_tiny
 run_test "sharding plan and sampler" ./dev/test/test_zero_plan
@@ -37,10 +52,12 @@ run_test "HellaSwag (prep fixture, known answers, PyTorch, ranks, emulated CUDA)
 run_test "bf16 tolerances vs a PyTorch twin of the rounding (tiny)" bash dev/test/test_bf16_bounds.sh
 run_test "the reduce-scatter over MPI (order, memory)" bash dev/test/test_mpi_comm.sh
 run_test "ZeRO stages over MPI" bash dev/test/test_zero.sh
+run_test "one whole line per error message when every rank fails at once" bash dev/test/test_error_lines.sh
 run_test "hybrid sharding -zg over MPI sub-communicators" bash dev/test/test_hybrid.sh
 run_test "rendezvous without mpirun (fs, tcp)" bash dev/test/test_rendezvous.sh
 run_test "NCCL found where GPU images keep it (Makefile)" bash dev/test/test_build_detect.sh
 run_test "stage comparison and plots" bash dev/test/test_compare.sh
+run_test "README and DESIGN.md samples = fresh runs (fields, not timings)" bash dev/test/test_doc_samples.sh
 run_test "checkpoints and resume" bash dev/test/test_checkpoint.sh
 run_test "faults: hangs, deaths, slow and full disk, corrupt checkpoints" bash dev/test/test_faults.sh
 run_test "one job at a time in an output dir (lock)" bash dev/test/test_outdir_lock.sh
@@ -50,6 +67,7 @@ run_test "fuzzing the loaders (libFuzzer, 15 s each)" bash dev/test/fuzz_loaders
 # math on the host and the CUDA trainer's input checks; dev/gpu_check.sh runs the rest on a GPU.
 if [ -x ./train_gpt2cu ]; then
     run_test "CUDA attention math (host)" ./dev/test/test_attention_host
+    run_test "bf16 attention on tensor cores: PTX and ptxas spills (sm_80, sm_90)" bash dev/test/test_attention_ptx.sh
     run_test "CUDA layernorm, encoder, GELU math (host)" ./dev/test/test_layers_host
     run_test "CUDA classifier, AdamW, norm math (host)" ./dev/test/test_update_host
     run_test "train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu bash dev/test/test_bad_input.sh
@@ -77,10 +95,12 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu
     run_test "unit size -zu K (emulated CUDA, fp32 and bf16)" env UNIT_SIZE_SECTIONS=D bash dev/test/test_unit_size.sh
     run_test "gradient dtype -zd bf16|fp32 (emulated CUDA)" bash dev/test/test_reduce_dtype.sh
+    run_test "the ZeRO knobs combined: -zg x -zu (CPU and emulated CUDA), -zd fp32 x -zg, -zo 1 x -zu, -zo 1 x -zg" bash dev/test/test_knob_matrix.sh
     run_test "emulated train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu_emu bash dev/test/test_bad_input.sh
     run_test "emulated start-up: srun/PMI variables with -pn flags, comm stream priority" bash dev/test/test_comm_start.sh
+    run_test "performance model: counts from the traced step vs theory, occupancy, plan (~1-2 min)" ${PYTHON:-/usr/bin/python3} dev/perf/test_perf_model.py
+    run_test "emulated NCCL error in a -zg split ends a wait on the world at once" bash dev/test/test_comm_errors.sh
 else
     echo "=== emulated CUDA tests skipped: no train_gpt2cu_emu (CUDA headers not found when building)"
 fi
-echo "$total_passed passed, $total_failed failed"
-[ $total_failed -eq 0 ]
+finish

@@ -392,10 +392,254 @@ static void test_single_token(void) {
     report("forward T=1: out = v_0 and lse = s_00 exactly", ok, d);
 }
 
+// ----------------------------------------------------------------------------
+// the bf16 build's base-2 softmax against the natural one
+
+// The tensor-core kernels merge scores s' = s log2(e) with exp2: the same out and lse as the
+// natural-base functions, to a few fp32 ulps (log2(e) is rounded once, and exp2f(x') differs from
+// expf(x) by the rounding of x' = x log2(e): ~|x| ulps).
+static void test_online_softmax_log2(void) {
+    char d[256];
+    const float LOG2E = 1.4426950408889634f;
+    Rng rng;
+    rng_init(&rng, 11);
+    const int n = 50;
+    float s[n], v[n], s2[n];
+    for (int j = 0; j < n; j++) { s[j] = 8.0f * rng_uniform(&rng) - 4.0f; v[j] = 2.0f * rng_uniform(&rng) - 1.0f; s2[j] = s[j] * LOG2E; }
+    double worst_out = 0.0, worst_lse = 0.0;
+    for (int tile = 1; tile <= 16; tile *= 4) {
+        float lse_e;
+        float out_e = online_row(s, v, n, tile, &lse_e);
+        OnlineSoftmax st = online_softmax_init();
+        float acc = 0.0f;
+        for (int k0 = 0; k0 < n; k0 += tile) {
+            float tile_max = -INFINITY;
+            for (int j = k0; j < k0 + tile && j < n; j++) { tile_max = fmaxf(tile_max, s2[j]); }
+            acc *= online_softmax_rescale_log2(&st, tile_max);
+            for (int j = k0; j < k0 + tile && j < n; j++) { acc += online_softmax_weight_log2(&st, s2[j]) * v[j]; }
+        }
+        float out2 = acc / st.l, lse2 = online_softmax_lse_log2(st);
+        worst_out = fmax(worst_out, fabs(out2 - out_e));
+        worst_lse = fmax(worst_lse, fabs(lse2 - lse_e) / fabs(lse_e));
+        // the backward's weight of every score from that lse sums to 1
+        float psum = 0.0f;
+        for (int j = 0; j < n; j++) { psum += attention_prob_log2(s2[j], lse2 * LOG2E); }
+        worst_lse = fmax(worst_lse, fabs(psum - 1.0f));
+    }
+    snprintf(d, sizeof(d), "max |out_2 - out_e| %.3g, max lse rel. diff (and |sum P - 1|) %.3g", worst_out, worst_lse);
+    // out ~0.3: 1e-6 is ~30 ulps of headroom over the ~|s| ulps of exp2 vs exp; lse: ~4 ulps
+    report("online softmax, base 2 = natural base (tiles 1, 4, 16)", worst_out <= 1e-6 && worst_lse <= 5e-7, d);
+    {   // the masked cases of the natural one
+        OnlineSoftmax st = online_softmax_init();
+        float alpha = online_softmax_rescale_log2(&st, -INFINITY);
+        float p = online_softmax_weight_log2(&st, -INFINITY);
+        snprintf(d, sizeof(d), "alpha %g m %g l %g p %g", alpha, st.m, st.l, p);
+        report("online softmax, base 2: a masked tile first keeps the state empty",
+               alpha == 1.0f && st.m == -INFINITY && st.l == 0.0f && p == 0.0f, d);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the tensor-core fragments: a host simulation of one warp's ldmatrix and mma, by mma.cuh's
+// documented layouts, with the address patterns the kernels use (att_tc_a_row/col, _b_row/col)
+
+// a shared tile of bf16 bits, PITCH elements per row; small integers, so every product is exact
+static const int SIM_PITCH = 64 + 8;
+static uint16_t bf16_bits(float x) { return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x; }
+static float bits_bf16(uint16_t u) {
+    __nv_bfloat16_raw r;
+    r.x = u;
+    return __bfloat162float(__nv_bfloat16(r));
+}
+
+// ldmatrix.x4 (trans or not) of the warp, each lane naming (row0 + row(lane), col0 + col(lane)):
+// r[lane][i] from matrix i, whose row k was named by lane 8i + k (mma.cuh)
+static void sim_ldmatrix_x4(uint32_t r[32][4], const uint16_t* tile, int row0, int col0, bool a_pattern, bool trans) {
+    int rows[32], cols[32];
+    for (int l = 0; l < 32; l++) {
+        rows[l] = row0 + (a_pattern ? att_tc_a_row(l) : att_tc_b_row(l));
+        cols[l] = col0 + (a_pattern ? att_tc_a_col(l) : att_tc_b_col(l));
+    }
+    for (int l = 0; l < 32; l++) {
+        for (int i = 0; i < 4; i++) {
+            uint16_t h[2];
+            for (int half = 0; half < 2; half++) {
+                int mr = ldmatrix_row(l, half, trans), mc = ldmatrix_col(l, half, trans);
+                int src = 8 * i + mr; // the lane that named row mr of matrix i
+                h[half] = tile[rows[src] * SIM_PITCH + cols[src] + mc];
+            }
+            r[l][i] = (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+        }
+    }
+}
+
+// the 16x16 A, or the 16x8 B, that fragments hold (every element once: checked)
+static bool sim_a_matrix(float A[16][16], uint32_t a[32][4]) {
+    int seen[16][16] = {{0}};
+    for (int l = 0; l < 32; l++) {
+        for (int e = 0; e < 8; e++) {
+            uint32_t w = a[l][e / 2];
+            A[mma_a_row(l, e)][mma_a_col(l, e)] = bits_bf16((uint16_t)(e % 2 ? w >> 16 : w & 0xffff));
+            seen[mma_a_row(l, e)][mma_a_col(l, e)]++;
+        }
+    }
+    for (int i = 0; i < 256; i++) { if (seen[i / 16][i % 16] != 1) { return false; } }
+    return true;
+}
+static bool sim_b_matrix(float Bm[16][8], uint32_t b[32][2]) {
+    int seen[16][8] = {{0}};
+    for (int l = 0; l < 32; l++) {
+        for (int e = 0; e < 4; e++) {
+            uint32_t w = b[l][e / 2];
+            Bm[mma_b_row(l, e)][mma_b_col(l, e)] = bits_bf16((uint16_t)(e % 2 ? w >> 16 : w & 0xffff));
+            seen[mma_b_row(l, e)][mma_b_col(l, e)]++;
+        }
+    }
+    for (int i = 0; i < 128; i++) { if (seen[i / 8][i % 8] != 1) { return false; } }
+    return true;
+}
+
+static void test_fragment_layouts(void) {
+    char d[256];
+    // a 32 x 64 tile, value 0.25 * ((r * 7 + c * 3) % 29 - 14): distinct neighbours, exact in bf16
+    static uint16_t tile[32 * SIM_PITCH];
+    auto val = [](int r, int c) { return 0.25f * (float)((r * 7 + c * 3) % 29 - 14); };
+    for (int r = 0; r < 32; r++) { for (int c = 0; c < SIM_PITCH; c++) { tile[r * SIM_PITCH + c] = bf16_bits(val(r, c)); } }
+    const int r0 = 16, c0 = 32; // a 16x16 block away from the origin
+    uint32_t f[32][4];
+    float A[16][16], Bm[16][8];
+    {   // A pattern, no .trans: the A fragment of the block
+        sim_ldmatrix_x4(f, tile, r0, c0, true, false);
+        bool ok = sim_a_matrix(A, f);
+        for (int i = 0; i < 16; i++) { for (int k = 0; k < 16; k++) { ok = ok && A[i][k] == val(r0 + i, c0 + k); } }
+        report("ldmatrix.x4, A pattern: the A fragment of a 16x16 block (every element once, in place)", ok, "");
+    }
+    {   // B pattern, no .trans, rows are n: two n8 tiles of B = block^T
+        sim_ldmatrix_x4(f, tile, r0, c0, false, false);
+        bool ok = true;
+        for (int t = 0; t < 2; t++) {
+            uint32_t b[32][2];
+            for (int l = 0; l < 32; l++) { b[l][0] = f[l][2 * t]; b[l][1] = f[l][2 * t + 1]; }
+            ok = ok && sim_b_matrix(Bm, b);
+            for (int k = 0; k < 16; k++) { for (int n = 0; n < 8; n++) { ok = ok && Bm[k][n] == val(r0 + 8 * t + n, c0 + k); } }
+        }
+        report("ldmatrix.x4, B pattern: B fragments of two n8 tiles of a block whose rows are n", ok, "");
+    }
+    {   // A pattern with .trans, rows are k: two n8 tiles of B = the block
+        sim_ldmatrix_x4(f, tile, r0, c0, true, true);
+        bool ok = true;
+        for (int t = 0; t < 2; t++) {
+            uint32_t b[32][2];
+            for (int l = 0; l < 32; l++) { b[l][0] = f[l][2 * t]; b[l][1] = f[l][2 * t + 1]; }
+            ok = ok && sim_b_matrix(Bm, b);
+            for (int k = 0; k < 16; k++) { for (int n = 0; n < 8; n++) { ok = ok && Bm[k][n] == val(r0 + k, c0 + 8 * t + n); } }
+        }
+        report("ldmatrix.x4.trans, A pattern: B fragments of two n8 tiles of a block whose rows are k", ok, "");
+    }
+    {   // C fragments of two n8 tiles -> the A fragment of their 16 columns (P, dS into the next product)
+        float C[2][32][4];
+        auto cval = [](int i, int j) { return 0.125f * (float)((i * 5 + j * 11) % 23 - 11); };
+        for (int t = 0; t < 2; t++) {
+            for (int l = 0; l < 32; l++) {
+                for (int e = 0; e < 4; e++) { C[t][l][e] = cval(mma_c_row(l, e), 8 * t + mma_c_col(l, e)); }
+            }
+        }
+        for (int l = 0; l < 32; l++) {
+            uint32_t a[4];
+            att_tc_c_to_a(a, C[0][l], C[1][l]);
+            for (int i = 0; i < 4; i++) { f[l][i] = a[i]; }
+        }
+        bool ok = sim_a_matrix(A, f);
+        for (int i = 0; i < 16; i++) { for (int k = 0; k < 16; k++) { ok = ok && A[i][k] == cval(i, k); } }
+        report("C fragments of two n8 tiles = the A fragment of their 16 columns (att_tc_c_to_a)", ok, "");
+    }
+    {   // a whole product: S = X Y^T from an A fragment and B fragments, by the mma layout
+        uint32_t fa[32][4], fb[32][4];
+        sim_ldmatrix_x4(fa, tile, 0, 0, true, false);   // X: rows 0..15, cols 0..15
+        sim_ldmatrix_x4(fb, tile, 16, 16, false, false); // Y: rows 16..31, cols 16..31 (rows are n)
+        sim_a_matrix(A, fa);
+        double worst = 0.0;
+        for (int t = 0; t < 2; t++) {
+            uint32_t b[32][2];
+            for (int l = 0; l < 32; l++) { b[l][0] = fb[l][2 * t]; b[l][1] = fb[l][2 * t + 1]; }
+            sim_b_matrix(Bm, b);
+            for (int l = 0; l < 32; l++) {
+                for (int e = 0; e < 4; e++) { // D element e of lane l, as mma computes it
+                    int i = mma_c_row(l, e), n = mma_c_col(l, e);
+                    double dsum = 0.0, ref = 0.0;
+                    for (int k = 0; k < 16; k++) {
+                        dsum += (double)A[i][k] * Bm[k][n];
+                        ref += (double)val(i, k) * val(16 + 8 * t + n, 16 + k);
+                    }
+                    worst = fmax(worst, fabs(dsum - ref));
+                }
+            }
+        }
+        snprintf(d, sizeof(d), "max |D - X Y^T| = %g", worst);
+        report("mma by the layouts: D = X Y^T exactly (small integers)", worst == 0.0, d);
+    }
+}
+
+// Bank conflicts: 32 banks of 4 bytes; a wavefront of 8 16-byte accesses (an ldmatrix phase,
+// 8 consecutive threads' 16-byte stores) is conflict-free when its 8 addresses fall in 8
+// distinct 16-byte groups (address / 16 mod 8).
+static bool distinct_groups(const long* bytes) {
+    int seen = 0;
+    for (int i = 0; i < 8; i++) { seen |= 1 << (int)((bytes[i] / 16) % 8); }
+    return seen == 0xff;
+}
+template <int HS>
+static void test_bank_conflicts(void) {
+    char d[160];
+    const long pitch = 2L * att_tc_pitch<HS>(); // bytes per row
+    const int CH = HS / 8;
+    int bad_ld = 0, phases = 0, bad_st = 0, waves = 0;
+    for (int pattern = 0; pattern < 2; pattern++) {
+        for (int row0 = 0; row0 < ATT_TC_STAGE; row0 += 16) {
+            for (int col0 = 0; col0 < HS; col0 += 16) {
+                for (int m = 0; m < 4; m++) { // one phase per 8x8 matrix: lanes 8m..8m+7
+                    long addr[8];
+                    for (int k = 0; k < 8; k++) {
+                        int l = 8 * m + k;
+                        int r = row0 + (pattern ? att_tc_b_row(l) : att_tc_a_row(l));
+                        int c = col0 + (pattern ? att_tc_b_col(l) : att_tc_a_col(l));
+                        addr[k] = r * pitch + 2L * c;
+                    }
+                    phases++;
+                    bad_ld += !distinct_groups(addr);
+                }
+            }
+        }
+    }
+    for (int e0 = 0; e0 < ATT_TC_STAGE * CH; e0 += 8) {
+        long addr[8];
+        for (int k = 0; k < 8; k++) { addr[k] = att_tc_load_row(e0 + k, CH) * pitch + 16L * att_tc_load_chunk(e0 + k, CH); }
+        waves++;
+        bad_st += !distinct_groups(addr);
+    }
+    // every chunk of the tile written exactly once
+    int* hits = (int*)callocCheck((size_t)ATT_TC_STAGE * CH, sizeof(int));
+    for (int e = 0; e < ATT_TC_STAGE * CH; e++) { hits[att_tc_load_row(e, CH) * CH + att_tc_load_chunk(e, CH)]++; }
+    int once = 0;
+    for (int i = 0; i < ATT_TC_STAGE * CH; i++) { once += hits[i] == 1; }
+    free(hits);
+    snprintf(d, sizeof(d), "ldmatrix: %d of %d phases conflict; loader: %d of %d wavefronts conflict; %d of %d chunks written once",
+             bad_ld, phases, bad_st, waves, once, ATT_TC_STAGE * CH);
+    char name[96];
+    snprintf(name, sizeof(name), "shared tiles of hs %d (pitch %d bf16): no bank conflicts", HS, att_tc_pitch<HS>());
+    report(name, bad_ld == 0 && bad_st == 0 && once == ATT_TC_STAGE * CH, d);
+}
+
 int main(void) {
     test_online_softmax_theory();
     test_dscore_theory();
     test_single_token();
+    test_online_softmax_log2();
+    test_fragment_layouts();
+    test_bank_conflicts<16>();
+    test_bank_conflicts<32>();
+    test_bank_conflicts<64>();
+    test_bank_conflicts<128>();
     test_against_cpu(2, 37, 2, 64, 1337); // T not a multiple of any tile; the brief's shape
     test_against_cpu(1, 7, 3, 32, 42);    // a short sequence, hs = 32
     test_against_cpu(1, 70, 1, 128, 5);   // crosses the 64-row block boundary, hs = 128

@@ -22,6 +22,10 @@
 #    and with --grad-dtype fp32 (-zd fp32): table = plan, and against the bf16 run every stage's
 #    grads column and reduce-scatter bytes exactly doubled, a grad scratch column, the same
 #    params and optimizer; --grad-dtype on the CPU trainer is refused;
+#  - --timeline (the CPU run above and the CUDA one): one PNG per stage and per reshard policy,
+#    each traced step's collectives = the plan's list (compare_stages.py stops otherwise), and
+#    timeline_z3.md lists the plan's count; a copy of the CPU trainer with its stage 1-2 param
+#    all-gathers in reverse unit order is caught by that check;
 #  - the old --cuda flag is refused, naming --trainer.
 # Timing columns are reported, never asserted.
 set -u
@@ -57,7 +61,23 @@ if len(rows) == 4 and not ((sent[0] > sent[1] == sent[2]) if wide else (sent[0] 
 print("\n".join(fails) if fails else "consistent")
 PY
 
-if ! /usr/bin/python3 dev/bench/compare_stages.py --unit-blocks 1,2 --out "$tmp/cmp" > "$tmp/out.txt" 2>&1; then
+# --timeline: compare_stages.py itself stops unless every traced step's collectives are the plan's
+# (zero_plan_print --collectives: count, order, units, bytes) and every issuing line calls a
+# collective; here: one PNG per stage and per reshard policy, and timeline_z3.md lists as many
+# collectives, each with a line of the trainer, as the plan has for stage 3
+check_timelines() { # check_timelines DIR WHAT
+    local good=1 f n want
+    for f in timeline_z0 timeline_z1 timeline_z2 timeline_z3 timeline_z3_always timeline_z3_never; do
+        [ -s "$1/$f.png" ] || { good=0; echo "     missing $f.png"; }
+    done
+    n=$(grep -cE '^ *[0-9]+  (all-gather|reduce-scatter|all-reduce|scalars) ' "$1/timeline_z3.md" 2>/dev/null)
+    want=$(sed -n 's/^collectives per step (plan): reduce-scatter \([0-9]*\), all-gather \([0-9]*\)$/\1 \2/p' "$1/z3.txt" | awk '{ print $1 + $2 + 2 }')
+    [ $good -eq 1 ] && [ -n "$want" ] && [ "$n" = "$want" ] \
+        && ok "$2 --timeline: 6 timelines (stages, reshard policies); the stage-3 step's $n collectives (plan: $want with the 2 scalars) listed with their lines" \
+        || bad "$2 --timeline: PNGs or timeline_z3.md ($n collectives listed, plan $want)"
+}
+
+if ! /usr/bin/python3 dev/bench/compare_stages.py --unit-blocks 1,2 --timeline --out "$tmp/cmp" > "$tmp/out.txt" 2>&1; then
     bad "compare_stages.py ran"; tail -5 "$tmp/out.txt"
 else
     ok "compare_stages.py ran ($(grep -c '^| [0-3] (' "$tmp/out.txt") stage rows in the printed table)"
@@ -88,6 +108,7 @@ PY
         [ -s "$tmp/cmp/$f" ] || { good=0; echo "     missing $f"; }
     done
     [ $good -eq 1 ] && ok "tables, CSVs and six charts written" || bad "outputs missing"
+    check_timelines "$tmp/cmp" "CPU trainer"
     if /usr/bin/python3 dev/plot_log.py "$tmp/cmp/z0/main.log" "$tmp/cmp/z3/main.log" -o "$tmp/loss.png" > /dev/null && [ -s "$tmp/loss.png" ]; then
         ok "plot_log.py draws two runs' logs"
     else bad "plot_log.py"; fi
@@ -161,10 +182,11 @@ if [ ! -x "$CUDA_TRAINER" ]; then
     echo "skip $CUDA_TRAINER not built (make emu; COMPARE_CUDA=./train_gpt2cu on a GPU machine)"
 else
     start=$SECONDS
-    if ! /usr/bin/python3 dev/bench/compare_stages.py --trainer "$CUDA_TRAINER" --ranks 2 --steps 2 --offload --out "$tmp/cu" > "$tmp/cu.txt" 2>&1; then
+    if ! /usr/bin/python3 dev/bench/compare_stages.py --trainer "$CUDA_TRAINER" --ranks 2 --steps 2 --offload --timeline --out "$tmp/cu" > "$tmp/cu.txt" 2>&1; then
         bad "compare_stages.py --trainer $CUDA_TRAINER --offload ran"; tail -5 "$tmp/cu.txt"
     else
-        ok "compare_stages.py --trainer $CUDA_TRAINER --ranks 2 --steps 2 --offload ran ($((SECONDS - start)) s)"
+        ok "compare_stages.py --trainer $CUDA_TRAINER --ranks 2 --steps 2 --offload --timeline ran ($((SECONDS - start)) s)"
+        check_timelines "$tmp/cu" "$CUDA_TRAINER"
         # -zo 1 rows: the GPU saves exactly the optimizer bytes the host now holds (12 P/N: the
         # stage-1 row without offload), nothing else moves, and the host's staging is 2 floatX shards
         fx=2; grep -q "(fp32, " "$tmp/cu/compare.md" && fx=4
@@ -232,4 +254,23 @@ fi
 
 /usr/bin/python3 dev/bench/compare_stages.py --cuda --out "$tmp/cuda_flag" > /dev/null 2> "$tmp/err.txt"; rc=$?
 [ $rc -ne 0 ] && grep -q -- "--cuda is gone.*--trainer ./train_gpt2cu" "$tmp/err.txt" && ok "--cuda refused, pointing to --trainer" || bad "--cuda: exit $rc"
+# the timeline's plan check can fail: a copy of train_gpt2.c whose stage 0-2 all-gathers after
+# the update go in reverse unit order (the same bits, one line changed, so every issuing line is
+# still right) is caught by the order check, which the losses cannot see
+python3 - train_gpt2.c "$tmp/mut.c" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+old = """    for (int u = 0; u < p->layout.num_units; u++) {
+        trace_issue(model, &model->group, COLL_ALL_GATHER, u, p->shard_size[u]);"""
+assert s.count(old) == 1, "the all_gather_units_inplace loop moved: update this mutant"
+open(sys.argv[2], "w").write(s.replace(old, old.replace("for (int u = 0; u < p->layout.num_units; u++)", "for (int u = p->layout.num_units - 1; u >= 0; u--)")))
+PY
+if mpicc -O2 -fopenmp -DUSE_MPI -I. "$tmp/mut.c" -o "$tmp/train_mut" -lm 2> "$tmp/mut_build.txt"; then
+    OMP_NUM_THREADS=1 timeout 300 mpirun --bind-to none -np 2 "$tmp/train_mut" -e "$MODEL" -b 2 -t 32 -x 1 -v 0 -s 0 -z 1 -zt "$tmp/mut" > /dev/null 2>&1
+    /usr/bin/python3 dev/bench/timeline.py "$tmp/mut" --model "$MODEL" > "$tmp/mut.txt" 2>&1; rc=$?
+    [ $rc -ne 0 ] && grep -q "collective 5 is all-gather unit 2, .* the plan's is all-gather unit 0" "$tmp/mut.txt" \
+        && ok "mutant (stage 1's param all-gathers in reverse unit order): the timeline's plan check names collective 5" \
+        || { bad "mutant all-gather order: exit $rc"; cat "$tmp/mut.txt"; }
+else bad "mutant build"; tail -3 "$tmp/mut_build.txt"; fi
+
 summary "compare"

@@ -13,7 +13,8 @@
 #  - F16 and BF16 sources converted (widened exactly), the "transformer." prefix, no buffers,
 #    a tied lm_head, a directory with config.json, a Hugging Face cache folder;
 #  - bad input: one error line naming the file, exit 1, no output file left: not safetensors,
-#    truncated, missing or misshapen tensor, unsupported dtype, unknown tensor, untied head, NaN;
+#    truncated, data_offsets that overlap, leave a hole or stop before the file's end, missing or
+#    misshapen tensor, unsupported dtype, unknown tensor, untied head, NaN;
 #  - train_gpt2 fine-tunes the converted file.
 # usage: dev/test/test_openai_weights.sh   (from anywhere; needs /usr/bin/python3 with numpy + torch)
 set -u
@@ -127,6 +128,14 @@ refused() { # refused WHAT FILE-NAMED EXPECTED-TEXT CONVERTER-ARGS...
 s=$tmp/m.safetensors
 head -c $(( $(stat -c %s "$s") - 1000 )) "$s" > "$tmp/trunc.safetensors"
 refused "truncated file" "$tmp/trunc.safetensors" "truncated" --in "$tmp/trunc.safetensors" --heads 4
+# data_offsets must tile the data region: an overlap (ln_1's bias reading its weight's bytes) would
+# otherwise convert into a model whose bias equals its weight; a hole; bytes after the last tensor
+$FIX write "$tmp/overlap.safetensors" --alias h.0.ln_1.bias=h.0.ln_1.weight
+refused "overlapping data_offsets" "$tmp/overlap.safetensors" "tensors 'h.0.ln_1.bias' and 'h.0.ln_1.weight' overlap" --in "$tmp/overlap.safetensors" --heads 4
+$FIX write "$tmp/gap.safetensors" --gap 64
+refused "a hole between two tensors" "$tmp/gap.safetensors" "of the data belong to no tensor (between 'h.0.attn.c_attn.bias' and " --in "$tmp/gap.safetensors" --heads 4
+$FIX write "$tmp/trail.safetensors" --trailing 16
+refused "bytes after the last tensor" "$tmp/trail.safetensors" "belong to no tensor (after the last tensor 'h.1.attn.masked_bias')" --in "$tmp/trail.safetensors" --heads 4
 head -c 5 "$s" > "$tmp/tiny.safetensors"
 refused "5-byte file" "$tmp/tiny.safetensors" "not a safetensors file" --in "$tmp/tiny.safetensors"
 refused "an llm.c model file (wrong magic)" "$MODEL" "not a safetensors file" --in "$MODEL"

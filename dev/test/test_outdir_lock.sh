@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One job at a time in an output dir (llmc/outdir_lock.h): while a job trains into -o, a second
 # job with the same -o exits at once with one line naming the holder (pid, host, since when), and
-# leaves the first one's files alone; the CUDA trainer (emulated) refuses too; once the holder is
+# leaves the first one's files alone; the CUDA trainer (emulated) refuses too, and started with -pn
+# its other rank stops at once with rank 0's reason (not at -wt); once the holder is
 # killed (SIGKILL: the kernel releases its lock) a new job starts. With several ranks, a rank that
 # outlives its rank 0 still holds the dir.
 # usage: dev/test/test_outdir_lock.sh
@@ -31,7 +32,7 @@ refused() {
     local name=$1 dir=$2 holder_pid=$3 locker_pid=$4 start=$SECONDS; shift 4
     timeout 120 "$@" > "$tmp/$name.txt" 2>&1; local rc=$? secs=$((SECONDS - start))
     local msg="error: output dir '$dir' is in use by another job \(pid $holder_pid on host $host since [0-9: +-]+, [0-9]+ ranks?\): '$dir/.lock' is held by pid $locker_pid; wait for it to end, or use another -o"
-    if [ $rc -eq 1 ] && [ $secs -lt 30 ] && grep -qE "^$msg$" "$tmp/$name.txt"; then
+    if [ $rc -eq 1 ] && [ $secs -lt 30 ] && grep -qE "^(\[rank 0\] )?$msg$" "$tmp/$name.txt"; then
         ok "$name: exit 1 in ${secs} s: $(grep -m1 -o 'error:.*' "$tmp/$name.txt")"
     else bad "$name: exit $rc after ${secs} s"; tail -2 "$tmp/$name.txt"; fi
 }
@@ -45,6 +46,20 @@ refused "second job, same -o" "$tmp/a" $a $a "${T[@]}" -x 1 -o "$tmp/a"
     && ok "the refused job left the first one's log and files alone" || bad "the refused job touched the dir"
 if [ -x ./train_gpt2cu_emu ]; then
     refused "emulated CUDA trainer, same -o" "$tmp/a" $a $a ./train_gpt2cu_emu -e "$MODEL" "${DATA[@]}" -v 0 -s 0 -t 32 -b 2 -x 1 -o "$tmp/a"
+    # started without mpirun (-pn 2): rank 0 refuses the dir before it has handed out NCCL's id;
+    # rank 1, waiting for that id with -wt 60, stops at once with rank 0's reason
+    for pi in fs tcp; do
+        where=(-pf "$tmp/rdv_$pi"); [ $pi = tcp ] && where=(-ps "127.0.0.1:$((20000 + $$ % 10000))")
+        CU=(./train_gpt2cu_emu -e "$MODEL" "${DATA[@]}" -v 0 -s 0 -t 32 -b 2 -x 1 -o "$tmp/a" -wt 60 -pn 2 -pi $pi "${where[@]}")
+        start=$SECONDS
+        timeout 30 "${CU[@]}" -pr 1 > "$tmp/pn1_$pi.txt" 2>&1 & r1=$!
+        refused "emulated CUDA trainer, -pn 2 -pi $pi, rank 0" "$tmp/a" $a $a "${CU[@]}" -pr 0
+        wait $r1; rc=$?
+        want="[rank 1] error: rendezvous $pi: rank 0 stopped before the ranks met: output dir '$tmp/a' is in use by another job"
+        if [ $rc -eq 1 ] && [ $((SECONDS - start)) -lt 20 ] && grep -qF -- "$want" "$tmp/pn1_$pi.txt"; then
+            ok "-pn 2 -pi $pi: rank 1 stops with rank 0's reason (exit 1, both done in $((SECONDS - start)) s, -wt 60)"
+        else bad "-pn 2 -pi $pi: rank 1 exit $rc after $((SECONDS - start)) s"; tail -2 "$tmp/pn1_$pi.txt"; fi
+    done
 else echo "skip the CUDA trainer: no train_gpt2cu_emu (make train_gpt2cu_emu)"; fi
 kill -KILL $a; wait $a 2> /dev/null
 if "${T[@]}" -x 1 -o "$tmp/a" > "$tmp/a3.txt" 2>&1 && grep -q "wrote $tmp/a/model_00000001.bin" "$tmp/a3.txt"; then

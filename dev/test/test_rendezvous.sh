@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rendezvous that hands NCCL's id to ranks started without mpirun (llmc/rendezvous.h), run
 # through dev/test/rendezvous_demo (built by make): fs and tcp with 3 ranks started in reverse
-# order, and each way it must fail with a message and a non-zero exit instead of hanging.
+# order; a rank 0 that stops before the rendezvous tells the others its reason at once; and each
+# way it must fail with a message and a non-zero exit instead of hanging.
 # usage: dev/test/test_rendezvous.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -30,6 +31,35 @@ three fs "$tmp/fs/job1" fs
 [ -d "$tmp/fs/job1" ] && [ -z "$(ls -A "$tmp/fs/job1")" ] && ok "fs: rank 0 created -pf and removed rendezvous.bin after finishing" \
     || bad "fs: left behind: $(ls -A "$tmp/fs/job1" 2>&1)"
 three tcp "127.0.0.1:$PORT" tcp
+
+# told METHOD WHERE NAME: rank 0 stops before the rendezvous (as the trainer's rank 0 does when it
+# refuses a busy -o); ranks 1 and 2, already waiting with a 30 s timeout, stop within 3 s with
+# its reason, and so does rank 0 (it has told both)
+told() {
+    local method=$1 where=$2 name=$3 pids=() start=$SECONDS rc0=0 rc=0 n
+    for r in 2 1; do timeout 60 "$D" "$method" $r 3 "$where" 30 > "$tmp/$name.$r" 2>&1 & pids+=($!); done
+    sleep 0.3
+    timeout 60 "$D" "$method" 0 3 "$where" 30 "output dir '/x' is in use by another job" > "$tmp/$name.0" 2>&1 || rc0=$?
+    for p in "${pids[@]}"; do wait "$p" || rc=$((rc + $?)); done
+    n=$(cat "$tmp/$name".[12] | grep -c "^\[rank [12]\] error: rendezvous $method: rank 0 stopped before the ranks met: output dir '/x' is in use by another job$")
+    if [ $rc0 -eq 1 ] && [ $rc -eq 2 ] && [ "$n" -eq 2 ] && [ $((SECONDS - start)) -le 3 ]; then
+        ok "$method: rank 0 stops before the rendezvous: ranks 1, 2 stop in $((SECONDS - start)) s with its reason (timeout 30 s)"
+    else bad "$method: rank 0 stopped: exits $rc0 / $rc, $n lines with the reason, $((SECONDS - start)) s"; cat "$tmp/$name".[012]; fi
+}
+told fs "$tmp/fs/told" fs_told
+[ -z "$(ls -A "$tmp/fs/told")" ] && ok "fs: rank 0's reason removed once both ranks had read it" || bad "fs told: left $(ls -A "$tmp/fs/told")"
+told tcp "127.0.0.1:$((PORT + 5))" tcp_told
+# a reason left by a rank 0 killed while it waited to be read: the next job's rank 0 replaces it
+timeout 20 "$D" fs 0 3 "$tmp/fs/killed" 10 "stale reason" > /dev/null 2>&1 &
+for _ in $(seq 50); do [ -e "$tmp/fs/killed/rendezvous.bin" ] && break; sleep 0.1; done
+kill -KILL $! 2> /dev/null; wait $! 2> /dev/null
+timeout 20 "$D" fs 0 3 "$tmp/fs/killed" 5 > "$tmp/killed.0" 2>&1 &
+p0=$!; sleep 0.3
+timeout 20 "$D" fs 1 3 "$tmp/fs/killed" 5 > "$tmp/killed.1" 2>&1 & p1=$!
+timeout 20 "$D" fs 2 3 "$tmp/fs/killed" 5 > "$tmp/killed.2" 2>&1; rc=$?
+wait $p0 && wait $p1 && [ $rc -eq 0 ] && [ "$(sed -n 's/^rank [012] blob //p' "$tmp"/killed.[012] | sort -u | wc -l)" -eq 1 ] \
+    && ok "fs: a reason left by a killed rank 0 is replaced by the next job's rank 0, whose ranks get its blob" \
+    || { bad "fs: after a killed rank 0's reason"; cat "$tmp"/killed.[012]; }
 
 # expect NAME EXPECTED COMMAND...: exit 1 within a few seconds, with EXPECTED in the message
 expect() {

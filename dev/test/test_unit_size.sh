@@ -9,7 +9,7 @@
 #     (check_stage); losses, norms and final model byte-identical to K = 1 stage 0.
 #  B. CPU, N = 3: each K's stage 3 byte-identical to its own stage 0; K = 2, 3 against K = 1 to
 #     1e-5 (losses) and 1e-4 (norms) relative, not bitwise: the ring reduce-scatter starts each
-#     slice's sum at the rank after the slice's owner (DESIGN.md §5.6), and K moves the slice
+#     slice's sum at the rank after the slice's owner (DESIGN.md §6.1), and K moves the slice
 #     boundaries, so an element's three addends associate differently; the norm's per-rank
 #     partial sums cover other elements too. At N = 2 a sum has two addends, and a + b = b + a
 #     exactly, so A is bitwise.

@@ -5,7 +5,8 @@
 #  - a budget of the smallest total (rounded up to the printed 0.1 MB) picks the lowest stage
 #    with that total; the run then allocates that stage's plan, and what -z auto counted outside
 #    the plan is what the trainer allocated outside it (the activations row; CUDA: + workspace);
-#  - a budget below every total stops every rank with the numbers (no hang);
+#  - a budget below every total stops every rank naming the least total and its stage (no hang),
+#    also in shard groups of 1 (-zg 1), where that stage is 0;
 #  - -zm without -z auto, -zm 0, and (CPU) -z auto without -zm are refused.
 # The arithmetic of the pick itself is checked in dev/test/test_zero_plan.c.
 # usage: dev/test/test_zero_auto.sh  (TRAIN=./train_gpt2cu_emu for the emulated CUDA trainer)
@@ -35,12 +36,29 @@ run big -z auto -zm 100000
 if [ "$(picked big)" = 0 ] && [ "$(table_stage big)" = 0 ]; then ok "a budget above every stage picks stage 0"
 else bad "budget 100000 MB: picked '$(picked big)', table stage '$(table_stage big)'"; tail -8 "$tmp/big.txt"; fi
 
-# the smallest total, and the lowest stage that has it
-least=""; want=""
-for s in 0 1 2 3; do
-    t=$(total big $s)
-    if [ -n "$t" ] && { [ -z "$least" ] || awk -v a="$t" -v b="$least" 'BEGIN { exit !(a < b) }'; }; then least=$t; want=$s; fi
-done
+# least NAME: "STAGE TOTAL", the smallest total run NAME printed and the lowest stage that has it
+least_of() {
+    local least="" want="" s t
+    for s in 0 1 2 3; do
+        t=$(total "$1" $s)
+        if [ -n "$t" ] && { [ -z "$least" ] || awk -v a="$t" -v b="$least" 'BEGIN { exit !(a < b) }'; }; then least=$t; want=$s; fi
+    done
+    [ -n "$least" ] && echo "$want $least"
+}
+# no_fit NAME WHAT ARGS...: a budget 0.2 MB below the least total of run NAME stops every rank,
+# and the message names that least total and its stage (not stage 3's, which can be larger)
+no_fit() {
+    local name=$1 what=$2; shift 2
+    local want least small rc n
+    read -r want least <<< "$(least_of "$name")"
+    small=$(awk -v x="$least" 'BEGIN { printf "%.2f", x - 0.2 }')
+    run small -z auto -zm "$small" "$@"; rc=$?
+    n=$(grep -c "error: -z auto: no stage fits in $(awk -v x="$small" 'BEGIN { printf "%.1f", x }') MB per rank: the least any stage needs is stage $want's $least MB" "$tmp/small.txt")
+    if [ $rc -ne 0 ] && [ "$n" -ge 1 ] && [ $rc -ne 124 ]; then ok "$what, budget $small MB: no stage fits, every rank stops (exit $rc) naming the least need, stage $want's $least MB"
+    else bad "$what, budget $small MB: exit $rc, $n error lines naming stage $want's $least MB"; tail -5 "$tmp/small.txt"; fi
+}
+
+read -r want least <<< "$(least_of big)"
 if [ -z "$least" ]; then bad "no candidates printed"; tail -8 "$tmp/big.txt"
 else
     budget=$(awk -v x="$least" 'BEGIN { printf "%.2f", x + 0.05 }')
@@ -57,12 +75,12 @@ else
     if near "$(candidate fit "$want")" "$(mb $plan_sum)" && near "$(outside fit)" "$(mb "$other")"; then
         ok "stage $want's candidate = the run's plan ($(mb $plan_sum) MB) and outside = its allocations ($(mb "$other") MB)"
     else bad "candidate plan '$(candidate fit "$want")' vs table $(mb $plan_sum) MB; outside '$(outside fit)' vs $(mb "$other") MB"; fi
-    small=$(awk -v x="$least" 'BEGIN { printf "%.2f", x - 0.2 }')
-    run small -z auto -zm "$small"; rc=$?
-    n=$(grep -c "error: -z auto: no stage fits in $(awk -v x="$small" 'BEGIN { printf "%.1f", x }') MB per rank: stage 3 needs" "$tmp/small.txt")
-    if [ $rc -ne 0 ] && [ "$n" -ge 1 ] && [ $rc -ne 124 ]; then ok "budget $small MB: no stage fits, every rank stops (exit $rc) naming the numbers"
-    else bad "budget $small MB: exit $rc, $n error lines"; tail -5 "$tmp/small.txt"; fi
+    no_fit big "all ranks in one shard group"
 fi
+# in shard groups of 1 (-zg 1) stages 1-3 shard nothing and only add buffers: stage 0 needs least
+run big1 -z auto -zm 100000 -zg 1
+if [ -n "$(least_of big1)" ]; then no_fit big1 "-zg 1" -zg 1
+else bad "-zg 1: no candidates printed"; tail -8 "$tmp/big1.txt"; fi
 
 if [ "$cuda" = 1 ]; then # no -zm: the device's free memory, the least over the ranks
     run free -z auto

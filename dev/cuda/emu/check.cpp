@@ -858,12 +858,26 @@ void check_launch_end(LaunchInfo* l) {
 // ----------------------------------------------------------------------------
 // one access
 
+// racecheck: a load or store of shared bytes that a cp.async (ptx.cpp) of the block is still
+// copying: a read sees no copied bytes yet, a write is overwritten when the copy lands.
+static void shared_in_flight(Context* c, size_t off, size_t n, unsigned kind, const void* pc) {
+    Site issued;
+    int thread = 0;
+    if (!cp_async_in_flight((const void*)(c->sh_lo + off), n, &issued, &thread)) { return; }
+    report("racecheck", current_kernel_text() + ": " + access_text(n, kind) + " of shared memory at offset " +
+                            std::to_string(off) + " (" + describe_shared(off) + ") at " + source_line(pc) +
+                            ", whose bytes the cp.async issued at " + issued.file + ":" + std::to_string(issued.line) +
+                            " by " + thread_text(c, thread) +
+                            " has not landed yet (no cp.async.wait_group by that thread covering it, then a barrier)");
+}
+
 static void shared_access(Context* c, size_t off, size_t n, unsigned kind, const void* pc) {
     const CheckSettings& s = g_set;
     if (off + n > c->sh_capacity || c->sh_region[off] == 0 || c->sh_region[off + n - 1] != c->sh_region[off]) {
         if (s.memcheck) { shared_bounds(c, off, n, kind, pc); }
         return;
     }
+    if (s.racecheck) { shared_in_flight(c, off, n, kind, pc); }
     if (s.memcheck && (kind & A_ALIGNED) && n > 1 && (off & (n - 1))) { misaligned(c->sh_lo + off, n, kind, pc, true); }
     if (s.initcheck) {
         if (kind & A_READ) {
@@ -902,6 +916,15 @@ static inline void on_access(uintptr_t a, size_t n, unsigned kind, const void* p
     if (a - c->sh_lo < c->sh_span) { shared_access(c, a - c->sh_lo, n, kind, pc); }
     else if (a - g_arena_lo < g_arena_bytes) { global_access(c, a, n, kind, pc); }
     // anything else is host memory: the thread's own stack, the kernel's arguments, pinned memory
+}
+
+void check_ptx_access(int linear, const void* p, size_t n, bool write, const void* pc) {
+    Context* c = tl_context;
+    if (!tl_active || c == nullptr || n == 0) { return; }
+    int me = c->thread;
+    c->thread = linear;
+    on_access((uintptr_t)p, n, (write ? A_WRITE : A_READ) | A_ALIGNED, pc);
+    c->thread = me;
 }
 
 } // namespace emu

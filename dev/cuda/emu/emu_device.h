@@ -2,7 +2,8 @@
 Included first into every .cu file that dev/cuda/emu/nvcc-cpu builds (g++ -include). It makes
 the CUDA toolkit's own headers (cuda_runtime.h, cuda_bf16.h, cublasLt.h, nccl.h) compile for the
 host, and supplies what nvcc would: threadIdx and friends, __syncthreads, the warp intrinsics,
-atomics, a few device math functions, and the launch that `kernel<<<grid, block, smem,
+atomics, a few device math functions, the loads and stores with cache hints, the operands of
+inline PTX (which the driver turns into calls), and the launch that `kernel<<<grid, block, smem,
 stream>>>(args)` becomes (the driver rewrites that syntax into emu::launch(...)).
 
 Marker tokens. __global__ and __shared__ expand to __emu_global__ and __emu_shared__, which no
@@ -26,6 +27,7 @@ arguments (__builtin_FILE/__builtin_LINE), so the emulator's messages name the s
 
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -49,20 +51,19 @@ void* dynamic_shared();                        // this block's `extern __shared_
 // copy of the variable whose key is `key` (a static of the declaring function), placed in the
 // block's shared memory by the first thread that reaches the declaration and filled with 0xFF.
 void* static_shared(const void* key, size_t bytes, size_t align, const char* name, Site site);
-// The shared-memory window: the offset of p from the start of this block's shared memory (what
-// __cvta_generic_to_shared returns), and back. One mapping, used by everything that needs it.
-unsigned shared_offset(const void* p);
-void* shared_pointer(unsigned offset);
 void count_mma_flops(uint64_t flops);          // EMU_COUNTERS: tensor-core FLOPs of this thread's mma
 bool note_instrumented_unit();                 // check.cpp: this .cu file has the access hooks
 void syncthreads(Site site);
+void barrier_sync(unsigned id, Site site);     // bar.sync id with every thread of the block
 void syncwarp(unsigned mask, Site site);
 // A warp intrinsic: kind (below), the mask, this lane's value (bytes), the lane argument
 // (srcLane, delta or laneMask) and width. Returns through `result` (bytes, same size).
-enum WarpKind { WARP_SHFL, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_BALLOT, WARP_ANY, WARP_ALL, WARP_SYNC };
+enum WarpKind { WARP_SHFL, WARP_SHFL_UP, WARP_SHFL_DOWN, WARP_SHFL_XOR, WARP_BALLOT, WARP_ANY, WARP_ALL, WARP_SYNC,
+                WARP_COLLECTIVE /* a PTX warp-collective instruction (ptx.cpp): mma.sync, ldmatrix */ };
 unsigned warp_op(WarpKind kind, unsigned mask, const void* value, void* result, size_t bytes, int arg, int width, Site site);
 unsigned activemask();
 [[noreturn]] void device_trap(Site site);
+[[noreturn]] void device_error(const char* text, Site site); // ptx.cpp: "<kernel, block, thread>: <text> at <site>"
 
 // runtime.cpp / kernel.cpp: the launch
 struct LaunchConfig {
@@ -97,6 +98,7 @@ inline void check_args(const char* name, Site site, const Tuple& t, std::index_s
 // kernel<<<grid, block, smem, stream>>>(args...) becomes launch(kernel, "kernel", site, cfg, args...).
 // The arguments are converted to the kernel's parameter types now (as CUDA copies them at the
 // launch); each CUDA thread then calls the kernel with its own copy.
+
 template <typename... P, typename... A>
 inline void launch(void (*kernel)(P...), const char* name, Site site, const LaunchConfig& cfg, A&&... args) {
     static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
@@ -141,6 +143,9 @@ template <class T> inline cudaError_t cudaFuncSetAttribute(T* func, enum cudaFun
 #define EMU_SITE emu::Site{__builtin_FILE(), __builtin_LINE()}
 
 inline void __syncthreads(const char* f = __builtin_FILE(), int l = __builtin_LINE()) { emu::syncthreads(emu::Site{f, l}); }
+inline void __barrier_sync(unsigned id, const char* f = __builtin_FILE(), int l = __builtin_LINE()) {
+    emu::barrier_sync(id, emu::Site{f, l});
+}
 inline void __syncwarp(unsigned mask = 0xffffffffu, const char* f = __builtin_FILE(), int l = __builtin_LINE()) {
     emu::syncwarp(mask, emu::Site{f, l});
 }
@@ -221,7 +226,6 @@ inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 // device functions nvcc provides and g++ does not. Host libm does the arithmetic: results can
 // differ from a GPU's in the last bits (the README says so).
 
-template <typename T> inline T __ldg(const T* p) { return *p; }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
@@ -229,6 +233,13 @@ inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
 inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
 inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
 inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
+inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
+inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+inline int __double2hiint(double x) { return (int)((unsigned long long)__double_as_longlong(x) >> 32); }
+inline int __double2loint(double x) { return (int)(unsigned)(unsigned long long)__double_as_longlong(x); }
+inline double __hiloint2double(int hi, int lo) {
+    return __longlong_as_double((long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo));
+}
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
@@ -240,5 +251,382 @@ inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline float min(float a, float b) { return fminf(a, b); }
 inline float max(float a, float b) { return fmaxf(a, b); }
+
+// ----------------------------------------------------------------------------
+// Loads and stores with cache hints: __ldg (read-only cache), __ldcg/__ldca/__ldcs/__ldlu/__ldcv,
+// __stwb/__stcg/__stcs/__stwt (the Programming Guide's "Load/Store Functions Using Cache
+// Hints"). The hints are performance only: here a plain load or store, for the documented types
+// only (other types do not build), at the type's natural alignment: a float4 at an address that
+// is not 16-byte aligned is an error naming the line, where a GPU faults ("misaligned address").
+
+namespace emu {
+template <typename T> struct cache_hint_type : std::false_type {};
+#define EMU_CACHE_HINT_TYPE(T) template <> struct cache_hint_type<T> : std::true_type {};
+EMU_CACHE_HINT_TYPE(char) EMU_CACHE_HINT_TYPE(signed char) EMU_CACHE_HINT_TYPE(short) EMU_CACHE_HINT_TYPE(int)
+EMU_CACHE_HINT_TYPE(long) EMU_CACHE_HINT_TYPE(long long) EMU_CACHE_HINT_TYPE(unsigned char)
+EMU_CACHE_HINT_TYPE(unsigned short) EMU_CACHE_HINT_TYPE(unsigned int) EMU_CACHE_HINT_TYPE(unsigned long)
+EMU_CACHE_HINT_TYPE(unsigned long long) EMU_CACHE_HINT_TYPE(char2) EMU_CACHE_HINT_TYPE(char4)
+EMU_CACHE_HINT_TYPE(short2)
+EMU_CACHE_HINT_TYPE(short4) EMU_CACHE_HINT_TYPE(int2) EMU_CACHE_HINT_TYPE(int4) EMU_CACHE_HINT_TYPE(longlong2)
+EMU_CACHE_HINT_TYPE(uchar2) EMU_CACHE_HINT_TYPE(uchar4) EMU_CACHE_HINT_TYPE(ushort2) EMU_CACHE_HINT_TYPE(ushort4)
+EMU_CACHE_HINT_TYPE(uint2) EMU_CACHE_HINT_TYPE(uint4) EMU_CACHE_HINT_TYPE(ulonglong2) EMU_CACHE_HINT_TYPE(float)
+EMU_CACHE_HINT_TYPE(float2) EMU_CACHE_HINT_TYPE(float4) EMU_CACHE_HINT_TYPE(double) EMU_CACHE_HINT_TYPE(double2)
+EMU_CACHE_HINT_TYPE(__nv_bfloat16) EMU_CACHE_HINT_TYPE(__nv_bfloat162) EMU_CACHE_HINT_TYPE(__half)
+EMU_CACHE_HINT_TYPE(__half2)
+#undef EMU_CACHE_HINT_TYPE
+
+[[noreturn]] void misaligned_access(const char* what, const void* p, size_t bytes, Site site); // ptx.cpp
+
+template <typename T> inline void check_hinted_access(const char* what, const T* p, Site site) {
+    static_assert(cache_hint_type<typename std::remove_cv<T>::type>::value,
+                  "not a type of the CUDA load/store functions with cache hints (char ... unsigned long long, "
+                  "char2 ... ulonglong2, float, float2, float4, double, double2, __half, __half2, __nv_bfloat16, "
+                  "__nv_bfloat162)");
+    if ((uintptr_t)p % alignof(T) != 0) { misaligned_access(what, (const void*)p, alignof(T), site); }
+}
+template <typename T> struct same_type { typedef T type; }; // a parameter that does not take part in deduction
+} // namespace emu
+
+#define EMU_LOAD_WITH_HINT(name)                                                                                      \
+    template <typename T> inline T name(const T* p, const char* f = __builtin_FILE(), int l = __builtin_LINE()) {      \
+        emu::check_hinted_access(#name, p, emu::Site{f, l});                                                           \
+        return *p;                                                                                                     \
+    }
+#define EMU_STORE_WITH_HINT(name)                                                                                     \
+    template <typename T>                                                                                              \
+    inline void name(T* p, typename emu::same_type<T>::type v, const char* f = __builtin_FILE(),                       \
+                     int l = __builtin_LINE()) {                                                                       \
+        emu::check_hinted_access(#name, p, emu::Site{f, l});                                                           \
+        *p = v;                                                                                                        \
+    }
+EMU_LOAD_WITH_HINT(__ldg)
+EMU_LOAD_WITH_HINT(__ldcg)
+EMU_LOAD_WITH_HINT(__ldca)
+EMU_LOAD_WITH_HINT(__ldcs)
+EMU_LOAD_WITH_HINT(__ldlu)
+EMU_LOAD_WITH_HINT(__ldcv)
+EMU_STORE_WITH_HINT(__stwb)
+EMU_STORE_WITH_HINT(__stcg)
+EMU_STORE_WITH_HINT(__stcs)
+EMU_STORE_WITH_HINT(__stwt)
+#undef EMU_LOAD_WITH_HINT
+#undef EMU_STORE_WITH_HINT
+
+// ----------------------------------------------------------------------------
+// Inline PTX. nvcc-cpu turns each `asm("...")` statement of a kernel whose instructions are in its
+// table (see nvcc-cpu, "the PTX table") into calls of these (ptx.cpp), with the PTX ISA's
+// semantics; any other asm is a compile error. Shared-memory operands are offsets in the block's
+// .shared window (from __cvta_generic_to_shared), global ones device pointers.
+
+namespace emu {
+enum PtxType { PTX_BF16, PTX_F16 };
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32 d, a, b, c (warp-collective)
+void ptx_mma_m16n8k16(PtxType ab, float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4], Site site);
+// ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16 d, [addr] (warp-collective)
+void ptx_ldmatrix(int num, bool trans, uint64_t addr, uint32_t* d, Site site);
+// cp.async.{ca,cg}.shared.global [dst], [src], cp_size{, src_size} (src_size < 0: none)
+void ptx_cp_async(bool cg, uint64_t dst, uint64_t src, long long cp_size, long long src_size, Site site);
+void ptx_cp_async_commit_group(Site site);
+void ptx_cp_async_wait_group(long long n, Site site);
+void ptx_cp_async_wait_all(Site site);
+bool shared_offset_of(const void* p, uint64_t* offset); // kernel.cpp: the window offset of p
+void* shared_pointer_of(uint64_t offset);               // kernel.cpp: the pointer at a window offset
+[[noreturn]] void ptx_not_shared(const char* what, const void* p, Site site);
+uint64_t ptx_generic_to_shared(uint64_t generic, const char* what, Site site); // the window offset, or an error
+
+// Operands, with nvcc's rules for the constraint letters: "r" a 32-bit register (an integer of at
+// most 4 bytes), "l" 64 bits (an 8-byte integer or a pointer), "h" 16 bits, "f" a .f32 register
+// (a float), "d" .f64 (a double), "n" an integer constant (checked at compile time by the driver).
+template <typename T> inline uint32_t ptx_in_r(const T& v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) <= 4, "asm operand type does not match constraint 'r'");
+    return (uint32_t)v;
+}
+template <typename T> inline uint64_t ptx_in_l(const T& v) {
+    static_assert((std::is_integral<T>::value || std::is_pointer<T>::value) && sizeof(T) == 8,
+                  "asm operand type does not match constraint 'l'");
+    return (uint64_t)v;
+}
+template <typename T> inline uint16_t ptx_in_h(const T& v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) <= 2, "asm operand type does not match constraint 'h'");
+    return (uint16_t)v;
+}
+template <typename T> inline float ptx_in_f(const T& v) {
+    static_assert(std::is_floating_point<T>::value, "asm operand type does not match constraint 'f'");
+    return (float)v;
+}
+template <typename T> inline double ptx_in_d(const T& v) {
+    static_assert(std::is_floating_point<T>::value, "asm operand type does not match constraint 'd'");
+    return (double)v;
+}
+template <typename T> inline void ptx_out_r(T& dst, uint32_t v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) == 4, "asm output type does not match constraint 'r'");
+    dst = (T)v;
+}
+template <typename T> inline void ptx_out_l(T& dst, uint64_t v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) == 8, "asm output type does not match constraint 'l'");
+    dst = (T)v;
+}
+template <typename T> inline void ptx_out_h(T& dst, uint16_t v) {
+    static_assert(std::is_integral<T>::value && sizeof(T) == 2, "asm output type does not match constraint 'h'");
+    dst = (T)v;
+}
+template <typename T> inline void ptx_out_f(T& dst, float v) {
+    static_assert(std::is_same<T, float>::value, "asm output type does not match constraint 'f'");
+    dst = v;
+}
+template <typename T> inline void ptx_out_d(T& dst, double v) {
+    static_assert(std::is_same<T, double>::value, "asm output type does not match constraint 'd'");
+    dst = v;
+}
+} // namespace emu
+
+// Generic <-> .shared window addresses (CUDA's address-space conversion intrinsics). A pointer that
+// is not in the calling block's shared memory is an error (on a GPU the result is undefined).
+inline size_t __cvta_generic_to_shared(const void* p, const char* f = __builtin_FILE(), int l = __builtin_LINE()) {
+    uint64_t offset = 0;
+    if (!emu::shared_offset_of(p, &offset)) { emu::ptx_not_shared("__cvta_generic_to_shared", p, emu::Site{f, l}); }
+    return (size_t)offset;
+}
+inline void* __cvta_shared_to_generic(size_t offset, const char* f = __builtin_FILE(), int l = __builtin_LINE()) {
+    void* p = emu::shared_pointer_of(offset);
+    if (p == nullptr) { emu::ptx_not_shared("__cvta_shared_to_generic", (const void*)offset, emu::Site{f, l}); }
+    return p;
+}
+inline unsigned int __isShared(const void* p) {
+    uint64_t offset = 0;
+    return emu::shared_offset_of(p, &offset) ? 1u : 0u;
+}
+
+// ----------------------------------------------------------------------------
+// Launches of an overloaded kernel name (used by the launches nvcc-cpu writes)
+
+// A launch names its kernel, and a host function may share the name (a launcher `void k(...)`
+// beside `__global__ void k(...)`): KernelArity<N>::pick(k) takes, of the functions named k, the
+// one with N parameters (N = the launch's argument count). A kernel with a different count still
+// gets through the second pick, and launch() then says the count is wrong.
+namespace emu {
+#define EMU_ANY_ARITY template <class... P> static auto pick(void (*k)(P...)) { return k; }
+template <int N> struct KernelArity;
+template <> struct KernelArity<0> {
+    static auto pick(void (*k)()) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<1> {
+    template <class P0>
+    static auto pick(void (*k)(P0)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<2> {
+    template <class P0, class P1>
+    static auto pick(void (*k)(P0, P1)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<3> {
+    template <class P0, class P1, class P2>
+    static auto pick(void (*k)(P0, P1, P2)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<4> {
+    template <class P0, class P1, class P2, class P3>
+    static auto pick(void (*k)(P0, P1, P2, P3)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<5> {
+    template <class P0, class P1, class P2, class P3, class P4>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<6> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<7> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<8> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<9> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<10> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<11> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<12> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<13> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<14> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<15> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<16> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<17> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16)) { return
+                     k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<18> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17)) {
+                     return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<19> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18))
+                     { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<20> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<21> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<22> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<23> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<24> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<25> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23, class P24>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23, P24)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<26> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23, class P24, class P25>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23, P24, P25)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<27> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23, P24, P25, P26)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<28> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23, P24, P25, P26, P27)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<29> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27,
+              class P28>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23, P24, P25, P26, P27, P28)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<30> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27,
+              class P28, class P29>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23, P24, P25, P26, P27, P28, P29)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<31> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27,
+              class P28, class P29, class P30>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23, P24, P25, P26, P27, P28, P29, P30)) { return k; }
+    EMU_ANY_ARITY
+};
+template <> struct KernelArity<32> {
+    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
+              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
+              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27,
+              class P28, class P29, class P30, class P31>
+    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
+                     P19, P20, P21, P22, P23, P24, P25, P26, P27, P28, P29, P30, P31)) { return k; }
+    EMU_ANY_ARITY
+};
+#undef EMU_ANY_ARITY
+} // namespace emu
 
 #endif // EMU_DEVICE_H

@@ -14,7 +14,9 @@ Whatever breaks CUDA's rules is an error naming the kernel, the block and the so
   is an error (on a GPU the result is undefined);
 - __syncthreads completes when every thread of the block waits at the same line; a thread that
   exited while others wait, or threads waiting at different lines, is an error (on a GPU:
-  undefined, often a hang).
+  undefined, often a hang);
+- a warp-collective PTX instruction (mma.sync, ldmatrix: ptx.cpp) is a warp intrinsic whose mask
+  is the whole warp: it runs once, for all 32 lanes, when they are all at the same instruction.
 Blocks run in grid order (or reversed or shuffled, as the threads), one at a time per OS thread;
 EMU_THREADS > 1 runs that many blocks at once.
 
@@ -25,7 +27,8 @@ block that reaches its declaration, 256 unused bytes apart, so that with EMU_CHE
 running off one variable lands in no variable and is reported. Everything is filled with 0xFF
 bytes (NaN for floats) before use. Static variables over 48 KiB in all, and static + dynamic
 over the kernel's limit, are refused as on a GPU (the static size of a kernel is known once one
-of its blocks has run: the first launch ends the process, later ones fail at the launch).
+of its blocks has run: the first launch ends the process, later ones fail at the launch). PTX
+sees them through one window of offsets (the .shared state space): shared_window_offset/_pointer.
 */
 #include "emu_device.h" // first: it defines __global__ and friends before the toolkit headers do
 #include "emu_internal.h"
@@ -107,6 +110,10 @@ struct WarpWait { // what a lane waiting at a warp intrinsic brought
     size_t bytes;
     int arg, width;
     unsigned answer;
+    // WARP_COLLECTIVE: the instruction, what this lane brings, and what runs when all are there
+    const char* what = nullptr;
+    void* data = nullptr;
+    WarpCollectiveFn collective = nullptr;
 };
 
 struct EmuThread {
@@ -118,6 +125,7 @@ struct EmuThread {
     int linear = 0;
     ThreadState state = EXITED;
     Site site{nullptr, 0}; // where it waits
+    unsigned barrier = 0;  // AT_BARRIER: the barrier's id (__syncthreads is 0, __barrier_sync(id) names one)
     WarpWait warp;
 };
 
@@ -157,12 +165,14 @@ struct Grid { // one launch
     ThreadBody body;
     void* closure;
     LaunchInfo info; // what the checks and counters see of it
+    std::shared_ptr<PtxCounters> counters;
 };
 
 struct Block {
     const Grid* grid;
     uint3 idx;
     int nthreads;
+    uint64_t serial; // distinct for every block run (per-thread state elsewhere resets on it)
 };
 
 static size_t stack_bytes() {
@@ -320,9 +330,12 @@ static const char* warp_kind_name(WarpKind k) {
     case WARP_ANY: return "__any_sync";
     case WARP_ALL: return "__all_sync";
     case WARP_SYNC: return "__syncwarp";
+    case WARP_COLLECTIVE: return "a PTX warp-collective instruction";
     }
     return "?";
 }
+
+static const char* op_name(const WarpWait& w) { return w.kind == WARP_COLLECTIVE ? w.what : warp_kind_name(w.kind); }
 
 // For messages: what holds shared-memory offset `offset` in the running block, or what is nearest.
 std::string describe_shared(size_t offset) {
@@ -364,9 +377,12 @@ static std::string where_is(const EmuThread* t) {
     switch (t->state) {
     case RUNNABLE: return "running";
     case EXITED: return "exited";
-    case AT_BARRIER: return "waits at __syncthreads at " + site_text(t->site);
+    case AT_BARRIER:
+        return (t->barrier == 0 ? std::string("waits at __syncthreads")
+                                : "waits at __barrier_sync(" + std::to_string(t->barrier) + ")") +
+               " at " + site_text(t->site);
     case AT_WARP_OP:
-        return std::string("waits at ") + warp_kind_name(t->warp.kind) + " at " + site_text(t->site);
+        return std::string("waits at ") + op_name(t->warp) + " at " + site_text(t->site);
     }
     return "?";
 }
@@ -463,27 +479,17 @@ void* static_shared(const void* key, size_t bytes, size_t align, const char* nam
     return a.base + offset;
 }
 
-unsigned shared_offset(const void* p) {
-    Worker* w = tl_worker;
-    if (w == nullptr || w->block == nullptr) { fatal("a shared-memory address taken outside a kernel"); }
-    uintptr_t off = (uintptr_t)p - (uintptr_t)w->shared.base;
-    if (off >= SHARED_CAPACITY) {
-        fatal("%s: %p is not in shared memory (the shared window is [%p, +%zu))", current_kernel_text().c_str(), p,
-              (void*)w->shared.base, SHARED_CAPACITY);
-    }
-    return (unsigned)off;
-}
+void syncthreads(Site site) { barrier_sync(0, site); }
 
-void* shared_pointer(unsigned offset) {
-    Worker* w = tl_worker;
-    if (w == nullptr || w->block == nullptr) { fatal("a shared-memory address used outside a kernel"); }
-    return w->shared.base + offset;
-}
-
-void syncthreads(Site site) {
+void barrier_sync(unsigned id, Site site) {
     EmuThread* t = current_thread("__syncthreads");
+    if (id >= 16) {
+        fatal("%s: __barrier_sync(%u) at %s: a block has barriers 0 to 15", current_kernel_text().c_str(), id,
+              site_text(site).c_str());
+    }
     t->state = AT_BARRIER;
     t->site = site;
+    t->barrier = id;
     switch_to_scheduler(tl_worker, t, false);
 }
 
@@ -501,6 +507,71 @@ unsigned warp_op(WarpKind kind, unsigned mask, const void* value, void* result, 
     switch_to_scheduler(tl_worker, t, false);
     memcpy(result, ww.result, bytes);
     return ww.answer;
+}
+
+void warp_collective(const char* what, void* lane_data, WarpCollectiveFn fn, Site site) {
+    EmuThread* t = current_thread(what);
+    t->state = AT_WARP_OP;
+    t->site = site;
+    WarpWait& ww = t->warp;
+    ww.kind = WARP_COLLECTIVE;
+    ww.mask = 0xffffffffu; // .aligned: the whole warp
+    ww.bytes = 0;
+    ww.arg = 0;
+    ww.width = 32;
+    ww.what = what;
+    ww.data = lane_data;
+    ww.collective = fn;
+    switch_to_scheduler(tl_worker, t, false);
+}
+
+bool current_kernel_thread(KernelThread* out) {
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr) { return false; }
+    *out = KernelThread{w->current ? w->current->linear : -1, w->block->nthreads, w->block->serial,
+                        w->block->grid->counters.get()};
+    return true;
+}
+
+PtxCounters* current_launch_counters() {
+    Worker* w = tl_worker;
+    return w == nullptr || w->block == nullptr ? nullptr : w->block->grid->counters.get();
+}
+
+// The .shared window of the running block: offset = 1024 + (the byte's place in this OS thread's
+// arena). The first 1 KiB is left out, as sm_80 and later reserve it for the system: no valid
+// offset is small, and an offset of 0 is never valid. Alignment seen through the window is the
+// byte's real alignment (the arena starts on a page). A range must lie inside one part: the
+// dynamic `extern __shared__` array or one static __shared__ variable placed in this block (the
+// gaps between them belong to none). These are not a GPU's offsets; code must not depend on them
+// beyond alignment (nor may it on a GPU).
+static const uint64_t WINDOW_BASE = 1024;
+
+// The part of the running block's arena holding [off, off + n) (n = 0: off may be the part's end).
+static bool shared_part_holds(const Worker* w, uint64_t off, size_t n) {
+    auto holds = [&](uint64_t lo, size_t bytes) { return off >= lo && off <= lo + bytes && off - lo + n <= bytes; };
+    if (w->block->grid->shared_bytes > 0 && holds(0, w->block->grid->shared_bytes)) { return true; }
+    for (const SharedVar& v : w->shared.vars) {
+        if (holds(v.offset, v.bytes)) { return true; }
+    }
+    return false;
+}
+
+bool shared_window_offset(const void* p, size_t n, uint64_t* offset) {
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr || w->shared.base == nullptr) { return false; }
+    uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)w->shared.base);
+    if ((uintptr_t)p < (uintptr_t)w->shared.base || off > SHARED_CAPACITY || !shared_part_holds(w, off, n)) { return false; }
+    *offset = WINDOW_BASE + off;
+    return true;
+}
+
+void* shared_window_pointer(uint64_t offset, size_t n) {
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr || w->shared.base == nullptr || offset < WINDOW_BASE) { return nullptr; }
+    uint64_t off = offset - WINDOW_BASE;
+    if (off > SHARED_CAPACITY || !shared_part_holds(w, off, n)) { return nullptr; }
+    return w->shared.base + off;
 }
 
 void syncwarp(unsigned mask, Site site) {
@@ -555,7 +626,7 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
     unsigned mask = me.mask;
     int my_lane = t->linear - warp0;
     auto where_text = [&] {
-        return describe_block(b) + " " + describe_thread(t) + ": " + warp_kind_name(me.kind) + " at " + site_text(t->site);
+        return describe_block(b) + " " + describe_thread(t) + ": " + op_name(me) + " at " + site_text(t->site);
     };
     if (!(mask & (1u << my_lane))) {
         fatal("%s with mask 0x%08x that does not name the calling lane %d", where_text().c_str(), mask, my_lane);
@@ -566,16 +637,33 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
     }
     for (int lane = 0; lane < 32; lane++) {
         if (!(mask & (1u << lane))) { continue; }
+        if (lane >= lanes_in_block && me.kind == WARP_COLLECTIVE) {
+            fatal("%s: every lane of the warp must execute it, and lane %d does not exist (the block has %d threads)",
+                  where_text().c_str(), lane, b->nthreads);
+        }
         if (lane >= lanes_in_block) {
             fatal("%s: mask 0x%08x names lane %d, which does not exist (the block has %d threads)", where_text().c_str(), mask,
                   lane, b->nthreads);
         }
         EmuThread* o = &w->threads[warp0 + lane];
         if (o->state == RUNNABLE) { return false; } // not there yet
-        if (o->state != AT_WARP_OP || o->warp.kind != me.kind || !same_site(o->site, t->site) || o->warp.mask != mask) {
+        if (o->state != AT_WARP_OP || o->warp.kind != me.kind || !same_site(o->site, t->site) || o->warp.mask != mask ||
+            (me.kind == WARP_COLLECTIVE && (o->warp.collective != me.collective || strcmp(o->warp.what, me.what) != 0))) {
+            if (me.kind == WARP_COLLECTIVE) {
+                fatal("%s: every lane of the warp must execute it (.sync.aligned), but lane %d %s", where_text().c_str(), lane,
+                      where_is(o).c_str());
+            }
             fatal("%s: lane %d named in mask 0x%08x %s%s", where_text().c_str(), lane, mask, where_is(o).c_str(),
                   o->state == AT_WARP_OP && o->warp.mask != mask ? " (with another mask)" : "");
         }
+    }
+    if (me.kind == WARP_COLLECTIVE) { // all 32 lanes are here: the instruction runs once for the warp
+        void* lanes[32];
+        for (int lane = 0; lane < 32; lane++) { lanes[lane] = w->threads[warp0 + lane].warp.data; }
+        me.collective(lanes, warp0 / 32, describe_block(b) + " warp " + std::to_string(warp0 / 32) + ": " + me.what + " at " +
+                                             site_text(t->site));
+        for (int lane = 0; lane < 32; lane++) { w->threads[warp0 + lane].state = RUNNABLE; }
+        return true;
     }
     // every named lane is here: compute each one's answer
     unsigned ballot = 0;
@@ -600,7 +688,7 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
         case WARP_BALLOT: ow.answer = ballot; break;
         case WARP_ANY: ow.answer = ballot != 0; break;
         case WARP_ALL: ow.answer = ballot == mask; break;
-        case WARP_SYNC: ow.answer = 0; break;
+        case WARP_SYNC: case WARP_COLLECTIVE: ow.answer = 0; break;
         }
         if (me.kind > WARP_SHFL_XOR) { memcpy(ow.result, &ow.answer, std::min(ow.bytes, sizeof(unsigned))); }
         o->state = RUNNABLE;
@@ -629,10 +717,10 @@ static void resolve_barrier(Worker* w, Block* b) {
     }
     for (int i = 0; i < b->nthreads; i++) {
         EmuThread* t = &w->threads[i];
-        if (t->state != AT_BARRIER || !same_site(t->site, first->site)) {
-            fatal("%s: __syncthreads at %s is reached by %s, but %s %s: every thread of the block must reach the same "
-                  "__syncthreads",
-                  describe_block(b).c_str(), site_text(first->site).c_str(), describe_thread(first).c_str(),
+        if (t->state != AT_BARRIER || !same_site(t->site, first->site) || t->barrier != first->barrier) {
+            fatal("%s: %s %s, but %s %s: every thread of the block must reach the same __syncthreads (or __barrier_sync "
+                  "of the same id)",
+                  describe_block(b).c_str(), describe_thread(first).c_str(), where_is(first).c_str(),
                   describe_thread(t).c_str(), where_is(t).c_str());
         }
     }
@@ -659,8 +747,10 @@ static void arrange(std::vector<int>& v, Order order, std::mt19937_64& rng) {
     if (order == ORDER_RANDOM) { std::shuffle(v.begin(), v.end(), rng); }
 }
 
+static std::atomic<uint64_t> g_block_serial{0};
+
 static void run_block(Worker* w, const Grid* g, uint3 idx) {
-    Block b{g, idx, (int)(g->block.x * g->block.y * g->block.z)};
+    Block b{g, idx, (int)(g->block.x * g->block.y * g->block.z), ++g_block_serial};
     w->block = &b;
     emu_blockIdx = idx;
     emu_blockDim = g->block;
@@ -837,6 +927,21 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 
 void record_launch_error(cudaError_t err, const std::string& why); // runtime.cpp
 
+// EMU_TRACE=1: what the launch ran on tensor cores and as asynchronous copies (when it ran any)
+static void trace_ptx_counters(const Grid& g) {
+    static bool trace = [] {
+        const char* e = getenv("EMU_TRACE");
+        return e != nullptr && atoi(e) != 0;
+    }();
+    const PtxCounters& c = *g.counters;
+    if (!trace || (c.mma == 0 && c.ldmatrix == 0 && c.cp_async == 0)) { return; }
+    fprintf(stderr,
+            "cuda-emu trace: kernel %s: %llu mma.sync (%llu tensor-core FLOPs), %llu ldmatrix (%llu bytes), %llu cp.async "
+            "(%llu bytes)\n",
+            g.name, (unsigned long long)c.mma, (unsigned long long)c.mma_flops, (unsigned long long)c.ldmatrix,
+            (unsigned long long)c.ldmatrix_bytes, (unsigned long long)c.cp_async, (unsigned long long)c.cp_async_bytes);
+}
+
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,
                  void* closure, std::shared_ptr<void> hold) {
     ApiScope scope("kernel launch");
@@ -878,10 +983,12 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
     }
     static uint64_t launches = 0; // under the runtime's lock (ApiScope)
     LaunchInfo info{kernel, name, site.file, site.line, g, b, cfg.shared_bytes, 0, 0, nullptr};
-    auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure, info});
+    auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure, info,
+                                                             std::make_shared<PtxCounters>()});
     cudaError_t err = enqueue(cfg.stream, std::string("kernel ") + name, [grid, hold]() {
         grid->info.id = ++launches; // in the order launches run
         run_grid(*grid);
+        trace_ptx_counters(*grid);
         return true;
     });
     if (err != cudaSuccess) {

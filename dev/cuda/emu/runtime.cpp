@@ -242,6 +242,17 @@ std::string allocation_text(const void* base) {
     return text + ")";
 }
 
+// For kernel threads: they must not take g_lock (the host thread that runs their kernel holds it
+// and waits for them), and need not, as nothing allocates or frees while a kernel runs (that
+// takes g_lock too). freed: [p, ...) is in an allocation that was freed.
+bool device_range_in_kernel(const void* p, size_t n, bool* freed) {
+    const Allocation* al = allocation_at(p);
+    *freed = al != nullptr && !al->live;
+    if (al == nullptr || !al->live) { return false; }
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)al->base, hi = lo + al->bytes;
+    return a >= lo && a <= hi && !(n > 0 && (a == hi || n > hi - a));
+}
+
 bool device_range(const void* p, size_t n, const void** alloc_base, size_t* alloc_bytes) {
     std::lock_guard<std::recursive_mutex> lock(g_lock);
     const Allocation* al = allocation_at(p);

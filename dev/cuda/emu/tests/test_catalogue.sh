@@ -49,6 +49,10 @@ fail() {
     echo "FAIL $1: $2"
 }
 
+# programs that must not build (their checks read $build/NAME.build.log)
+build_fails_ptx_unknown() { :; }
+build_fails_launch_overload_args() { :; }
+
 # ---------------------------------------------------------------------------------------------
 # building, two at a time (the emulator's library is built once, under nvcc-cpu's own lock)
 
@@ -60,6 +64,8 @@ built=0
 for n in "${names[@]}"; do
     if [ -x "$build/$n" ]; then
         built=$((built + 1))
+    elif declare -F "build_fails_$n" >/dev/null; then
+        : # a program that must not build: its checks read the build log
     else
         fail "build $n" "$(grep -m1 -E 'error|nvcc-cpu:|exit status' "$build/$n.build.log" || echo 'no binary')"
         sed 's/^/    /' "$build/$n.build.log" | head -n 8
@@ -714,6 +720,156 @@ checks_counters_known() {
         fatal_case counters_known EMU_CHECK=memcheck,bogus ::: "EMU_CHECK=memcheck,bogus" "memcheck, initcheck, racecheck"
     check "counters_known: the summary has one line per kernel" \
         eval '[ "$(grep -c "^copy_float4 \|^tile_padded \|^atomics " "$work/counters.csv.summary")" = 3 ]'
+}
+
+# ---------------------------------------------------------------------------------------------
+# inline PTX (ptx.cpp): tensor-core mma, ldmatrix, cp.async
+
+# nvcc_builds NAME: the real nvcc compiles the program for sm_80 and sm_90 in one run (ptxas
+# checks its PTX);
+# skipped (passes, saying so) when CUDA's nvcc is not installed
+nvcc_builds() {
+    local nv=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc arch
+    if [ ! -x "$nv" ]; then
+        echo "     (no $nv: the PTX of $1 is not checked by ptxas)"
+        return 0
+    fi
+    if ! "$nv" -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -c "$cat_dir/$1.cu" \
+        -o "$work/$1.o" >"$work/$1.nvcc.log" 2>&1; then
+        why="nvcc: $(grep -m1 -i error "$work/$1.nvcc.log" | cut -c1-300)"
+        return 1
+    fi
+}
+
+correct_everywhere() { # NAME: passes silently under four thread orders, and nvcc builds it
+    local how
+    for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse "EMU_THREAD_ORDER=random EMU_SEED=3" \
+        "EMU_THREADS=2 EMU_THREAD_ORDER=random"; do
+        # shellcheck disable=SC2086
+        check "$1: passes with $how" eval 'run '"$1"' '"$how"' && want_status 0 && want_out "'"$1"' passed" && want_quiet'
+    done
+    check "$1: nvcc -arch=sm_80 and sm_90 compile it" nvcc_builds "$1"
+}
+
+checks_mma_ok() {
+    correct_everywhere mma_ok
+    # gemm64: 4 warps x 2 chunks x 2 k-steps x (4 n-pairs x 2 mma, 1 + 4 ldmatrix.x4), 2 x 512 16-byte copies
+    check "mma_ok: EMU_TRACE=1 counts gemm64's 128 mma (524288 FLOPs), 80 ldmatrix.x4, 1024 cp.async" \
+        eval 'run mma_ok EMU_TRACE=1 && want_status 0 &&
+              grep -q "kernel gemm64: 128 mma.sync (524288 tensor-core FLOPs), 80 ldmatrix (40960 bytes), 1024 cp.async (16384 bytes)" "$err" ||
+              { why="no such trace line ($(grep -m1 "kernel gemm64:" "$err"))"; false; }'
+}
+
+checks_mma_wrong_layout() {
+    check "mma_wrong_layout: a fragment built with the wrong layout gives a wrong product" \
+        eval 'run mma_wrong_layout && want_status 1 && want_out "result: WRONG" && want_quiet'
+}
+
+checks_mma_lane_skips() {
+    local l a b
+    l=$(marker mma_lane_skips "// BUG-skip")
+    check "mma_lane_skips: a lane that skips the mma (exits) is named with the line" \
+        fatal_case mma_lane_skips ::: "mma.sync.aligned.m16n8k16" "mma_lane_skips.cu:$l" "lane 31" "exited"
+    a=$(marker mma_lane_skips "// BUG-split-a")
+    b=$(marker mma_lane_skips "// BUG-split-b")
+    check "mma_lane_skips: half warps at two mma lines: both lines named" \
+        fatal_case mma_lane_skips -- split ::: "mma_lane_skips.cu:$a" "mma_lane_skips.cu:$b" "every lane of the warp"
+}
+
+checks_ldmatrix_misaligned() {
+    local l
+    l=$(marker ldmatrix_misaligned "// BUG")
+    check "ldmatrix_misaligned: a row 8 bytes off 16-byte alignment, with its lane and line" \
+        fatal_case ldmatrix_misaligned ::: "ldmatrix.sync.aligned.m8n8.x1" "ldmatrix_misaligned.cu:$l" "lane 5" \
+        "not 16-byte aligned"
+}
+
+checks_ldmatrix_global() {
+    local m l
+    for m in cvta generic offset; do
+        l=$(marker ldmatrix_global "// BUG-$m")
+        check "ldmatrix_global: global memory as ldmatrix's source ($m)" \
+            fatal_case ldmatrix_global -- $m ::: "ldmatrix_global.cu:$l" "not in this block's shared memory"
+    done
+}
+
+checks_cp_async_early() {
+    local l i
+    check "cp_async_early: a read before cp.async.wait_group sees no copied bytes" \
+        eval 'run cp_async_early -- read && want_status 1 && want_out "result: WRONG" && want_quiet'
+    l=$(marker cp_async_early "// BUG-ldmatrix")
+    i=$(marker cp_async_early "// BUG-issue")
+    check "cp_async_early: an ldmatrix of bytes not landed yet names both lines" \
+        fatal_case cp_async_early -- ldmatrix ::: "cp_async_early.cu:$l" "cp_async_early.cu:$i" "has not landed"
+    check "cp_async_early: with the wait and the barrier: right" \
+        eval 'run cp_async_early -- fixed && want_status 0 && want_out "result: right" && want_quiet'
+}
+
+checks_cp_async_bad() {
+    local m l frag
+    for m in "misaligned:16-byte aligned" "past-end:not inside a device allocation" \
+        "shared-dst:not in this block's shared memory" "cg8:16 bytes only" "same-group:of the same group"; do
+        if [ "${m%%:*}" = same-group ]; then l=$(marker cp_async_bad "// BUG-same-group-b"); else l=$(marker cp_async_bad "// BUG-${m%%:*}"); fi
+        frag=${m#*:}
+        check "cp_async_bad: ${m%%:*}" fatal_case cp_async_bad -- "${m%%:*}" ::: "cp_async_bad.cu:$l" "$frag"
+    done
+    check "cp_async_bad: a source changed before the wait, both lines named" \
+        fatal_case cp_async_bad -- changed ::: "cp_async_bad.cu:$(marker cp_async_bad "// BUG-changed-issue")" \
+        "cp_async_bad.cu:$(marker cp_async_bad "// BUG-changed-wait")" "changed before the copy completed"
+}
+
+checks_ptx_unknown() {
+    local l log=$build/ptx_unknown.build.log
+    l=$(marker ptx_unknown "// BUG")
+    check "ptx_unknown: PTX outside the table does not build, file:line and instruction named" \
+        eval '[ ! -x "$build/ptx_unknown" ] && grep -q "ptx_unknown.cu:$l: asm: not in the emulator.s PTX subset: mov.u32 %0, %laneid" "$log" ||
+              { why="built, or no such message ($(grep -m1 nvcc-cpu "$log" | cut -c1-200))"; false; }'
+}
+
+# ---------------------------------------------------------------------------------------------
+# the CUDA subset fast kernels use: cache-hint loads and stores, cooperative groups, overloaded
+# and templated kernel names, __barrier_sync
+
+checks_hints_ok() { correct_everywhere hints_ok; }
+checks_cg_ok() { correct_everywhere cg_ok; }
+checks_packed128_cg() { correct_everywhere packed128_cg; }
+
+checks_hint_misaligned() {
+    local m l
+    for m in ldcs stcs ldg; do
+        l=$(marker hint_misaligned "// BUG-$m")
+        check "hint_misaligned: __$m of a 16-byte value off its alignment" \
+            fatal_case hint_misaligned -- $m ::: "__$m(" "hint_misaligned.cu:$l" "misaligned address"
+    done
+}
+
+checks_barrier_sync_ids() {
+    local l
+    l=$(marker barrier_sync_ids "// BUG")
+    check "barrier_sync_ids: two barrier ids at one line" \
+        fatal_case barrier_sync_ids ::: "__barrier_sync(1)" "__barrier_sync(2)" "barrier_sync_ids.cu:$l" \
+        "every thread of the block"
+}
+
+checks_cg_tile_partial() {
+    local l
+    l=$(marker cg_tile_partial "// BUG-reduce")
+    check "cg_tile_partial: half a tile skips cg::reduce" \
+        fatal_case cg_tile_partial -- reduce ::: "cg_tile_partial.cu:$l" "lane 16" "exited"
+    l=$(marker cg_tile_partial "// BUG-sync")
+    check "cg_tile_partial: a thread of a tile returns before tile.sync()" \
+        fatal_case cg_tile_partial -- sync ::: "__syncwarp" "cg_tile_partial.cu:$l" "lane 5" "exited"
+    l=$(marker cg_tile_partial "// BUG-partition")
+    check "cg_tile_partial: tiles of 32 in a block of 48" \
+        fatal_case cg_tile_partial -- partition ::: "tiled_partition<32>" "cg_tile_partial.cu:$l" "multiple of 32"
+}
+
+checks_launch_overload_args() {
+    local l log=$build/launch_overload_args.build.log
+    l=$(marker launch_overload_args "// BUG")
+    check "launch_overload_args: a launch of an overloaded name with no match does not build, its line named" \
+        eval '[ ! -x "$build/launch_overload_args" ] && grep -q "launch_overload_args.cu:$l:.*error: no matching function" "$log" ||
+              { why="built, or no such message ($(grep -m1 error "$log" | cut -c1-200))"; false; }'
 }
 
 for n in "${names[@]}"; do

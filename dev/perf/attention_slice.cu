@@ -1,0 +1,53 @@
+/*
+attention_slice.cu: the attention launchers of llmc/attention.cuh (forward, then backward) for one
+batch row and one head at the full sequence length, built for the CPU emulator by
+dev/perf/step_counts.py. With EMU_TRACE=1 the emulator prints, per kernel, the tensor-core
+instructions it ran (mma.sync and their FLOPs, ldmatrix and cp.async and their bytes), so the
+attention's counts at the real T come from the code itself. Every (b, h) of a batch runs the
+same blocks on its own slice (grid (T/64, NH, B)), so the counts of the step are these times B x NH
+exactly: perf_model.py multiplies them.
+
+    attention_slice T [HS [B NH]]     (HS = 64: GPT-2's head size; B = NH = 1: one slice; more: the
+                                      test of the scaling, dev/perf/test_perf_model.py)
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include "../../llmc/cuda_common.cuh"
+#include "../../llmc/attention.cuh"
+
+// n floatX of small pseudo-random values (the counts do not depend on them; they keep exp finite)
+static floatX* device_values(size_t n, unsigned seed) {
+    floatX* host = (floatX*)mallocCheck(n * sizeof(floatX));
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        host[i] = from_float(((seed >> 8) / 16777216.0f - 0.5f) * 0.5f);
+    }
+    floatX* dev = NULL;
+    cudaCheck(cudaMalloc(&dev, n * sizeof(floatX)));
+    cudaCheck(cudaMemcpy(dev, host, n * sizeof(floatX), cudaMemcpyHostToDevice));
+    free(host);
+    return dev;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 2 && argc != 3 && argc != 5) { fail("usage: %s T [HS [B NH]]", argv[0]); }
+    int T = atoi(argv[1]), HS = argc > 2 ? atoi(argv[2]) : 64;
+    int B = argc > 3 ? atoi(argv[3]) : 1, NH = argc > 3 ? atoi(argv[4]) : 1, C = NH * HS;
+    if (T < 1 || HS < 1 || B < 1 || NH < 1) { fail("T, HS, B and NH must be positive"); }
+    cudaStream_t s;
+    cudaCheck(cudaStreamCreate(&s));
+    size_t btc = (size_t)B * T * C;
+    floatX* qkv = device_values(3 * btc, 1);
+    floatX* dout = device_values(btc, 2);
+    floatX *out = NULL, *dqkv = NULL;
+    float *lse = NULL, *scratch = NULL;
+    cudaCheck(cudaMalloc(&out, btc * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&dqkv, 3 * btc * sizeof(floatX)));
+    cudaCheck(cudaMalloc(&lse, (size_t)B * NH * T * sizeof(float)));
+    cudaCheck(cudaMalloc(&scratch, (size_t)B * NH * T * sizeof(float)));
+    attention_forward(out, lse, qkv, B, T, C, NH, s);
+    attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, s);
+    cudaCheck(cudaStreamSynchronize(s));
+    printf("attention slice: B %d, NH %d, T %d, hs %d\n", B, NH, T, HS);
+    return 0;
+}

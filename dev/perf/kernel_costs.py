@@ -1,0 +1,351 @@
+"""
+What each kernel of a training step costs, counted from the code: launch shape, DRAM bytes,
+FLOPs on tensor cores and on CUDA cores, shared-memory wavefronts, and the longest chain of
+dependent DRAM round trips one thread waits on.
+
+Where the numbers come from, in order of preference:
+  1. the emulator's per-launch counters (EMU_COUNTERS, dev/cuda/emu on branch emu-check), once the
+     tree's emulator has them: perf_model.py then uses them and these functions are the closed-form
+     theory the counters are tested against;
+  2. today: these functions, each derived from its kernel's source in llmc/*.cuh (the comment says
+     which loop gives which term). They are exact for what they count (e.g. GELU forward reads and
+     writes exactly B*T*4C bf16 elements) and are checked against theory in test_perf_model.py.
+A kernel this file does not know (a new one from another branch) stops the model with a message,
+until the counters can describe it: no guessed cost.
+
+Conventions. X = 2 bytes per bf16 element. "DRAM bytes" count each tensor once per launch (unique
+bytes): re-reads that the code makes of a row or a tile it read moments before (layernorm's second
+pass over its row, attention's K/V tiles read by every query block of a head, the classifier's second
+pass over its logits row) are served by L1/L2 and are not counted. Nothing is assumed to stay in L2
+from one kernel to the next. A FLOP is a multiply or an add (an FMA is 2). CUDA-core FLOPs are the
+arithmetic the source writes per element; transcendental functions (expf, tanhf) count as 1 each
+(they run on the special-function units, a separate pipe). A shared-memory wavefront is one pass of
+a warp's request through the 32 banks (128 bytes per clock per SM): a request whose 32 lanes touch
+distinct words of distinct banks, or the same word (broadcast), is one wavefront.
+"""
+
+X = 2  # bytes per floatX element in the bf16 build
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+class Cost:
+    """One launch's counts. stream: which published streaming benchmark the kernel's memory
+    traffic resembles ('read': loads only, 'scale': one load and one store stream, 'triad': two or
+    more loads and a store), for the bandwidth-vs-bytes-in-flight curve of devices.json."""
+
+    def __init__(self, grid, block, dyn_smem=0, read=0, write=0, tc_flops=0, cc_flops=0, smem_wavefronts=0,
+                 serial_trips=1, stream="triad", note=""):
+        self.grid, self.block, self.dyn_smem = grid, block, dyn_smem
+        self.read, self.write = read, write
+        self.tc_flops, self.cc_flops = tc_flops, cc_flops
+        self.smem_wavefronts = smem_wavefronts
+        self.serial_trips = serial_trips
+        self.stream = stream
+        self.note = note
+
+    @property
+    def dram(self):
+        return self.read + self.write
+
+
+# ----------------------------------------------------------------------------
+# the shape of one step: GPT-2's config and the batch
+
+def config_for_depth(depth):
+    """GPT-2's config for a fresh model "dN", as llmc/gpt2_layout.h's config_for_depth makes it:
+    C 768/1024/1280/1600 at depths 12/24/36/48, else 64 N; heads of 64 channels; V 50257, Vp 50304."""
+    C = {24: 1024, 36: 1280, 48: 1600}.get(depth, 64 * depth)
+    return {"L": depth, "C": C, "NH": C // 64, "V": 50257, "Vp": 50304, "maxT": 1024}
+
+
+class Shape:
+    def __init__(self, B, T, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, distinct_tokens=None, max_bucket=None):
+        self.B, self.T, self.L, self.C, self.NH, self.V, self.Vp, self.maxT = B, T, L, C, NH, V, Vp, maxT
+        self.BT = B * T
+        self.hs = C // NH
+        # the encoder backward's token buckets (encoder.cuh): how many distinct tokens a batch
+        # holds, and how many positions the most frequent one has; data, not code (perf_model.py
+        # takes them from the project's data file)
+        self.D = distinct_tokens if distinct_tokens is not None else min(self.BT, V)
+        self.kmax = max_bucket if max_bucket is not None else 1
+
+
+# ----------------------------------------------------------------------------
+# encoder.cuh
+
+def encoder_forward_kernel(S, ctx):
+    # one thread per element of out (B,T,C): reads inp[bt] (shared by the C threads of a row),
+    # wte's row of the token and wpe's row of the position, writes out
+    n = S.BT * S.C
+    return Cost(cdiv(n, 256), 256, read=4 * S.BT + (S.D + S.T) * S.C * X, write=n * X, cc_flops=n,
+                serial_trips=2, stream="triad", note="inp, then wte[inp]: two dependent loads")
+
+
+def encoder_backward_dwte_kernel(S, ctx):
+    # grid (distinct tokens, ceil(C/256)), 256 threads: thread (k, c) walks its token's positions
+    # in order, loading pos[j] and then dout[pos[j]][c]; every dout element is read once; dwte rows
+    # read and written once each. The longest walk is the most frequent token's: kmax dependent
+    # (pos, dout) pairs, which the compiler unrolls by 4 (PTX: 4 pairs per iteration), so
+    # 2 * kmax / 4 round trips for that one thread.
+    return Cost(S.D * cdiv(S.C, 256), 256, read=S.BT * S.C * X + 4 * (3 * S.BT + 1) + S.D * S.C * X,
+                write=S.D * S.C * X, cc_flops=S.BT * S.C, serial_trips=2 * cdiv(S.kmax, 4), stream="read",
+                note="longest token bucket %d positions" % S.kmax)
+
+
+def encoder_backward_dwpe_kernel(S, ctx):
+    # one thread per (t, c): dwpe[t][c] += sum over b of dout[b][t][c]
+    n = S.T * S.C
+    return Cost(cdiv(n, 256), 256, read=S.BT * S.C * X + n * X, write=n * X, cc_flops=S.BT * S.C, stream="triad")
+
+
+# ----------------------------------------------------------------------------
+# layernorm.cuh
+
+def layernorm_forward_kernel(S, ctx):
+    # one warp per row, LAYERNORM_WARPS = 4 rows per block, shared memory 4 rows of C floats.
+    # Plain: reads the row, writes out. Fused (fused_residual_layernorm_forward): reads inp1 and
+    # inp2, writes residual and out. Weight and bias (C each) are read by every row: from cache.
+    # Shared memory: each lane stores its C/32 values once and reads them twice (variance, output):
+    # 3 C/32 warp requests per row, each 32 consecutive floats = one wavefront.
+    # FLOPs per element: sum 1, (x-m)^2 accumulated 3, normalize (x-m)*s*w+b 4, the residual add 1.
+    fused = ctx.get("fused", False)
+    rows = S.BT
+    streams = 2 if fused else 1
+    return Cost(cdiv(rows, 4), 128, dyn_smem=4 * S.C * 4,
+                read=streams * rows * S.C * X + 2 * S.C * X, write=streams * rows * S.C * X + rows * 8,
+                cc_flops=rows * S.C * (8 + (1 if fused else 0)), smem_wavefronts=rows * 3 * S.C // 32,
+                stream="triad" if fused else "scale", note="fused residual" if fused else "")
+
+
+def layernorm_backward_dinp_kernel(S, ctx):
+    # one warp per row: two passes over the row (the second from L1/L2), reading inp, dout and
+    # the weight; dinp is read and written (+=). mean and rstd: 8 bytes per row.
+    # FLOPs per element: pass 1 norm 2, dnorm 1, two sums 3; pass 2 norm 2, dnorm 1, dinp 4, += 1.
+    rows = S.BT
+    return Cost(cdiv(rows, 4), 128, read=3 * rows * S.C * X + S.C * X + rows * 8, write=rows * S.C * X,
+                cc_flops=rows * S.C * 14, stream="triad")
+
+
+def layernorm_backward_dweight_partial_kernel(S, ctx):
+    # grid (ceil(C/32), LAYERNORM_CHUNKS = 64), block (32, 8): each thread sums norm * dout and
+    # dout down its column over its chunk's rows; reads dout and inp (and mean, rstd per row from
+    # cache), writes 64 x 2C float partials. Shared: 2 x 8 x 32 floats stored once, read by one warp.
+    rows = S.BT
+    blocks = cdiv(S.C, 32) * 64
+    return Cost(blocks, 256, read=2 * rows * S.C * X + rows * 8, write=64 * 2 * S.C * 4, cc_flops=rows * S.C * 5,
+                smem_wavefronts=blocks * (2 * 8 + 2 * 8), stream="read")
+
+
+def layernorm_backward_dweight_finish_kernel(S, ctx):
+    # one thread per column: adds the 64 chunk partials in order (an unrolled loop of independent
+    # loads), then dweight and dbias +=
+    return Cost(cdiv(S.C, 256), 256, read=64 * 2 * S.C * 4 + 2 * S.C * X, write=2 * S.C * X, cc_flops=2 * 64 * S.C,
+                serial_trips=2, stream="read")
+
+
+# ----------------------------------------------------------------------------
+# matmul.cuh: the bias gradient (the products themselves are cuBLASLt calls, costed in perf_model.py)
+
+def dbias_partial_kernel(S, ctx):
+    # grid (ceil(OC/32), DBIAS_CHUNKS = 64), block (32, 8): column sums of dout (BT, OC) per chunk
+    OC = ctx["OC"]
+    blocks = cdiv(OC, 32) * 64
+    return Cost(blocks, 256, read=S.BT * OC * X, write=64 * OC * 4, cc_flops=S.BT * OC,
+                smem_wavefronts=blocks * (8 + 8), stream="read", note="OC %d" % OC)
+
+
+def dbias_finish_kernel(S, ctx):
+    OC = ctx["OC"]
+    return Cost(cdiv(OC, 256), 256, read=64 * OC * 4 + OC * X, write=OC * X, cc_flops=64 * OC, serial_trips=2,
+                stream="read", note="OC %d" % OC)
+
+
+# ----------------------------------------------------------------------------
+# attention.cuh: FlashAttention-style, fp32 on CUDA cores (today's kernels)
+#
+# A block owns ATT_ROWS = 64 rows of one (b, h) and walks ATT_TILE = 32-row tiles of the other side,
+# staged in shared memory as fp32; a row is split over G = hs/16 lanes holding 16 dims each
+# (dims g, g+G, ...), so the G lanes of a row read G consecutive words and the 8 rows of a warp
+# read the same words: every shared load is one wavefront (no conflict, broadcast).
+
+ATT_ROWS, ATT_TILE, ATT_DIMS = 64, 32, 16
+
+
+def _tiles_forward(T):
+    # query block i visits keys [0, min(64(i+1), T)) in tiles of 32 (the forward and dQ kernels)
+    return sum(cdiv(min(ATT_ROWS * (i + 1), T), ATT_TILE) for i in range(cdiv(T, ATT_ROWS)))
+
+
+def _tiles_dkdv(T):
+    # key block j visits the query tiles from its first key, 64 j, to T
+    return sum(cdiv(T - ATT_ROWS * j, ATT_TILE) for j in range(cdiv(T, ATT_ROWS)))
+
+
+def _attention_launch(S):
+    G = S.hs // ATT_DIMS
+    return cdiv(S.T, ATT_ROWS) * S.NH * S.B, ATT_ROWS * G
+
+
+def attention_forward_kernel(S, ctx):
+    # per staged tile: K and V tiles stored to shared (2 x 32 x hs floats: 2 x hs warp requests),
+    # then per thread and key: 16 loads of k and 16 of v (32 wavefronts per warp), 16 FMAs for q.k
+    # and 16 for acc += p v; per tile the online-softmax rescale of 16 accumulators.
+    grid, threads = _attention_launch(S)
+    warps = threads // 32
+    tiles = S.B * S.NH * _tiles_forward(S.T)
+    smem = tiles * (warps * ATT_TILE * 2 * ATT_DIMS + 2 * ATT_TILE * S.hs // 32)
+    flops = tiles * threads * (ATT_TILE * 2 * 2 * ATT_DIMS + ATT_DIMS)
+    return Cost(grid, threads, read=3 * S.BT * S.C * X, write=S.BT * S.C * X + S.B * S.NH * S.T * 4, cc_flops=flops,
+                smem_wavefronts=smem, stream="read", note="%d key tiles per (b,h)" % _tiles_forward(S.T))
+
+
+def attention_backward_rowdot_kernel(S, ctx):
+    # one warp per (b, t, h): D = dout . out over the head's dims
+    rows = S.B * S.T * S.NH
+    return Cost(cdiv(rows, 8), 256, read=2 * S.BT * S.C * X, write=rows * 4, cc_flops=2 * S.BT * S.C, stream="read")
+
+
+def attention_backward_dkdv_kernel(S, ctx):
+    # per staged tile: q and dout tiles to shared (2 x hs requests) and lse, D (1 + 1); per thread
+    # and query: 16 loads each of q and dout for q.k and dout.v, 16 each again for dv += p dout and
+    # dk += ds q, and lse, D (broadcast): 66 wavefronts per warp; 64 FMAs.
+    grid, threads = _attention_launch(S)
+    warps = threads // 32
+    tiles = S.B * S.NH * _tiles_dkdv(S.T)
+    smem = tiles * (warps * ATT_TILE * (4 * ATT_DIMS + 2) + 2 * ATT_TILE * S.hs // 32 + 2)
+    flops = tiles * threads * ATT_TILE * 4 * 2 * ATT_DIMS
+    return Cost(grid, threads, read=4 * S.BT * S.C * X + 2 * S.B * S.NH * S.T * 4, write=2 * S.BT * S.C * X,
+                cc_flops=flops, smem_wavefronts=smem, stream="read")
+
+
+def attention_backward_dq_kernel(S, ctx):
+    # per staged tile: k and v tiles to shared; per thread and key: 16 loads of k for q.k, 16 of
+    # v for dout.v, 16 of k again for dq += ds k: 48 wavefronts per warp; 48 FMAs.
+    grid, threads = _attention_launch(S)
+    warps = threads // 32
+    tiles = S.B * S.NH * _tiles_forward(S.T)
+    smem = tiles * (warps * ATT_TILE * 3 * ATT_DIMS + 2 * ATT_TILE * S.hs // 32)
+    flops = tiles * threads * ATT_TILE * 3 * 2 * ATT_DIMS
+    return Cost(grid, threads, read=4 * S.BT * S.C * X + 2 * S.B * S.NH * S.T * 4, write=S.BT * S.C * X,
+                cc_flops=flops, smem_wavefronts=smem, stream="read")
+
+
+# ----------------------------------------------------------------------------
+# gelu.cuh: one thread per element of (B,T,4C)
+
+def gelu_forward_kernel(S, ctx):
+    # reads inp, writes out; per element x^3 and the polynomial (5), tanhf (1), 0.5 x (1 + th) (3)
+    n = S.BT * 4 * S.C
+    return Cost(cdiv(n, 256), 256, read=n * X, write=n * X, cc_flops=9 * n, stream="scale")
+
+
+def gelu_backward_kernel(S, ctx):
+    # reads inp and dout, writes dinp (in place); the derivative ~ 14 operations and tanhf, x dout
+    n = S.BT * 4 * S.C
+    return Cost(cdiv(n, 256), 256, read=2 * n * X, write=n * X, cc_flops=16 * n, stream="triad")
+
+
+# ----------------------------------------------------------------------------
+# fused_classifier.cuh: one block of 1024 threads per row of logits (BT, Vp)
+
+def fused_classifier_kernel(S, ctx):
+    # pass 1 reads the row in 16-byte packs (online max/sum: one expf and ~4 operations per
+    # logit), pass 2 reads it again from L1/L2 and overwrites it with dlogits (expf, ~4 operations)
+    n = S.BT * S.Vp
+    return Cost(S.BT, 1024, read=n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=10 * n, stream="scale")
+
+
+# ----------------------------------------------------------------------------
+# adamw.cuh and global_norm.cuh: per tensor / per unit (ctx["n"] elements)
+
+def adamw_kernel(S, ctx):
+    # per element: reads grad (bf16), master, m, v (fp32); writes master, m, v and params (bf16);
+    # ~ 20 operations including sqrtf and a division
+    n = ctx["n"]
+    return Cost(min(cdiv(n, 512), 1 << 20), 512, read=n * (X + 12), write=n * (12 + X), cc_flops=20 * n,
+                stream="triad", note="%d elements" % n)
+
+
+def global_norm_partial_kernel(S, ctx):
+    # a fixed grid of 1024 blocks x 512 threads, each thread squaring and summing (in double) its
+    # strided elements; one partial per block
+    n = ctx["n"]
+    return Cost(1024, 512, read=n * X, write=1024 * 8, cc_flops=2 * n, smem_wavefronts=1024 * 32, stream="read",
+                note="%d elements" % n)
+
+
+def global_norm_finish_kernel(S, ctx):
+    return Cost(1, 1024, read=1024 * 8 + 8, write=8, cc_flops=1024, serial_trips=2, stream="read")
+
+
+# Each cost function above was derived from one version of its header. A tree whose header differs
+# (another branch rewrote the kernel under the same name) must not be costed with it: perf_model.py
+# stops with a message naming the file, unless the emulator's counters describe the kernel. The
+# fingerprint is sha256 of the whole file (first 12 hex digits), recorded here per derivation.
+DERIVED_FROM = {
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91"},
+    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91"},
+    "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91"},
+    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91"},
+    "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91"},
+    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91"},
+    "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91"},
+    "llmc/global_norm.cuh": {"d1125d1ea8d6": "2e0af91"},
+}
+# Kernels checked unchanged (body and launch) in a later version of their header: the row-dot of
+# the attention backward is the same in branch attn's llmc/attention.cuh (b654100), whose other
+# kernels moved to tensor cores and are costed from the emulator's counters instead.
+KERNEL_DERIVED_FROM = {
+    "attention_backward_rowdot_kernel": {"9b8e04fd5dda": "b654100 (kernel and launch unchanged)"},
+}
+HEADER_OF = {
+    "encoder_": "llmc/encoder.cuh", "layernorm_": "llmc/layernorm.cuh", "dbias_": "llmc/matmul.cuh",
+    "attention_": "llmc/attention.cuh", "gelu_": "llmc/gelu.cuh", "fused_classifier": "llmc/fused_classifier.cuh",
+    "adamw_": "llmc/adamw.cuh", "global_norm_": "llmc/global_norm.cuh",
+}
+
+
+def header_of(name):
+    for prefix, path in HEADER_OF.items():
+        if name.startswith(prefix):
+            return path
+    return None
+
+
+KERNELS = {f.__name__: f for f in [
+    encoder_forward_kernel, encoder_backward_dwte_kernel, encoder_backward_dwpe_kernel,
+    layernorm_forward_kernel, layernorm_backward_dinp_kernel, layernorm_backward_dweight_partial_kernel,
+    layernorm_backward_dweight_finish_kernel, dbias_partial_kernel, dbias_finish_kernel,
+    attention_forward_kernel, attention_backward_rowdot_kernel, attention_backward_dkdv_kernel,
+    attention_backward_dq_kernel, gelu_forward_kernel, gelu_backward_kernel, fused_classifier_kernel,
+    adamw_kernel, global_norm_partial_kernel, global_norm_finish_kernel,
+]}
+
+# Which template instance of a kernel the bf16 trainer launches (ptxas reports each instance):
+# the attention kernels are built per head size, the update and the norm per gradient type.
+def template_for(name, S):
+    if name.startswith("attention_") and name != "attention_backward_rowdot_kernel":
+        return "<%d>" % S.hs
+    if name in ("adamw_kernel", "global_norm_partial_kernel"):
+        return "<__nv_bfloat16>"
+    return ""
+
+
+def attention_io(S, name):
+    """DRAM bytes (read, write) of a FlashAttention kernel, by what the algorithm reads and writes
+    once (any version of llmc/attention.cuh: q, k, v, dout in; out, lse, dq, dk, dv out; the row
+    terms D (B,NH,T) in and out), for kernels costed from the emulator's tensor-core counters."""
+    lse = S.B * S.NH * S.T * 4
+    btc = S.BT * S.C * X
+    return {"attention_forward_kernel": (3 * btc, btc + lse),
+            "attention_backward_dkdv_kernel": (4 * btc + 2 * lse, 2 * btc),
+            "attention_backward_dq_kernel": (4 * btc + 2 * lse, btc)}.get(name)
+
+
+def attention_useful_flops(S):
+    """The FLOPs attention must do for one layer, as MFU counts them: llm.c's 6 C T per token and
+    layer (the causal half of q k^T and of P v forward, twice that backward), times B T tokens."""
+    return 6 * S.B * S.T * S.T * S.C

@@ -1,0 +1,619 @@
+"""
+perf_model.py: how fast the CUDA trainer should be on a GPU nobody here has, kernel by kernel,
+as a PREDICTION to be proven wrong by the first GPU run (dev/gpu_check.sh prints measured beside
+predicted). Nothing printed here is a measurement of a GPU.
+
+    make profile                                   (= the line below with the defaults)
+    python3 dev/perf/perf_model.py --device h100-sxm --batch 32 --baseline 2e0af91
+    python3 dev/perf/perf_model.py --device a100-sxm-80gb --batch 64 --json out.json
+
+How a prediction is made, top to bottom in this file:
+  1. What a step launches comes from the code (step_counts.py): the emulator's trace of one real
+     training step of the tree (kernels in order, cuBLASLt m x n x k), ptxas -v of the real nvcc
+     build (registers, shared memory, spills), and the PTX (bytes each thread keeps in flight).
+  2. What each launch does (bytes, FLOPs, shared-memory wavefronts) comes from kernel_costs.py,
+     derived from each kernel's source, at the asked B and T.
+  3. How long that takes on a device comes from devices.json's constants, each cited: a roofline
+     per launch, time = max(tensor FLOPs / (peak x cuBLAS efficiency x wave use), CUDA-core FLOPs /
+     peak, shared wavefronts / (SMs x clock), DRAM bytes / achieved bandwidth, serial DRAM round
+     trips x latency, one launch), where achieved bandwidth is the published streaming benchmark's
+     curve read at the kernel's own bytes in flight (resident threads from the occupancy rules x
+     the PTX's loads per thread): Little's law.
+  4. The step is the sum of its launches on one stream; ZeRO stages at N = 8 add the collectives
+     of the project's plan on a second stream, ordered as train_gpt2.cu orders them (zero_step.py).
+MFU is llm.c's (and train_gpt2.cu's): (6 N + 6 L C T) FLOPs per token, N the parameters (padded
+vocabulary rows included), against the device's dense bf16 peak.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+from array import array
+from collections import Counter, OrderedDict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_costs as kc  # noqa: E402
+import occupancy as occ  # noqa: E402
+import step_counts  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = step_counts.REPO
+BASELINE = "2e0af91"  # main before the tensor-core attention and 16-byte kernels (issue 22)
+
+
+def load_devices():
+    with open(os.path.join(HERE, "devices.json")) as fp:
+        return json.load(fp)
+
+
+def v(entry):
+    return entry["value"] if isinstance(entry, dict) else entry
+
+
+# ----------------------------------------------------------------------------
+# the device: peaks, and the achieved-bandwidth curve (Little's law, normalized)
+
+class Device:
+    def __init__(self, devices, key):
+        if key not in devices["devices"]:
+            raise SystemExit("dev/perf: --device %s: expected one of %s" % (key, ", ".join(devices["devices"])))
+        d = devices["devices"][key]
+        self.key, self.name, self.cc, self.arch = key, d["name"], d["cc"], d["arch"]
+        self.sms = v(d["sms"])
+        self.tc = v(d["bf16_tensor_tflops"]) * 1e12
+        self.fp32 = v(d["fp32_tflops"]) * 1e12
+        self.clock = v(d["clock_ghz"]) * 1e9
+        self.bw = v(d["hbm_tb_s"]) * 1e12
+        self.smem_bpc = v(d["smem_bytes_per_clk_per_sm"])
+        self.latency = v(d["dram_latency_ns"]) * 1e-9
+        self.gemm_eff = v(d["gemm_efficiency"])
+        self.mma_eff = v(d["mma_attention_efficiency"])
+        self.launch = v(d["launch_us"]) * 1e-6
+        self.pcie = v(d["pcie_gb_s"]) * 1e9
+        self.nvlink = d["nvlink_busbw_gb_s"]
+        self.limits = occ.limits_for(devices, self.cc)
+        self.curves = stream_curves(devices["stream_curves"][v(d["stream_curve"])])
+
+    def bw_fraction(self, stream, inflight_bytes):
+        """Achieved / peak DRAM bandwidth for a kernel whose resident threads keep inflight_bytes of
+        loads in flight: the published curve at x = inflight / (peak bandwidth x latency)."""
+        pts = self.curves[stream]
+        x = inflight_bytes / (self.bw * self.latency)
+        if x <= pts[0][0]:
+            return pts[0][1] * x / pts[0][0]
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if x <= x1:
+                return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+        return pts[-1][1]
+
+    def bw_best(self, stream):
+        return max(y for _, y in self.curves[stream])
+
+
+def stream_curves(table):
+    """(x, y) points per stream kind from a published table (devices.json stream_curves): x the
+    loads in flight over (peak x latency), y achieved over peak."""
+    cols = table["columns"]
+    loads = {"read": 1, "scale": 1, "triad": 2}  # load streams per kernel kind (cuda-stream/main.cu)
+    out = {}
+    for kind in ("read", "scale", "triad"):
+        i = cols.index(kind)
+        pts = []
+        for row in table["rows"]:
+            threads_per_sm = row[0] * table["blocks_per_sm"]
+            inflight = threads_per_sm * table["sms"] * table["element_bytes"] * loads[kind]
+            x = inflight / (table["peak_gb_s"] * 1e9 * table["latency_ns"] * 1e-9)
+            pts.append((x, row[i] / table["peak_gb_s"]))
+        out[kind] = sorted(pts)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# 1. the step's launches at the asked shape, from the traced step
+
+def data_buckets(B, T):
+    """Distinct tokens and the most frequent token's count in the first B*T tokens of the
+    project's training data (the encoder backward's buckets depend on them)."""
+    path = os.path.join(REPO, "dev/data/tinyshakespeare/tiny_shakespeare_train.bin")
+    if not os.path.exists(path):
+        raise SystemExit("dev/perf: %s is missing: run make data" % path)
+    tokens = array("H")
+    with open(path, "rb") as fp:
+        fp.seek(256 * 4)  # llm.c's token file: a 256-int header, then uint16 tokens
+        tokens.frombytes(fp.read(2 * B * T))
+    counts = Counter(tokens)
+    return len(counts), max(counts.values())
+
+
+def layout(S, N=1, align=16):
+    """Tensor sizes in slab order (llmc/gpt2_layout.h: unit 0 = wte, wpe, lnfw, lnfb; each block's
+    12 tensors), and unit sizes padded to a multiple of N * align (llmc/zero_plan.h)."""
+    C, L = S.C, S.L
+    unit0 = [S.Vp * C, S.maxT * C, C, C]
+    block = [C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C]
+    mult = N * align
+    sizes = [unit0] + [block] * L
+    unit_size = [kc.cdiv(sum(t), mult) * mult for t in sizes]
+    return sizes, unit_size
+
+
+def num_parameters(S):
+    sizes, _ = layout(S)
+    return sum(sum(t) for t in sizes)
+
+
+class Launch:
+    def __init__(self, kind, name, phase, ctx):
+        self.kind, self.name, self.phase, self.ctx = kind, name, phase, ctx
+
+
+def expand_step(counts, S):
+    """The traced step's ops as launches at shape S, each with the context its cost needs.
+    The traced B*T is rescaled to S's; everything else in the trace is taken as it is."""
+    tBT = counts["trace"]["B"] * counts["trace"]["T"]
+    if tBT in (S.C, 3 * S.C, 4 * S.C, S.Vp):
+        raise SystemExit("dev/perf: the traced B*T %d equals a model dimension: cannot tell it apart" % tBT)
+    sizes, unit_size = layout(S)
+    tensors = [n for unit in sizes for n in unit]  # AdamW's launches, in update order
+    launches, phase = [], "forward"
+    last_gemm, n_adamw, n_norm, n_memset, n_lnf = None, 0, 0, 0, 0
+    for op in counts["step_ops"]:
+        if op["op"] == "gemm":
+            dims = [S.BT if d == tBT else d for d in (op["m"], op["n"], op["k"])]
+            # cuBLASLt's D += for the weight gradient: matmul_backward's dweight is the NT product
+            ctx = {"m": dims[0], "n": dims[1], "k": dims[2], "bias": op["bias"], "accumulate": (not op["ta"]) and op["tb"]}
+            last_gemm = ctx
+            launches.append(Launch("gemm", "cublasLt %s%s" % ("T" if op["ta"] else "N", "T" if op["tb"] else "N"), phase, ctx))
+        elif op["op"] == "kernel":
+            name, ctx = op["name"], {}
+            if name == "global_norm_partial_kernel" and phase == "backward":
+                phase = "update"
+            if name == "layernorm_forward_kernel":
+                # gpt2_forward: block 0's ln1 is plain, every later one is fused with the residual
+                # add; the backward's recomputes (-r 2) are plain
+                ctx["fused"] = phase == "forward" and n_lnf > 0
+                n_lnf += phase == "forward"
+            if name in ("dbias_partial_kernel", "dbias_finish_kernel"):
+                ctx["OC"] = last_gemm["n"]  # matmul_backward: after dweight (m C, n OC, k BT)
+            if name == "adamw_kernel":
+                ctx["n"] = tensors[n_adamw] if n_adamw < len(tensors) else 0
+                n_adamw += 1
+            if name in ("global_norm_partial_kernel", "global_norm_finish_kernel"):
+                ctx["n"] = unit_size[n_norm // 2] if n_norm // 2 < len(unit_size) else 0
+                n_norm += 1
+            launches.append(Launch("kernel", name, phase, ctx))
+            if name == "fused_classifier_kernel":
+                phase = "backward"
+        elif op["op"] == "memset":
+            # gpt2_zero_grad (the whole gradient slab) starts the step; gpt2_backward zeroes dresidual (B,T,C)
+            nbytes = sum(unit_size) * kc.X if n_memset == 0 else S.BT * S.C * kc.X
+            n_memset += 1
+            launches.append(Launch("memset", "cudaMemsetAsync", phase, {"bytes": nbytes}))
+        elif op["op"] == "memcpy":
+            b = op["bytes"]
+            # inputs, targets, losses: 4 bytes per position; the encoder's buckets 4 (3 BT + 1); the norm 8
+            nb = 4 * S.BT if b == 4 * tBT else 4 * (3 * S.BT + 1) if b == 4 * (3 * tBT + 1) else b
+            launches.append(Launch("memcpy", "cudaMemcpyAsync", phase, {"bytes": nb}))
+    if n_adamw != len(tensors):
+        raise SystemExit("dev/perf: the step launches AdamW %d times; kernel_costs.py's update (llmc/adamw.cuh at 2e0af91) "
+                         "launches it once per tensor (%d): this tree's update changed, derive its costs again" % (n_adamw, len(tensors)))
+    return launches
+
+
+# ----------------------------------------------------------------------------
+# 2-3. a launch's counts and its predicted time
+
+def resources_for(counts, dev, name, S):
+    res = counts.get("resources")
+    if res is None:
+        raise SystemExit("dev/perf: no ptxas resources (nvcc not found): registers and occupancy need the real nvcc")
+    inst = res.get(dev.arch, {}).get(name)
+    if not inst:
+        raise SystemExit("dev/perf: ptxas reported no kernel %s for %s" % (name, dev.arch))
+    want = kc.template_for(name, S)
+    for e in inst:
+        if e["template"] == want:
+            return e
+    if len(inst) == 1:
+        return inst[0]
+    raise SystemExit("dev/perf: which instance of %s does the trainer launch? (%s)" % (name, [e["template"] for e in inst]))
+
+
+class Result:
+    def __init__(self, launch, time, bound, parts, cost=None, res=None, occu=None):
+        self.launch, self.time, self.bound, self.parts = launch, time, bound, parts
+        self.cost, self.res, self.occ = cost, res, occu
+
+
+def pick(parts):
+    bound = max(parts, key=parts.get)
+    return parts[bound], bound
+
+
+def tensor_core_result(launch, S, dev, sl, counts):
+    """A kernel the emulator saw issue mma.sync (the attention kernels on tensor cores): its counts
+    for one (b, h) at the full T (attention_slice.cu) times B x NH, exactly. Time = the largest of
+    the mma FLOPs at the published efficiency of FlashAttention-2-style kernels, the shared-memory
+    bytes the emulator counted (ldmatrix reads, cp.async writes; plain shared loads and stores are
+    not counted yet: a lower bound), the DRAM bytes the algorithm reads and writes once, a launch."""
+    scale = S.B * S.NH
+    io = kc.attention_io(S, launch.name)
+    if io is None:
+        raise SystemExit("dev/perf: kernel %s issues mma.sync but is not one of the attention kernels the model knows" % launch.name)
+    cost = kc.Cost(kc.cdiv(S.T, 64) * S.NH * S.B, 128, read=io[0], write=io[1], tc_flops=sl["mma_flops"] * scale,
+                   stream="read", note="tensor cores: %d mma.sync per (b,h)" % sl["mma"])
+    smem_bytes = (sl["ldmatrix_bytes"] + sl["cp_async_bytes"]) * scale
+    parts = {
+        "tensor cores": cost.tc_flops / (dev.tc * dev.mma_eff),
+        "shared memory": smem_bytes / (dev.sms * dev.clock * dev.smem_bpc),
+        "memory": cost.dram / (dev.bw * dev.bw_best("read")),
+        "launch": dev.launch,
+    }
+    cost.smem_wavefronts = smem_bytes / 128
+    t, bound = pick(parts)
+    return Result(launch, t, bound, parts, cost, resources_for(counts, dev, launch.name, S), None)
+
+
+def kernel_result(launch, S, dev, counts):
+    sl = counts.get("attention_slice", {}).get(launch.name)
+    if sl and sl["mma_flops"] > 0:
+        return tensor_core_result(launch, S, dev, sl, counts)
+    fn = kc.KERNELS.get(launch.name)
+    if fn is None:
+        raise SystemExit("dev/perf: no cost model for kernel %s: it needs the emulator's counters (EMU_COUNTERS, "
+                         "branch emu-check) or a function in dev/perf/kernel_costs.py" % launch.name)
+    header = kc.header_of(launch.name)
+    have = counts.get("headers", {}).get(header)
+    if header is None or (have not in kc.DERIVED_FROM.get(header, {}) and have not in kc.KERNEL_DERIVED_FROM.get(launch.name, {})):
+        raise SystemExit("dev/perf: kernel %s: its cost in dev/perf/kernel_costs.py was derived from %s at %s, and this "
+                         "tree's %s differs (sha256 %s): derive it again from the new code (and record the fingerprint), "
+                         "or give the model the emulator's counters for it" % (
+                             launch.name, header, "/".join(kc.DERIVED_FROM.get(header, {}).values()) or "no version",
+                             header, have))
+    cost = fn(S, launch.ctx)
+    res = resources_for(counts, dev, launch.name, S)
+    o = occ.occupancy(dev.limits, cost.block, res["regs"], res["smem"] + cost.dyn_smem)
+    slots = o["blocks_per_sm"] * dev.sms
+    # an SM works through its share of the blocks at its own rate: the busiest SM has ceil(grid/SMs)
+    balance = math.ceil(cost.grid / dev.sms) / (cost.grid / dev.sms)
+    resident_threads = min(cost.grid, slots) * cost.block
+    inflight = resident_threads * (res.get("load_bytes") or 2)
+    parts = {
+        "compute": cost.cc_flops / dev.fp32 * balance,
+        "shared memory": cost.smem_wavefronts * 128 / (dev.sms * dev.clock * dev.smem_bpc) * balance,
+        "memory": cost.dram / (dev.bw * dev.bw_fraction(cost.stream, inflight)) if cost.dram else 0.0,
+        "latency": cost.serial_trips * dev.latency,
+        "launch": dev.launch,
+    }
+    t, bound = pick(parts)
+    return Result(launch, t, bound, parts, cost, res, o)
+
+
+def gemm_result(launch, S, dev):
+    m, n, k = launch.ctx["m"], launch.ctx["n"], launch.ctx["k"]
+    flops = 2.0 * m * n * k
+    # output tiles of 128 x 128 spread over the SMs in waves (gemm-waves): a last partial wave
+    # leaves SMs idle. A product with a long k (the weight gradients, k = B*T) can be split along k
+    # (cuBLASLt's split-k/stream-k, for which matmul.cuh gives it a 32 MB workspace); the model
+    # assumes the heuristic picks the split into chunks of >= 1024 that fills the waves best. Both
+    # are assumptions the first GPU run checks (test_kernels --bench, the matmul rows).
+    tiles = kc.cdiv(m, 128) * kc.cdiv(n, 128)
+    wave_use = 0.0
+    for split in range(1, max(1, k // 1024) + 1 if k >= 4096 else 2):
+        waves = tiles * split / dev.sms
+        wave_use = max(wave_use, waves / math.ceil(waves))
+    nbytes = (m * k + k * n + m * n * (2 if launch.ctx["accumulate"] else 1) + (m if launch.ctx["bias"] else 0)) * kc.X
+    parts = {
+        "compute": flops / (dev.tc * dev.gemm_eff * wave_use),
+        "memory": nbytes / (dev.bw * dev.bw_best("triad")),
+        "launch": dev.launch,
+    }
+    t, bound = pick(parts)
+    r = Result(launch, t, bound, parts)
+    r.flops, r.bytes, r.wave_use = flops, nbytes, wave_use
+    return r
+
+
+def copy_result(launch, S, dev):
+    b = launch.ctx["bytes"]
+    if launch.kind == "memset":  # a driver kernel of wide stores: the best of the write-heavy curve
+        parts = {"memory": b / (dev.bw * dev.bw_best("scale")), "launch": dev.launch}
+    else:  # host <-> device over PCIe, plus one DRAM latency for the round trip
+        parts = {"pcie": b / dev.pcie + dev.latency, "launch": dev.launch}
+    t, bound = pick(parts)
+    r = Result(launch, t, bound, parts)
+    r.bytes = b
+    return r
+
+
+def predict_launches(launches, S, dev, counts):
+    out = []
+    for l in launches:
+        if l.kind == "kernel":
+            out.append(kernel_result(l, S, dev, counts))
+        elif l.kind == "gemm":
+            out.append(gemm_result(l, S, dev))
+        else:
+            out.append(copy_result(l, S, dev))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# 4. the step: per-kernel rows, ms/step, tokens/s, MFU
+
+def flops_per_token(S):
+    """llm.c's and train_gpt2.cu's: 6 N + 6 L C T (llmc-mfu in devices.json)."""
+    return 6.0 * num_parameters(S) + 6.0 * S.L * S.C * S.T
+
+
+def summarize(results, S, dev):
+    rows = OrderedDict()
+    for r in results:
+        key = r.launch.name
+        row = rows.setdefault(key, {"launches": 0, "ms": 0.0, "tc_gflop": 0.0, "cc_gflop": 0.0, "dram_mb": 0.0,
+                                    "smem_mwf": 0.0, "bounds": Counter(), "occ": None, "regs": None, "spills": 0,
+                                    "phase": r.launch.phase})
+        row["launches"] += 1
+        row["ms"] += r.time * 1e3
+        row["bounds"][r.bound] += r.time
+        if r.launch.kind == "gemm":
+            row["tc_gflop"] += r.flops / 1e9
+            row["dram_mb"] += r.bytes / 1e6
+        elif r.launch.kind == "kernel":
+            row["cc_gflop"] += r.cost.cc_flops / 1e9
+            row["tc_gflop"] += r.cost.tc_flops / 1e9
+            row["dram_mb"] += r.cost.dram / 1e6
+            row["smem_mwf"] += r.cost.smem_wavefronts / 1e6
+            if r.occ is not None:
+                row["occ"] = "%d/%d" % (r.occ["blocks_per_sm"], r.occ["warps_per_sm"])
+            if r.res is not None:
+                row["regs"] = r.res["regs"]
+                row["spills"] = r.res["spill_stores"] + r.res["spill_loads"]
+        else:
+            row["dram_mb"] += r.bytes / 1e6
+    step = sum(r.time for r in results)
+    tokens = S.BT
+    mfu = flops_per_token(S) * tokens / step / dev.tc
+    attention = sum(row["ms"] for k, row in rows.items() if k.startswith("attention_")) / 1e3
+    phases = Counter()
+    for r in results:
+        phases[r.launch.phase] += r.time
+    return {"rows": rows, "step_s": step, "tokens_per_s": tokens / step, "mfu": mfu, "attention_s": attention,
+            "phases": dict(phases), "launches": len(results)}
+
+
+def fmt_row_table(summary, title):
+    lines = ["", "### %s" % title, "",
+             "| kernel | launches | TC GFLOP | CUDA-core GFLOP | DRAM MB | smem Mwavefr. | bank conflicts | blocks/warps per SM | regs (spills) | bound | ms | % step |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    total = summary["step_s"] * 1e3
+    for name, r in sorted(summary["rows"].items(), key=lambda kv: -kv[1]["ms"]):
+        bound = r["bounds"].most_common(1)[0][0]
+        regs = "" if r["regs"] is None else "%d (%d)" % (r["regs"], r["spills"])
+        # today's kernels: every shared access is derived conflict-free (consecutive words, or one
+        # word broadcast); tensor-core kernels: not counted until the emulator's shared counters land
+        conflicts = "" if r["smem_mwf"] == 0 else ("n/a" if r["tc_gflop"] > 0 else "0")
+        lines.append("| %s | %d | %.1f | %.1f | %.0f | %.1f | %s | %s | %s | %s | %.2f | %.1f |" % (
+            name, r["launches"], r["tc_gflop"], r["cc_gflop"], r["dram_mb"], r["smem_mwf"], conflicts, r["occ"] or "", regs,
+            bound, r["ms"], 100 * r["ms"] / total))
+    return lines
+
+
+def fmt_step(summary, S, dev, label):
+    s = summary
+    return ("%s: %.1f ms/step, %.0f tokens/s, MFU %.1f%% (attention %.1f ms = %.0f%% of the step; forward %.1f, "
+            "backward %.1f, update %.1f ms; %d launches)" % (
+                label, s["step_s"] * 1e3, s["tokens_per_s"], 100 * s["mfu"], s["attention_s"] * 1e3,
+                100 * s["attention_s"] / s["step_s"], s["phases"].get("forward", 0) * 1e3,
+                s["phases"].get("backward", 0) * 1e3, s["phases"].get("update", 0) * 1e3, s["launches"]))
+
+
+def fmt_zero(devices, dev, S, launches, results, label, counts_label, N=8):
+    """The step at ZeRO stages 0-3 on N GPUs of this kind, over NVLink and over the network."""
+    import zero_step
+    lines = ["", "### %s (%s): ZeRO stages on %d x %s, B=%d per GPU (predicted)" % (label, counts_label, N, dev.name, S.B), "",
+             "| stage | network | collectives RS/AG | bus MB/step | comm ms | exposed ms | hidden | step ms | tokens/s (all GPUs) | MFU |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    nets = [("NVLink", {"reduce_scatter": dev.nvlink["reduce_scatter"] * 1e9, "all_gather": dev.nvlink["all_gather"] * 1e9})]
+    ib = v(devices["networks"]["ib-2x200"]["busbw_gb_s"]) * 1e9
+    nets.append(("2x200 Gb/s", {"reduce_scatter": ib, "all_gather": ib}))
+    for stage in (0, 1, 2, 3):
+        for net, busbw in nets:
+            z = zero_step.zero_step(results, S, dev, stage, N, busbw)
+            hidden = 1 - z["exposed_s"] / z["comm_s"] if z["comm_s"] > 0 else 1.0
+            mfu = flops_per_token(S) * S.BT / z["step_s"] / dev.tc
+            lines.append("| %d | %s | %d/%d | %.0f | %.2f | %.2f | %.0f%% | %.1f | %.0f | %.1f%% |" % (
+                stage, net, z["rs_calls"], z["ag_calls"], (z["rs_bytes"] + z["ag_bytes"]) / 1e6, z["comm_s"] * 1e3,
+                z["exposed_s"] * 1e3, 100 * hidden, z["step_s"] * 1e3, N * S.BT / z["step_s"], 100 * mfu))
+    return lines
+
+
+def shape_for(counts, B, T):
+    """The config of the traced model ('d12': GPT-2 124M) at batch B x T, with the data's buckets."""
+    D, kmax = data_buckets(B, T)
+    cfg = kc.config_for_depth(int(counts["trace"]["model"][1:]))
+    return kc.Shape(B, T, distinct_tokens=D, max_bucket=kmax, **cfg)
+
+
+def predict(counts, dev, B, T):
+    S = shape_for(counts, B, T)
+    launches = expand_step(counts, S)
+    results = predict_launches(launches, S, dev, counts)
+    return S, launches, results, summarize(results, S, dev)
+
+
+# ----------------------------------------------------------------------------
+# the rows of `dev/cuda/test_kernels --bench`, predicted, for dev/gpu_check.sh to put beside the
+# measured ones (join_measured.py). Each row is a launcher of llmc/ at the bench's shape, as
+# bench_*() in test_kernels.cu call it, made of the launches the launcher makes (llmc/*.cuh); a row
+# whose kernels the tree's step no longer launches is left out (its launcher changed).
+
+BENCH_MATMULS = [("qkv", 1, 3, True), ("attproj", 1, 1, True), ("fc", 1, 4, True), ("fcproj", 4, 1, True), ("lm head", 1, None, False)]
+
+
+def bench_rows(S):
+    """{row name: [Launch]} as test_kernels --bench names its rows."""
+    K = lambda name, **ctx: Launch("kernel", name, "bench", ctx)  # noqa: E731
+    G = lambda m, n, k, bias=False, acc=False: Launch("gemm", "cublasLt", "bench", {"m": m, "n": n, "k": k, "bias": bias, "accumulate": acc})  # noqa: E731
+    BT, C = S.BT, S.C
+    rows = OrderedDict()
+    rows["encoder_forward"] = [K("encoder_forward_kernel")]
+    rows["encoder_backward (incl. host bucket sort)"] = [Launch("memcpy", "cudaMemcpyAsync", "bench", {"bytes": 4 * (3 * BT + 1)}),
+                                                         K("encoder_backward_dwte_kernel"), K("encoder_backward_dwpe_kernel")]
+    rows["layernorm_forward"] = [K("layernorm_forward_kernel", fused=False)]
+    rows["fused_residual_layernorm_forward"] = [K("layernorm_forward_kernel", fused=True)]
+    rows["layernorm_backward"] = [K("layernorm_backward_dinp_kernel"), K("layernorm_backward_dweight_partial_kernel"),
+                                  K("layernorm_backward_dweight_finish_kernel")]
+    for name, cin, cout, bias in BENCH_MATMULS:
+        Kin, OC = cin * C, (cout * C if cout else S.Vp)
+        rows["matmul_forward %s (%d->%d)" % (name, Kin, OC)] = [G(OC, BT, Kin, bias)]
+        back = [G(Kin, BT, OC), G(Kin, OC, BT, acc=True)]
+        if bias:
+            back += [K("dbias_partial_kernel", OC=OC), K("dbias_finish_kernel", OC=OC)]
+        rows["matmul_backward %s (%d->%d)" % (name, Kin, OC)] = back
+    rows["attention_forward"] = [K("attention_forward_kernel")]
+    rows["attention_backward"] = [K("attention_backward_rowdot_kernel"), K("attention_backward_dkdv_kernel"),
+                                  K("attention_backward_dq_kernel")]
+    rows["gelu_forward"] = [K("gelu_forward_kernel")]
+    rows["gelu_backward"] = [K("gelu_backward_kernel")]
+    rows["fused_classifier (loss + dlogits)"] = [K("fused_classifier_kernel")]
+    n = num_parameters(S)
+    rows["adamw_update (124M params)"] = [K("adamw_kernel", n=n)]
+    rows["global_norm_squared (124M params)"] = [K("global_norm_partial_kernel", n=n), K("global_norm_finish_kernel", n=n)]
+    return rows
+
+
+def bench_predictions(counts, dev, B, T):
+    """{row: predicted ms} at test_kernels --bench's shape: its tokens are uniform random over V, so
+    the encoder's buckets are those of B*T draws (expected distinct V (1 - (1 - 1/V)^BT), the
+    largest bucket a handful: 8)."""
+    cfg = kc.config_for_depth(int(counts["trace"]["model"][1:]))
+    V, BT = cfg["V"], B * T
+    S = kc.Shape(B, T, distinct_tokens=int(V * (1 - (1 - 1 / V) ** BT)), max_bucket=8, **cfg)
+    traced = {op["name"] for op in counts["step_ops"] if op["op"] == "kernel"}
+    out = OrderedDict()
+    for row, launches in bench_rows(S).items():
+        if any(l.kind == "kernel" and l.name not in traced for l in launches):
+            continue
+        out[row] = sum(r.time for r in predict_launches(launches, S, dev, counts)) * 1e3
+    return out
+
+
+def fmt_compare(before, after):
+    """Before and after, kernel by kernel: launches and predicted ms."""
+    (sb, lb), (sa, la) = before, after
+    lines = ["", "### Before (%s) and after (%s), kernel by kernel (predicted ms per step)" % (lb, la), "",
+             "| kernel | before: launches | ms | bound | after: launches | ms | bound |", "|---|---:|---:|---|---:|---:|---|"]
+    keys = list(OrderedDict.fromkeys(sorted(sb["rows"], key=lambda k: -sb["rows"][k]["ms"]) +
+                                     sorted(sa["rows"], key=lambda k: -sa["rows"][k]["ms"])))
+    for k in keys:
+        cells = []
+        for s in (sb, sa):
+            r = s["rows"].get(k)
+            cells += ["%d" % r["launches"], "%.2f" % r["ms"], r["bounds"].most_common(1)[0][0]] if r else ["-", "-", "-"]
+        lines.append("| %s | %s |" % (k, " | ".join(cells)))
+    lines.append("| **step** | %d | **%.1f** | MFU %.1f%% | %d | **%.1f** | MFU %.1f%% |" % (
+        sb["launches"], sb["step_s"] * 1e3, 100 * sb["mfu"], sa["launches"], sa["step_s"] * 1e3, 100 * sa["mfu"]))
+    return lines
+
+
+def llmc_check(devices, counts, label):
+    """The model against llm.c's published whole run (devices.json published_runs): GPT-2 124M on
+    8 x A100 80GB SXM, B=64 per GPU, T=1024, ZeRO-1, ~300 ms per step."""
+    import zero_step
+    run = devices["published_runs"]["llmc-124m-8xa100"]
+    dev = Device(devices, "a100-sxm-80gb")
+    S, _, results, summ = predict(counts, dev, 64, 1024)
+    busbw = {"reduce_scatter": dev.nvlink["reduce_scatter"] * 1e9, "all_gather": dev.nvlink["all_gather"] * 1e9}
+    z = zero_step.zero_step(results, S, dev, 1, 8, busbw)
+    gemm = sum(r.time for r in results if r.launch.kind == "gemm")
+    step = v(run["step_ms"]) / 1e3
+    mfu = flops_per_token(S) * S.BT / step / dev.tc
+    att = summ["attention_s"]
+    return ["", "### A check against a published whole run: llm.c, GPT-2 124M, 8 x A100 80GB SXM, B=64, T=1024, ZeRO-1", "",
+            "- published: ~%d ms per step (llm.c scripts/run_gpt2_124M.sh: %d steps, %.1f min; discussion #481: "
+            "~%d minutes, 'up to ~60%% MFU'); by this file's MFU formula that step is %.1f%% MFU." % (
+                v(run["step_ms"]), v(run["steps"]), v(run["steps"]) * step / 60, v(run["total_minutes"]), 100 * mfu),
+            "- the part of that step the model can represent, the same 147 cuBLASLt products (llm.c calls cuBLASLt with "
+            "these shapes): predicted %.1f ms = %.0f%% of llm.c's step, i.e. the rest of llm.c's step (cuDNN attention, its "
+            "own fused kernels, AdamW, NCCL) would take %.1f ms." % (gemm * 1e3, 100 * gemm / step, (step - gemm) * 1e3),
+            "- our trainer (%s) in llm.c's setting, predicted: %.1f ms per step (%.1f%% MFU), attention %.1f ms of it; "
+            "ZeRO-1's collectives %.1f ms, %.1f ms of them exposed." % (
+                label, z["step_s"] * 1e3, 100 * flops_per_token(S) * S.BT / z["step_s"] / dev.tc, att * 1e3,
+                z["comm_s"] * 1e3, z["exposed_s"] * 1e3),
+            "- what the model cannot represent of llm.c: its kernels (cuDNN's flash attention, Packed128 GELU and "
+            "layernorm, its fused classifier, a fused AdamW), which are not in this repository; only the shared cuBLASLt "
+            "products are comparable, and they land below llm.c's measured step as they must (the model is not "
+            "pessimistic about them by more than the whole remainder)."]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="predicted (not measured) GPU time of one training step, kernel by kernel")
+    ap.add_argument("--device", default="h100-sxm", help="a key of devices.json: h100-sxm, a100-sxm-80gb")
+    ap.add_argument("--batch", type=int, default=32, help="B per GPU")
+    ap.add_argument("--seq", type=int, default=1024, help="T")
+    ap.add_argument("--baseline", default=BASELINE, help="git revision of 'before' (none: skip)")
+    ap.add_argument("--after", default=None, help="git revision of 'after' (default: the working tree)")
+    ap.add_argument("-r", "--recompute", type=int, default=0, help="the trainer's -r (the benchmark uses 0)")
+    ap.add_argument("--json", default=None, help="also write the predictions here")
+    ap.add_argument("--no-zero", action="store_true", help="skip the ZeRO stages at N = 8")
+    ap.add_argument("--no-llmc", action="store_true", help="skip the check against llm.c's published run")
+    ap.add_argument("--bench-table", action="store_true",
+                    help="only the rows of test_kernels --bench (at --batch), predicted, with an empty measured column "
+                         "(the table dev/cuda/NOTES.md keeps)")
+    a = ap.parse_args(argv)
+    if a.batch < 1 or a.seq < 1 or a.seq > 1024:
+        raise SystemExit("dev/perf: --batch must be >= 1 and --seq 1..1024 (GPT-2's maximum)")
+    if a.recompute not in (0, 1, 2):
+        raise SystemExit("dev/perf: -r must be 0, 1 or 2 (the trainer's recompute levels)")
+    devices = load_devices()
+    dev = Device(devices, a.device)
+    after = step_counts.counts_for(a.after, a.recompute, a.seq)
+    if a.bench_table:
+        pred = bench_predictions(after, dev, a.batch, a.seq)
+        print("| kernel (test_kernels --bench, B=%d, T=%d) | predicted ms, %s | measured ms | measured / predicted |" % (
+            a.batch, a.seq, dev.name))
+        print("|---|---:|---:|---:|")
+        for row, ms in pred.items():
+            print("| %s | %.3f | | |" % (row, ms))
+        return None
+    before = None if a.baseline in ("none", "") else step_counts.counts_for(a.baseline, a.recompute, a.seq)
+    print("# PREDICTED, not measured: GPT-2 124M, B=%d, T=%d, -r %d, one %s (%s, %d SMs, %.0f dense bf16 TFLOP/s, "
+          "%.2f TB/s)" % (a.batch, a.seq, a.recompute, dev.name, dev.arch, dev.sms, dev.tc / 1e12, dev.bw / 1e12))
+    print("No GPU has run this code: every figure below is the performance model's (dev/perf/README.md); "
+          "dev/gpu_check.sh measures the same rows and prints measured beside predicted.")
+    out = {"device": dev.key, "B": a.batch, "T": a.seq, "recompute": a.recompute, "trees": {}}
+    summaries = {}
+    for label, counts in (("before", before), ("after", after)):
+        if counts is None:
+            continue
+        S, launches, results, summary = predict(counts, dev, a.batch, a.seq)
+        summaries[label] = (S, launches, results, summary, counts["label"])
+        out["trees"][label] = {"label": counts["label"], "step_ms": summary["step_s"] * 1e3,
+                               "tokens_per_s": summary["tokens_per_s"], "mfu": summary["mfu"],
+                               "kernels": {k: r["ms"] for k, r in summary["rows"].items()}}
+    S, _, results, summary, label = summaries["after"]
+    print("\n".join(fmt_row_table(summary, "after: %s, every kernel" % label)))
+    if "before" in summaries:
+        b = summaries["before"]
+        print("\n".join(fmt_compare((b[3], b[4]), (summary, label))))
+    print()
+    for k in ("before", "after"):
+        if k in summaries:
+            print(fmt_step(summaries[k][3], summaries[k][0], dev, "%s (%s)" % (k, summaries[k][4])))
+    if not a.no_zero:
+        print("\n".join(fmt_zero(devices, dev, S, None, results, label="after", counts_label=label)))
+    if not a.no_llmc:
+        print("\n".join(llmc_check(devices, after, label)))
+    print()
+    print("MFU = (6 N + 6 L C T) x tokens / time / dense bf16 peak, N = %d parameters (llm.c's gpt2_estimate_mfu; "
+          "train_gpt2.cu prints the same)." % num_parameters(S))
+    if a.json:
+        with open(a.json, "w") as fp:
+            json.dump(out, fp, indent=1)
+    return summaries, dev, a
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,426 @@
+"""
+What one training step of a source tree launches, taken from the code itself, never typed in:
+
+1. The launch sequence. The tree's own train_gpt2.cu is built for the CPU emulator (dev/cuda/emu's
+   nvcc-cpu) and run for one and for two steps of a fresh GPT-2 124M ('-e d12': the real L, C, NH,
+   V) at a small batch, with EMU_TRACE=1, which prints every op as it runs: "kernel NAME",
+   "cublasLtMatmul MxNxK bf16 TN bias", "cudaMemcpyAsync of N bytes", "cudaMemsetAsync". Both runs do
+   the same start-up and first step, and the same ending; the second run holds one more step, so
+   that step's ops are exactly what the two traces do not share (x2 = x1[:p] + step + x1[p:]).
+   Kernel launches and their order do not depend on B and T, and each cuBLASLt product's m, n, k is
+   read from the trace; the model (perf_model.py) rescales the one dimension that is B*T, which is
+   unambiguous because the traced B*T (64) is none of the model's other dimensions (checked).
+2. Registers, shared memory per block and spills: the tree's train_gpt2.cu compiled by the real
+   nvcc for sm_80 and sm_90 with -Xptxas -v, per kernel instance (templates demangled by c++filt).
+3. Per-launch counters from the emulator's load/store hook (EMU_COUNTERS=FILE, branch emu-check),
+   when the tree's emulator has it: read by read_counters() in the format documented in
+   dev/perf/README.md, and used by the model where present.
+
+The results are cached in dev/perf/cache/ under a key made of the tree's sources, so `make profile`
+runs the emulator once per version of the code. Nothing here times anything: the emulator's times
+say nothing about a GPU (dev/cuda/emu/README.md).
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
+CACHE = os.path.join(HERE, "cache")
+CACHE_VERSION = 5  # bump when what is stored changes
+
+# The traced shape: one sequence of 64 tokens. 64 is none of GPT-2 124M's other GEMM dimensions
+# (C = 768, 3C, 4C, Vp = 50304), so the dimension equal to B*T is found by value.
+TRACE_B, TRACE_T = 1, 64
+MODEL = "d12"  # a fresh GPT-2 124M (llmc/gpt2_layout.h config_for_depth): L 12, C 768, NH 12, V 50257, Vp 50304
+
+
+def fail(msg):
+    sys.stderr.write("dev/perf: %s\n" % msg)
+    sys.exit(1)
+
+
+def run(cmd, cwd=None, env=None, what=""):
+    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        fail("%s failed (exit %d): %s\n%s" % (what or cmd[0], p.returncode, " ".join(cmd), (p.stdout + p.stderr)[-3000:]))
+    return p
+
+
+# ----------------------------------------------------------------------------
+# which tree: the working tree, or a commit checked out with `git archive` into a temporary directory
+
+SOURCES = ["train_gpt2.cu", "train_gpt2.c", "llmc", "dev/cuda/emu", "dev/test/cpu_reference.h"]
+
+
+def tree_key(root, recompute, model=MODEL):
+    """A hash of every source file that decides what a step launches, and of how it was traced."""
+    h = hashlib.sha256()
+    h.update(("v%d B%d T%d r%d %s" % (CACHE_VERSION, TRACE_B, TRACE_T, recompute, model)).encode())
+    for s in SOURCES:
+        path = os.path.join(root, s)
+        files = [path] if os.path.isfile(path) else sorted(
+            os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if not f.endswith((".o", ".pyc")))
+        for f in files:
+            if "/build/" in f:
+                continue
+            h.update(os.path.relpath(f, root).encode())
+            with open(f, "rb") as fp:
+                h.update(fp.read())
+    return h.hexdigest()[:16]
+
+
+def checkout(commit, dest):
+    """The files of `commit` (any git revision) in dest, without touching the working tree."""
+    rev = run(["git", "rev-parse", "--verify", commit + "^{commit}"], cwd=REPO, what="git rev-parse").stdout.strip()
+    os.makedirs(dest, exist_ok=True)
+    archive = subprocess.Popen(["git", "archive", rev], cwd=REPO, stdout=subprocess.PIPE)
+    tar = subprocess.run(["tar", "-x", "-C", dest], stdin=archive.stdout)
+    archive.wait()
+    if archive.returncode != 0 or tar.returncode != 0:
+        fail("git archive %s | tar failed" % commit)
+    return rev
+
+
+# ----------------------------------------------------------------------------
+# 1. the launch sequence of one step, from the emulator's trace
+
+TRACE_LINE = re.compile(r"^cuda-emu trace: op \d+ (.*) \(stream (0x[0-9a-f]+|\(nil\))\): [0-9.]+ ms$")
+GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?$")
+MEMCPY = re.compile(r"^cudaMemcpyAsync of (\d+) bytes$")
+
+
+def build_emulated(root, out):
+    """The tree's train_gpt2.cu through its own nvcc-cpu (bf16, one process: the collectives of
+    N = 1 are no-ops either way, and no NCCL or MPI is needed)."""
+    cmd = [os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16", "-DNO_MULTI_GPU",
+           "train_gpt2.cu", "-o", out, "-lcublasLt", "-lcudart"]
+    run(cmd, cwd=root, what="building the emulated trainer of %s" % root)
+
+
+def trace_ops(binary, steps, recompute, counters_file=None, model=MODEL):
+    """The ops the compute stream ran, in order, for a run of `steps` steps. One emulator thread by
+    default (EMU_THREADS=1): with 2, main's emulator (8a1189f) hangs in the tensor-core attention
+    kernels of branch attn (b654100), every thread waiting on a futex."""
+    data = os.path.join(REPO, "dev/data/tinyshakespeare")
+    for f in ("tiny_shakespeare_train.bin", "tiny_shakespeare_val.bin"):
+        if not os.path.exists(os.path.join(data, f)):
+            fail("missing %s/%s: run make data first" % (data, f))
+    env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "1"))
+    if counters_file:
+        env["EMU_COUNTERS"] = counters_file
+    cmd = ["nice", binary, "-e", model, "-b", str(TRACE_B), "-t", str(TRACE_T), "-x", str(steps), "-v", "0", "-s", "0",
+           "-r", str(recompute), "-i", os.path.join(data, "tiny_shakespeare_train.bin"),
+           "-j", os.path.join(data, "tiny_shakespeare_val.bin")]
+    with tempfile.TemporaryDirectory() as cwd:  # the trainer looks for gpt2_tokenizer.bin here: absent is fine
+        p = run(cmd, cwd=cwd, env=env, what="the emulated trainer")
+    ops = []
+    for line in p.stderr.splitlines():
+        m = TRACE_LINE.match(line)
+        if m:
+            ops.append((m.group(2), m.group(1)))
+    # the compute stream is the one that ran the most kernels
+    per_stream = {}
+    for s, what in ops:
+        if what.startswith("kernel ") or what.startswith("cublasLtMatmul"):
+            per_stream[s] = per_stream.get(s, 0) + 1
+    if not per_stream:
+        fail("no kernels in the trace of %s (EMU_TRACE output changed?)" % binary)
+    compute = max(per_stream, key=per_stream.get)
+    return [what for s, what in ops if s == compute]
+
+
+def one_step(x1, x2):
+    """The ops of the second step: x2 = x1[:p] + step + x1[p:] for the p where both agree."""
+    n = len(x2) - len(x1)
+    if n <= 0:
+        fail("the two-step trace is not longer than the one-step trace")
+    for p in range(len(x1), -1, -1):
+        if x2[:p] == x1[:p] and x2[p + n:] == x1[p:]:
+            return x2[p:p + n]
+    fail("the one- and two-step traces do not differ by one step's ops")
+
+
+def parse_op(what):
+    """One trace entry as a dict: kernel, gemm, memcpy, memset, or other (events: no work)."""
+    if what.startswith("kernel "):
+        name = what[len("kernel "):]
+        base = name.split("<")[0]
+        return {"op": "kernel", "name": base, "template": name[len(base):]}
+    m = GEMM.match(what)
+    if m:
+        return {"op": "gemm", "m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3)), "type": m.group(4),
+                "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": bool(m.group(7))}
+    m = MEMCPY.match(what)
+    if m:
+        return {"op": "memcpy", "bytes": int(m.group(1))}
+    if what == "cudaMemsetAsync":
+        return {"op": "memset"}
+    return {"op": "other", "what": what}
+
+
+# ----------------------------------------------------------------------------
+# 2. registers, shared memory and spills from ptxas -v of the real nvcc build
+
+PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)' for '(sm_\d+)'")
+PTXAS_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
+
+
+def find_nvcc():
+    for p in [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]:
+        if p and os.path.exists(p):
+            return p
+    return None
+
+
+PTX_ENTRY = re.compile(r"^\.visible \.entry (\w+)\(", re.M)
+PTX_LABEL = re.compile(r"^(\$L__\w+):")
+PTX_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$L__\w+);")
+PTX_LOAD = re.compile(r"\bld\.global(?:\.nc)?(?:\.(v2|v4))?\.[a-z]*(8|16|32|64)\b")
+
+
+def ptx_load_bytes(entry):
+    """Bytes one thread asks of global memory per iteration of the kernel's busiest innermost
+    loop, as the PTX has it after nvcc's unrolling (the loads of one iteration are independent of
+    each other, so they are in flight together); a kernel without a loop: all its loads. This is
+    what the memory model puts in flight per resident thread (Little's law)."""
+    lines = [l.strip() for l in entry.splitlines()]
+    labels = {}
+    for i, l in enumerate(lines):
+        m = PTX_LABEL.match(l)
+        if m:
+            labels[m.group(1)] = i
+    loops = []
+    for j, l in enumerate(lines):
+        m = PTX_BRANCH.search(l)
+        if m and m.group(1) in labels and labels[m.group(1)] < j:
+            loops.append((labels[m.group(1)], j))
+    innermost = [a for a in loops if not any(b != a and a[0] <= b[0] and b[1] <= a[1] for b in loops)]
+
+    def load_bytes(lo, hi):
+        total = 0
+        for l in lines[lo:hi + 1]:
+            m = PTX_LOAD.search(l)
+            if m:
+                total += int(m.group(2)) // 8 * {None: 1, "v2": 2, "v4": 4}[m.group(1)]
+        return total
+    if innermost:
+        best = max(load_bytes(a, b) for a, b in innermost)
+        if best > 0:
+            return best
+    return load_bytes(0, len(lines) - 1)
+
+
+def ptx_loads(ptx_text):
+    """{mangled entry name: bytes per thread in flight} for one PTX file."""
+    starts = [(m.start(), m.group(1)) for m in PTX_ENTRY.finditer(ptx_text)]
+    out = {}
+    for k, (pos, name) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(ptx_text)
+        out[name] = ptx_load_bytes(ptx_text[pos:end])
+    return out
+
+
+def ptxas_resources(root):
+    """{arch: {kernel base name: [{template, regs, smem, spill_stores, spill_loads, stack,
+    load_bytes}]}} for the bf16 trainer, compiled as the Makefile compiles it (-O3, sm_80 and
+    sm_90); load_bytes from the PTX nvcc keeps on the way (ptx_load_bytes)."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([nvcc, "-O3", "-std=c++17", "-I.", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                 "arch=compute_90,code=sm_90", "-DENABLE_BF16", "-DNO_MULTI_GPU", "-Xptxas", "-v", "-keep",
+                 "-keep-dir", tmp, "-c", "train_gpt2.cu", "-o", os.path.join(tmp, "t.o")], cwd=root, what="nvcc -Xptxas -v")
+        loads = {}
+        for f in os.listdir(tmp):
+            m = re.search(r"compute_(\d+)\.ptx$", f)
+            if m:
+                with open(os.path.join(tmp, f)) as fp:
+                    loads["sm_" + m.group(1)] = ptx_loads(fp.read())
+    entries, current = [], None
+    for line in p.stderr.splitlines():
+        m = PTXAS_ENTRY.search(line)
+        if m:
+            current = {"mangled": m.group(1), "arch": m.group(2), "regs": 0, "smem": 0, "stack": 0, "spill_stores": 0,
+                       "spill_loads": 0}
+            entries.append(current)
+            continue
+        if current is None:
+            continue
+        m = PTXAS_SPILL.search(line)
+        if m:
+            current["stack"], current["spill_stores"], current["spill_loads"] = map(int, m.groups())
+        m = PTXAS_USED.search(line)
+        if m:
+            current["regs"] = int(m.group(1))
+            current["smem"] = int(m.group(2) or 0)
+    demangled = subprocess.run(["c++filt"], input="\n".join(e["mangled"] for e in entries), stdout=subprocess.PIPE,
+                               text=True).stdout.splitlines()
+    out = {}
+    for e, d in zip(entries, demangled):
+        e["load_bytes"] = loads.get(e["arch"], {}).get(e["mangled"])
+        # "void attention_forward_kernel<64>(__nv_bfloat16*, ...)" -> base and template arguments
+        sig = d[len("void "):] if d.startswith("void ") else d
+        name = sig.split("(")[0]
+        base = name.split("<")[0]
+        e["template"] = name[len(base):]
+        e["signature"] = d
+        out.setdefault(e["arch"], {}).setdefault(base, []).append(e)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# 3. the emulator's per-launch counters (EMU_COUNTERS), when the tree's emulator has them
+
+def emulator_has_counters(root):
+    for f in ("runtime.cpp", "kernel.cpp", "emu_device.h", "README.md"):
+        path = os.path.join(root, "dev/cuda/emu", f)
+        if os.path.exists(path) and "EMU_COUNTERS" in open(path, errors="replace").read():
+            return True
+    return False
+
+
+def read_counters(path):
+    """The CSV of EMU_COUNTERS as a list of dicts (numbers as ints where they are ints)."""
+    import csv
+    rows = []
+    with open(path) as fp:
+        for row in csv.DictReader(fp):
+            rows.append({k.strip(): (int(v) if re.fullmatch(r"-?\d+", v.strip() or "x") else v.strip()) for k, v in row.items()})
+    return rows
+
+
+# ----------------------------------------------------------------------------
+# 4. the attention kernels at the full sequence length, one (b, h) slice (attention_slice.cu)
+
+PTX_COUNTERS = re.compile(r"^cuda-emu trace: kernel (\S+): (\d+) mma\.sync \((\d+) tensor-core FLOPs\), (\d+) ldmatrix "
+                          r"\((\d+) bytes\), (\d+) cp\.async \((\d+) bytes\)$")
+
+
+def attention_slice(root, T, hs=64, B=1, NH=1):
+    """{kernel base name: {launches, mma, mma_flops, ldmatrix_bytes, cp_async_bytes}} for one
+    (b, h) at sequence length T, from the emulator's trace of attention_slice.cu built against the
+    tree's llmc/attention.cuh (the driver is copied in: it only calls the launchers)."""
+    key = tree_key(root, 0) + "_slice_T%d_hs%d_B%d_NH%d" % (T, hs, B, NH)
+    path = os.path.join(CACHE, key + ".json")
+    if os.path.exists(path):
+        with open(path) as fp:
+            return json.load(fp)
+    os.makedirs(CACHE, exist_ok=True)
+    with open(os.path.join(HERE, "attention_slice.cu"), "rb") as fp:
+        own_hash = hashlib.sha256(fp.read()).hexdigest()[:8]
+    binary = os.path.join(CACHE, tree_key(root, 0) + "_attention_slice_" + own_hash)
+    if not os.path.exists(binary):  # one build per tree (and driver), run for every shape asked
+        src = os.path.join(root, "dev/perf/attention_slice.cu")
+        own = os.path.join(HERE, "attention_slice.cu")
+        if not os.path.exists(src) or os.path.realpath(src) != os.path.realpath(own):
+            os.makedirs(os.path.dirname(src), exist_ok=True)
+            shutil.copyfile(own, src)
+        run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16",
+             "dev/perf/attention_slice.cu", "-o", binary + ".tmp", "-lcudart"], cwd=root, what="building attention_slice")
+        os.replace(binary + ".tmp", binary)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "1"))
+        p = run(["nice", binary, str(T), str(hs), str(B), str(NH)], cwd=tmp, env=env, what="attention_slice on the emulator")
+    out = {}
+    for line in p.stderr.splitlines():
+        m = TRACE_LINE.match(line)
+        if m and m.group(1).startswith("kernel "):
+            name = m.group(1)[len("kernel "):].split("<")[0]
+            out.setdefault(name, {"launches": 0, "mma": 0, "mma_flops": 0, "ldmatrix_bytes": 0, "cp_async_bytes": 0})
+            out[name]["launches"] += 1
+            continue
+        m = PTX_COUNTERS.match(line)
+        if m:
+            name = m.group(1).split("<")[0]
+            e = out.setdefault(name, {"launches": 0, "mma": 0, "mma_flops": 0, "ldmatrix_bytes": 0, "cp_async_bytes": 0})
+            e["mma"] += int(m.group(2))
+            e["mma_flops"] += int(m.group(3))
+            e["ldmatrix_bytes"] += int(m.group(5))
+            e["cp_async_bytes"] += int(m.group(7))
+    if not out:
+        fail("attention_slice ran no kernels (EMU_TRACE output changed?)")
+    os.makedirs(CACHE, exist_ok=True)
+    with open(path, "w") as fp:
+        json.dump(out, fp)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# all of it for one tree, cached
+
+def counts_for_tree(root, recompute, label, verbose=True, model=MODEL, resources=True):
+    key = tree_key(root, recompute, model) + ("" if resources else "_noptxas")
+    os.makedirs(CACHE, exist_ok=True)
+    path = os.path.join(CACHE, key + ".json")
+    if os.path.exists(path):
+        with open(path) as fp:
+            return json.load(fp)
+    if verbose:
+        sys.stderr.write("dev/perf: counting %s (emulated build and two traced runs, ~2-3 minutes on 2 cores)\n" % label)
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = os.path.join(tmp, "train_gpt2cu_emu")
+        build_emulated(root, binary)
+        counters = emulator_has_counters(root)
+        c1 = os.path.join(tmp, "c1.csv") if counters else None
+        c2 = os.path.join(tmp, "c2.csv") if counters else None
+        x1 = trace_ops(binary, 1, recompute, c1, model)
+        x2 = trace_ops(binary, 2, recompute, c2, model)
+        step = [parse_op(w) for w in one_step(x1, x2)]
+        counter_rows = None
+        if counters and os.path.exists(c2) and os.path.exists(c1):
+            r1, r2 = read_counters(c1), read_counters(c2)
+            counter_rows = {"one_step_run": r1, "two_step_run": r2}
+    resources = ptxas_resources(root) if resources else None
+    headers = {}
+    for f in sorted(os.listdir(os.path.join(root, "llmc"))):
+        if f.endswith((".cuh", ".h")):
+            with open(os.path.join(root, "llmc", f), "rb") as fp:
+                headers["llmc/" + f] = hashlib.sha256(fp.read()).hexdigest()[:12]
+    result = {
+        "headers": headers,
+        "label": label, "key": key, "trace": {"model": model, "B": TRACE_B, "T": TRACE_T, "recompute": recompute},
+        "step_ops": [op for op in step if op["op"] != "other"],
+        "resources": resources, "counters": counter_rows,
+    }
+    with open(path + ".tmp", "w") as fp:
+        json.dump(result, fp)
+    os.replace(path + ".tmp", path)
+    return result
+
+
+def counts_for(rev, recompute, T=1024):
+    """rev None: the working tree; else a git revision, checked out into a temporary directory.
+    Adds the attention slice at sequence length T."""
+    if rev is None:
+        result = counts_for_tree(REPO, recompute, "the working tree")
+        result["attention_slice"] = attention_slice(REPO, T)
+        return result
+    with tempfile.TemporaryDirectory() as tmp:
+        full = checkout(rev, tmp)
+        result = counts_for_tree(tmp, recompute, "commit %s" % full[:7])
+        result["label"] = "commit %s" % full[:7]
+        result["attention_slice"] = attention_slice(tmp, T)
+        return result
+
+
+if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser(description="one step's launches, GEMM shapes and kernel resources of a tree")
+    ap.add_argument("--rev", default=None, help="a git revision (default: the working tree)")
+    ap.add_argument("-r", "--recompute", type=int, default=0)
+    a = ap.parse_args()
+    c = counts_for(a.rev, a.recompute)
+    kinds = {}
+    for op in c["step_ops"]:
+        k = op["name"] if op["op"] == "kernel" else op["op"]
+        kinds[k] = kinds.get(k, 0) + 1
+    for k in sorted(kinds):
+        print("%6d  %s" % (kinds[k], k))

@@ -1,0 +1,208 @@
+"""
+Tests of the performance model (dev/perf), for `make test`: every count the model uses is checked
+against exact theory or a published worked example, never against numbers the model printed
+before, and each check is shown to fail on a deliberate mutant. No timing is asserted anywhere.
+
+    /usr/bin/python3 dev/perf/test_perf_model.py        (~1-2 minutes on 2 cores, cold cache)
+
+The step is traced on a small GPT-2 ('d2': L 2, C 128, the real vocabulary) so the emulator runs
+in seconds; every identity below holds for any L and C, and the model traces GPT-2 124M ('d12')
+through the same code.
+"""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import kernel_costs as kc  # noqa: E402
+import occupancy as occ  # noqa: E402
+import perf_model as pm  # noqa: E402
+import step_counts  # noqa: E402
+import zero_step  # noqa: E402
+
+REPO = step_counts.REPO
+passed = failed = 0
+
+
+def check(ok, what, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("OK   %s" % what)
+    else:
+        failed += 1
+        print("FAIL %s %s" % (what, detail))
+
+
+def mutant_caught(what, fn):
+    """fn() returns True when the check it runs passes; on a mutant it must not."""
+    try:
+        ok = fn()
+    except (SystemExit, Exception) as e:  # a mutant may also stop the model: caught all the same
+        ok = False
+        what += " (stopped: %s)" % str(e)[:80]
+    check(not ok, "mutant caught: " + what)
+
+
+devices = pm.load_devices()
+
+# ----------------------------------------------------------------------------
+# 1. the occupancy rules against the Best Practices Guide's worked example (compute capability 7.0)
+
+lim70 = occ.limits_for(devices, "7.0")
+a = occ.occupancy(lim70, 128, 37, 0)
+b = occ.occupancy(lim70, 320, 37, 0)
+check(a["blocks_per_sm"] == 12 and a["occupancy"] == 0.75,
+      "occupancy: 128-thread blocks, 37 registers on 7.0 -> 12 blocks, 75% (Best Practices Guide)", str(a))
+check(b["blocks_per_sm"] == 4 and int(b["occupancy"] * 100 + 0.5) == 63,
+      "occupancy: 320-thread blocks, 37 registers on 7.0 -> 4 blocks, 63% (Best Practices Guide)", str(b))
+
+
+def bpg_with(**changes):
+    lim = dict(lim70, **changes)
+    return occ.occupancy(lim, 128, 37, 0)["blocks_per_sm"] == 12 and occ.occupancy(lim, 320, 37, 0)["blocks_per_sm"] == 4
+
+
+mutant_caught("occupancy without the 256-register allocation unit", lambda: bpg_with(register_alloc_unit=1))
+mutant_caught("occupancy without the warp allocation granularity", lambda: bpg_with(warp_alloc_granularity=1))
+# shared memory is a limit too: 9.0, 256 threads of 32 registers and 48 KB of shared memory: 228 KB
+# fits 4 blocks of 48 KB + the 1 KB reservation (49 KB each: 196 KB), not 5 (245 KB)
+c = occ.occupancy(occ.limits_for(devices, "9.0"), 256, 32, 48 * 1024)
+check(c["blocks_per_sm"] == 4 and c["limiter"] == "shared memory", "occupancy: 48 KB blocks on 9.0 -> 4, shared memory", str(c))
+
+# ----------------------------------------------------------------------------
+# 2. the traced step: launches and cuBLASLt shapes against the model's structure
+
+counts = step_counts.counts_for_tree(REPO, 0, "the working tree", model="d2", resources=False)  # no ptxas needed here
+cfg = kc.config_for_depth(2)
+L, C, Vp = cfg["L"], cfg["C"], cfg["Vp"]
+B, T = 4, 256
+S = kc.Shape(B, T, distinct_tokens=100, max_bucket=10, **cfg)
+launches = pm.expand_step(counts, S)
+names = [l.name for l in launches if l.kind == "kernel"]
+gemms = [l for l in launches if l.kind == "gemm"]
+check(len(gemms) == 12 * L + 3, "cuBLASLt products per step = 12 L + 3 (4 per block forward, 8 backward; the head 1 + 2)",
+      str(len(gemms)))
+check(names.count("adamw_kernel") == 12 * L + 4, "AdamW launches = tensors = 12 L + 4", str(names.count("adamw_kernel")))
+check(names.count("global_norm_partial_kernel") == L + 1 and names.count("global_norm_finish_kernel") == L + 1,
+      "gradient norm: two launches per unit, L + 1 units")
+check(names.count("layernorm_forward_kernel") == 2 * L + 1, "layernorm forward launches = 2 L + 1 (ln1, ln2, lnf)")
+check(all(names.count(k) == L for k in ("attention_forward_kernel", "attention_backward_dq_kernel", "gelu_forward_kernel")),
+      "attention and GELU: one launch per layer")
+# every product's FLOPs, rescaled from the traced B*T to 4 x 256: forward 2, backward 4 per
+# multiply-add of every weight matrix (L blocks of 12 C^2, the tied LM head Vp C) per position
+flops = sum(2 * g.ctx["m"] * g.ctx["n"] * g.ctx["k"] for g in gemms)
+theory = 6 * B * T * (12 * L * C * C + Vp * C)
+check(flops == theory, "cuBLASLt FLOPs at B=4, T=256 = 6 B T (12 L C^2 + Vp C) exactly", "%d vs %d" % (flops, theory))
+
+
+def flops_with_trace_bt(bt):
+    mutated = dict(counts, trace=dict(counts["trace"], B=bt // counts["trace"]["T"], T=counts["trace"]["T"]))
+    g = [l for l in pm.expand_step(mutated, S) if l.kind == "gemm"]
+    return sum(2 * x.ctx["m"] * x.ctx["n"] * x.ctx["k"] for x in g) == theory
+
+
+mutant_caught("a wrong traced B*T (192 for 64: the products' B*T dimension not rescaled)", lambda: flops_with_trace_bt(192))
+
+# ----------------------------------------------------------------------------
+# 3. closed forms of the kernels' counts at the step's shape
+
+gelu = [kc.gelu_forward_kernel(S, l.ctx) for l in launches if l.name == "gelu_forward_kernel"]
+check(sum(g.dram for g in gelu) == L * 2 * B * T * 4 * C * 2,
+      "GELU forward moves exactly 2 x B T 4C bf16 elements per layer (read + write)")
+check(all(g.grid * g.block >= B * T * 4 * C > (g.grid - 1) * g.block for g in gelu), "GELU forward: one thread per element")
+ln = [(l.ctx["fused"], kc.layernorm_forward_kernel(S, l.ctx)) for l in launches if l.name == "layernorm_forward_kernel"]
+check([f for f, _ in ln].count(False) == 1 and ln[0][0] is False,
+      "layernorm forward: only block 0's ln1 is plain, the 2 L others fuse the residual add")
+check(all(c.write == (2 if f else 1) * B * T * C * 2 + B * T * 8 for f, c in ln),
+      "layernorm forward writes (B,T,C) per output (+ the residual when fused) and mean, rstd")
+for Tn in (64, 256, 1024, 1000):
+    n = -(-Tn // 64)
+    # query block i visits keys [0, min(64(i+1), T)): ceil(min(64(i+1),T)/32) tiles; for T = 64 n: n(n+1)
+    closed = n * (n + 1) if Tn % 64 == 0 else None
+    if closed is not None:
+        check(kc._tiles_forward(Tn) == closed and kc._tiles_dkdv(Tn) == closed,
+              "attention key/query tiles per (b,h) at T=%d = n(n+1), n = T/64 (forward, dQ, dK/dV)" % Tn)
+    else:
+        brute = sum(1 for i in range(n) for j0 in range(0, min(64 * (i + 1), Tn), 32))
+        check(kc._tiles_forward(Tn) == brute, "attention tiles at T=%d (a tail) = the kernel's loop, counted" % Tn)
+att = kc.attention_forward_kernel(S, {})
+useful = 2 * B * cfg["NH"] * 64 * T * (T + 1)  # q k^T and P v over the causal pairs, 2 FLOPs per multiply-add
+check(att.cc_flops >= useful, "attention forward computes at least the causal FLOPs 2 B NH hs T (T+1)")
+# the AdamW launches, in update order, touch every parameter exactly once
+adamw = [l.ctx["n"] for l in launches if l.name == "adamw_kernel"]
+check(sum(adamw) == pm.num_parameters(S) and pm.num_parameters(S) == Vp * C + 1024 * C + 2 * C + L * (12 * C * C + 13 * C),
+      "AdamW's launches cover every parameter once: Vp C + maxT C + 2C + L (12 C^2 + 13 C)")
+check(pm.flops_per_token(kc.Shape(1, 1024)) == 6 * 124475904 + 6 * 12 * 768 * 1024,
+      "MFU's FLOPs per token for GPT-2 124M, T=1024 = 6 N + 6 L C T, N = 124,475,904 (llm.c)")
+
+# the attention's counts scale exactly with B x NH: every (b, h) runs the same blocks on its own
+# slice. Checked on the emulator's tensor-core counters when the tree's attention issues mma.sync.
+one = step_counts.attention_slice(REPO, 128, 64, 1, 1)
+four = step_counts.attention_slice(REPO, 128, 64, 2, 2)
+if any(e["mma"] for e in one.values()):
+    check(all(four[k][f] == 4 * one[k][f] for k in one for f in ("mma_flops", "ldmatrix_bytes", "cp_async_bytes")),
+          "attention tensor-core counts at B=2, NH=2 = 4 x those of one (b, h) slice (the model's scaling)")
+else:
+    check(all(four[k]["launches"] == one[k]["launches"] for k in one),
+          "attention: the same launches at B=2, NH=2 as for one slice (no mma.sync in this tree's attention: "
+          "the tensor-core scaling check waits for it)")
+
+# ----------------------------------------------------------------------------
+# 4. the collectives: zero_walk_print's bytes and calls = the plan's (dev/bench/zero_plan_print)
+
+plan_print = os.path.join(REPO, "dev/bench/zero_plan_print")
+if not os.path.exists(plan_print):
+    subprocess.run(["make", "-C", REPO, "dev/bench/zero_plan_print"], stdout=subprocess.DEVNULL)
+rows = subprocess.run([plan_print, "--cuda", "2", "d12", "8"], stdout=subprocess.PIPE, text=True).stdout.splitlines()
+hdr = rows[0].split(",")
+plan = {}
+for r in rows[1:]:
+    d = dict(zip(hdr, r.split(",")))
+    if d["group"] == "8":
+        plan[int(d["stage"])] = d
+for stage in range(4):
+    ev = zero_step.walk_events(stage, 8, 12)
+    rs = sum(float(e[2]) for e in ev if e[0] == "reduce_scatter")
+    ag = sum(float(e[2]) for e in ev if e[0] == "all_gather") + sum(float(e[3]) for e in ev if e[0] == "gather")
+    calls = (sum(1 for e in ev if e[0] == "reduce_scatter"), sum(1 for e in ev if e[0] in ("all_gather", "gather")))
+    p = plan[stage]
+    check(rs == float(p["reduce_scatter"]) and ag == float(p["all_gather"]) and calls == (int(p["rs_calls"]), int(p["ag_calls"])),
+          "stage %d at N=8: the timeline's collectives = zero_plan_print's bytes and calls (%d RS, %d AG)" % (stage, *calls))
+_, units8 = pm.layout(kc.Shape(32, 1024), 8)
+check(sum(units8) * 2 == int(plan[0]["params"]), "the model's padded units at N=8 = the plan's parameter bytes / 2")
+mutant_caught("a layout without lnf's 2 C parameters", lambda: (sum(units8) - 2 * 768) * 2 == int(plan[0]["params"]))
+mutant_caught("collectives counted as whole buffers, not bus bytes (x N/(N-1))",
+              lambda: sum(float(e[2]) * 8 / 7 for e in zero_step.walk_events(1, 8, 12) if e[0] == "reduce_scatter")
+              == float(plan[1]["reduce_scatter"]))
+
+# ----------------------------------------------------------------------------
+# 5. the bandwidth curve reproduces its published table, and the PTX reader its own definition
+
+dev = pm.Device(devices, "h100-sxm")
+tab = devices["stream_curves"]["h100-pcie"]
+ok = True
+for row in tab["rows"]:
+    inflight = row[0] * 2 * tab["sms"] * 8  # 'read': one 8-byte load per thread, 2 blocks per SM
+    x = inflight / (tab["peak_gb_s"] * 1e9 * tab["latency_ns"] * 1e-9)
+    y = dev.bw_fraction("read", x * dev.bw * dev.latency)
+    ok &= abs(y - row[1] / tab["peak_gb_s"]) < 1e-12
+check(ok, "the achieved-bandwidth curve passes through every published point (H100 PCIe, read)")
+ptx = """
+.visible .entry k(
+{
+	ld.global.u32 	%r1, [%rd1];
+$L__BB0_1:
+	ld.global.u16 	%rs1, [%rd2];
+	ld.global.v4.u32 	{%r2, %r3, %r4, %r5}, [%rd3];
+	@%p1 bra 	$L__BB0_1;
+$L__BB0_2:
+	ld.global.f32 	%f1, [%rd4];
+	@%p2 bra 	$L__BB0_2;
+}
+"""
+check(step_counts.ptx_load_bytes(ptx) == 18, "PTX: bytes in flight = the busiest innermost loop's loads (2 + 16)")
+
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)

@@ -121,8 +121,8 @@ bool note_instrumented_unit() {
 
 void refuse_without_hooks() {
     if (check_settings().any() && !g_hooked_unit) {
-        fatal("EMU_CHECK/EMU_COUNTERS need the access hooks, which this program was built without (an --emu-asan "
-              "build: AddressSanitizer cannot be combined with them): rebuild it without --emu-asan");
+        fatal("EMU_CHECK/EMU_COUNTERS need the access hooks, which this program was built without: rebuild it with "
+              "nvcc-cpu --emu-check (the Makefile's *_emu_check programs)");
     }
 }
 
@@ -294,13 +294,14 @@ struct Access { // one thread's access, as racecheck remembers it
     int32_t thread = -1;  // index in the block, -1: none
     uint32_t clock = 0;   // the thread's own vector clock entry at the access
     const void* pc = nullptr;
+    uint32_t bytes = 0;   // which of the word's 4 bytes it touched (bit i: byte i)
 };
 
 struct SharedWord { // racecheck's record of one 4-byte word of shared memory
-    uint32_t interval = 0; // the barrier interval the fields below belong to (older: stale)
-    uint32_t readers = 0;  // warps that read it (not atomically) in the interval
-    uint32_t atomics = 0;  // warps that used atomics on it
-    Access writer;         // the last plain write
+    uint32_t interval = 0;  // the barrier interval the fields below belong to (older: stale)
+    uint32_t readers[4] = {0, 0, 0, 0}; // per byte, the warps that read it (not atomically) in the interval
+    uint32_t atomics[4] = {0, 0, 0, 0}; // per byte, the warps that used atomics on it
+    Access writer, writer2; // the last plain write, and an earlier one of other bytes not ordered before it
     Access reader, reader2; // the last plain read, and the last one by another thread than it
 };
 
@@ -428,6 +429,18 @@ static std::string kind_text(unsigned kind) { // "read", "atomic read-modify-wri
 
 static std::string access_text(size_t n, unsigned kind) { return std::to_string(n) + "-byte " + kind_text(kind); }
 
+// "kernel K (launched at F:L) block (x,y,z) thread (x,y,z)": the thread whose access is checked
+// (for ptx.cpp's accesses, the lane that gave the address, not the thread that runs the warp's
+// instruction)
+static std::string kernel_text() {
+    const Context* c = tl_context;
+    const LaunchInfo* l = c->launch;
+    char s[512];
+    snprintf(s, sizeof(s), "kernel %s (launched at %s:%d) block (%u,%u,%u) ", l->name, l->file, l->line, c->block.x,
+             c->block.y, c->block.z);
+    return s + thread_text(c, c->thread);
+}
+
 [[noreturn]] static void report(const char* check, const std::string& text) {
     static std::mutex m;
     m.lock(); // one report: a second OS thread finding an error waits here until the process ends
@@ -485,7 +498,7 @@ static bool global_bounds(Context* c, uintptr_t a, size_t n, unsigned kind, cons
     }
     char addr[64];
     snprintf(addr, sizeof(addr), " at %p is ", (void*)a);
-    report("memcheck", current_kernel_text() + ": " + access_text(n, kind) + addr + where +
+    report("memcheck", kernel_text() + ": " + access_text(n, kind) + addr + where +
                            (found ? " " + allocation_text(v.base) : std::string()) + ", at " + source_line(pc));
 }
 
@@ -494,7 +507,7 @@ static void misaligned(uintptr_t a, size_t n, unsigned kind, const void* pc, boo
     snprintf(s, sizeof(s), " at %p (address %% %zu = %zu): a GPU raises \"misaligned address\"; ", (void*)a, n,
              (size_t)(a % n));
     std::string place = shared ? std::string("in shared memory") : global_place(a);
-    report("memcheck", current_kernel_text() + ": misaligned " + access_text(n, kind) + s + place + ", at " +
+    report("memcheck", kernel_text() + ": misaligned " + access_text(n, kind) + s + place + ", at " +
                            source_line(pc));
 }
 
@@ -507,7 +520,7 @@ static void shared_bounds(Context* c, size_t off, size_t n, unsigned kind, const
         snprintf(s, sizeof(s), " at shared offset %zu lies outside every shared variable: nearest is ", off);
     }
     std::string near = off + n > c->sh_capacity ? "" : describe_shared(off);
-    report("memcheck", current_kernel_text() + ": " + access_text(n, kind) + s + near + ", at " + source_line(pc));
+    report("memcheck", kernel_text() + ": " + access_text(n, kind) + s + near + ", at " + source_line(pc));
 }
 
 // ----------------------------------------------------------------------------
@@ -564,7 +577,7 @@ void device_bytes_read(const void* p, size_t n, const char* who, const void* cal
 }
 
 static void uninitialized_load(size_t n, unsigned kind, const void* pc, const std::string& place) {
-    report("initcheck", current_kernel_text() + ": " + access_text(n, kind) + " of bytes never written, " + place +
+    report("initcheck", kernel_text() + ": " + access_text(n, kind) + " of bytes never written, " + place +
                             ", at " + source_line(pc));
 }
 
@@ -573,7 +586,7 @@ static void uninitialized_load(size_t n, unsigned kind, const void* pc, const st
 
 static std::string shared_race_text(Context* c, size_t off, unsigned kind, const void* pc, const Access& other,
                                     const char* other_did) {
-    std::string s = current_kernel_text() + ": " + kind_text(kind) + " of shared memory at offset " +
+    std::string s = kernel_text() + ": " + kind_text(kind) + " of shared memory at offset " +
                     std::to_string(off & ~(size_t)3) + " (" + describe_shared(off) + ") at " + source_line(pc) + " and " +
                     thread_text(c, other.thread) + " " + other_did + " it at " + source_line(other.pc) +
                     ", between the same two __syncthreads";
@@ -583,7 +596,7 @@ static std::string shared_race_text(Context* c, size_t off, unsigned kind, const
 
 static void shared_race_warps(size_t off, unsigned kind, const void* pc, uint32_t warps, const char* did) {
     int w = __builtin_ctz(warps);
-    report("racecheck", current_kernel_text() + ": " + kind_text(kind) + " of shared memory at offset " +
+    report("racecheck", kernel_text() + ": " + kind_text(kind) + " of shared memory at offset " +
                             std::to_string(off & ~(size_t)3) + " (" + describe_shared(off) + ") at " + source_line(pc) +
                             ", and a thread of warp " + std::to_string(w) + " " + did +
                             " it between the same two __syncthreads");
@@ -597,28 +610,57 @@ static bool ordered(Context* c, const Access& other) {
     return c->clocks[c->thread][other.thread % 32] >= other.clock;
 }
 
-static void shared_race(Context* c, size_t off, unsigned kind, const void* pc) {
+// The warps in `per_byte` (one mask per byte of the word) at the bytes of `bytes`.
+static uint32_t warps_at(const uint32_t per_byte[4], uint32_t bytes) {
+    uint32_t w = 0;
+    for (int i = 0; i < 4; i++) {
+        if (bytes & (1u << i)) { w |= per_byte[i]; }
+    }
+    return w;
+}
+
+// The word at offset `off` (a multiple of 4), bytes `bytes` of it (bit i: byte i): accesses that
+// touch other bytes of the same word do not conflict (a GPU's shared memory is byte-addressed).
+static void shared_race(Context* c, size_t off, uint32_t bytes, unsigned kind, const void* pc) {
     SharedWord& w = c->sh_words[off >> 2];
     if (w.interval != c->interval) { w = SharedWord(), w.interval = c->interval; }
     int me = c->thread;
     uint32_t wbit = 1u << (me / 32);
-    Access now{me, c->clocks[me][me % 32], pc};
+    Access now{me, c->clocks[me][me % 32], pc, bytes};
     bool write = (kind & A_WRITE) != 0, atomic = (kind & A_ATOMIC) != 0;
-    if (!ordered(c, w.writer)) { report("racecheck", shared_race_text(c, off, kind, pc, w.writer, "wrote")); }
+    auto conflicts = [&](const Access& a) { return (a.bytes & bytes) != 0 && !ordered(c, a); };
+    if (conflicts(w.writer)) { report("racecheck", shared_race_text(c, off, kind, pc, w.writer, "wrote")); }
+    if (conflicts(w.writer2)) { report("racecheck", shared_race_text(c, off, kind, pc, w.writer2, "wrote")); }
     if (write) { // a write (plain or atomic) against earlier plain reads
-        if (w.readers & ~wbit) { shared_race_warps(off, kind, pc, w.readers & ~wbit, "read"); }
-        if (!ordered(c, w.reader)) { report("racecheck", shared_race_text(c, off, kind, pc, w.reader, "read")); }
-        if (!ordered(c, w.reader2)) { report("racecheck", shared_race_text(c, off, kind, pc, w.reader2, "read")); }
+        uint32_t readers = warps_at(w.readers, bytes);
+        if (readers & ~wbit) { shared_race_warps(off, kind, pc, readers & ~wbit, "read"); }
+        if (conflicts(w.reader)) { report("racecheck", shared_race_text(c, off, kind, pc, w.reader, "read")); }
+        if (conflicts(w.reader2)) { report("racecheck", shared_race_text(c, off, kind, pc, w.reader2, "read")); }
     }
     if (atomic) {
-        if (write) { w.atomics |= wbit; }
+        if (write) {
+            for (int i = 0; i < 4; i++) {
+                if (bytes & (1u << i)) { w.atomics[i] |= wbit; }
+            }
+        }
         return;
     }
-    if (w.atomics & ~wbit) { shared_race_warps(off, kind, pc, w.atomics & ~wbit, "used an atomic on"); }
+    uint32_t atomics = warps_at(w.atomics, bytes);
+    if (atomics & ~wbit) { shared_race_warps(off, kind, pc, atomics & ~wbit, "used an atomic on"); }
     if (write) {
+        // Two threads may write different bytes of one word (two bf16 values): the earlier write,
+        // of other bytes and not ordered before this one, stays as writer2 for the accesses that
+        // follow (a third such writer of one word drops the oldest: 1-byte values only).
+        w.writer2.bytes &= ~bytes;
+        if (w.writer.thread >= 0 && (w.writer.bytes & ~bytes) != 0 && !ordered(c, w.writer)) {
+            w.writer2 = w.writer;
+            w.writer2.bytes &= ~bytes;
+        }
         w.writer = now;
     } else {
-        w.readers |= wbit;
+        for (int i = 0; i < 4; i++) {
+            if (bytes & (1u << i)) { w.readers[i] |= wbit; }
+        }
         if (w.reader.thread != me) { w.reader2 = w.reader; }
         w.reader = now;
     }
@@ -685,7 +727,7 @@ static void global_race(Context* c, uintptr_t word_off, unsigned kind, const voi
         std::string other_text = first_is_me ? std::string(" and another block ")
                                              : std::string(s) + (((old & RACE_WRITTEN) != 0) ? "wrote" : "touched") +
                                                    " it at " + source_line(other_pc) + ",";
-        report("racecheck", current_kernel_text() + ": " + access_text(4, kind) + " of global memory at " +
+        report("racecheck", kernel_text() + ": " + access_text(4, kind) + " of global memory at " +
                                 global_place(g_arena_lo + word_off) + ", at " + source_line(pc) + other_text +
                                 " in one launch, not both atomically: blocks run in no defined order");
     }
@@ -864,7 +906,7 @@ static void shared_in_flight(Context* c, size_t off, size_t n, unsigned kind, co
     Site issued;
     int thread = 0;
     if (!cp_async_in_flight((const void*)(c->sh_lo + off), n, &issued, &thread)) { return; }
-    report("racecheck", current_kernel_text() + ": " + access_text(n, kind) + " of shared memory at offset " +
+    report("racecheck", kernel_text() + ": " + access_text(n, kind) + " of shared memory at offset " +
                             std::to_string(off) + " (" + describe_shared(off) + ") at " + source_line(pc) +
                             ", whose bytes the cp.async issued at " + issued.file + ":" + std::to_string(issued.line) +
                             " by " + thread_text(c, thread) +
@@ -891,7 +933,12 @@ static void shared_access(Context* c, size_t off, size_t n, unsigned kind, const
         if (kind & A_WRITE) { memset(&c->sh_written[off], 1, n); }
     }
     if (s.racecheck) {
-        for (size_t w = off & ~(size_t)3; w < off + n; w += 4) { shared_race(c, w, kind, pc); }
+        for (size_t w = off & ~(size_t)3; w < off + n; w += 4) {
+            // the bytes of word w that [off, off + n) covers
+            size_t lo = std::max(w, off), hi = std::min(w + 4, off + n);
+            uint32_t bytes = ((1u << (hi - lo)) - 1) << (lo - w);
+            shared_race(c, w, bytes, kind, pc);
+        }
     }
     if (s.counters) { count_access(c, true, off, n, kind, pc); }
 }

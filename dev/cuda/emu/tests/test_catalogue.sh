@@ -58,7 +58,7 @@ build_fails_launch_overload_args() { :; }
 
 # shellcheck disable=SC2016 # expanded by the inner shell
 printf '%s\n' "${names[@]}" | xargs -P 2 -I{} sh -c \
-    '"$0" -O1 -g "$1/{}.cu" -o "$2/{}" >"$2/{}.build.log" 2>&1 || echo "exit status $?" >>"$2/{}.build.log"' \
+    '"$0" --emu-check -O1 -g "$1/{}.cu" -o "$2/{}" >"$2/{}.build.log" 2>&1 || echo "exit status $?" >>"$2/{}.build.log"' \
     "$nvcc" "$cat_dir" "$build"
 built=0
 for n in "${names[@]}"; do
@@ -741,10 +741,10 @@ nvcc_builds() {
     fi
 }
 
-correct_everywhere() { # NAME: passes silently under four thread orders, and nvcc builds it
+correct_everywhere() { # NAME: passes silently under four thread orders and EMU_CHECK=1, and nvcc builds it
     local how
     for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse "EMU_THREAD_ORDER=random EMU_SEED=3" \
-        "EMU_THREADS=2 EMU_THREAD_ORDER=random"; do
+        "EMU_THREADS=2 EMU_THREAD_ORDER=random" "EMU_CHECK=1 EMU_THREADS=2 EMU_THREAD_ORDER=random"; do
         # shellcheck disable=SC2086
         check "$1: passes with $how" eval 'run '"$1"' '"$how"' && want_status 0 && want_out "'"$1"' passed" && want_quiet'
     done
@@ -753,11 +753,47 @@ correct_everywhere() { # NAME: passes silently under four thread orders, and nvc
 
 checks_mma_ok() {
     correct_everywhere mma_ok
+    checks_mma_ok_counters
     # gemm64: 4 warps x 2 chunks x 2 k-steps x (4 n-pairs x 2 mma, 1 + 4 ldmatrix.x4), 2 x 512 16-byte copies
     check "mma_ok: EMU_TRACE=1 counts gemm64's 128 mma (524288 FLOPs), 80 ldmatrix.x4, 1024 cp.async" \
         eval 'run mma_ok EMU_TRACE=1 && want_status 0 &&
               grep -q "kernel gemm64: 128 mma.sync (524288 tensor-core FLOPs), 80 ldmatrix (40960 bytes), 1024 cp.async (16384 bytes)" "$err" ||
               { why="no such trace line ($(grep -m1 "kernel gemm64:" "$err"))"; false; }'
+}
+
+checks_mma_ok_counters() {
+    # gemm64 (the comment above): 128 mma of 2*16*8*16 FLOPs; 80 ldmatrix.x4, each one warp-level
+    # shared load; 8 16-byte cp.async per thread = 32 warp-level global loads of 32 x 16 bytes
+    # (16 sectors each) and, when they land, 32 warp-level shared stores
+    check "mma_ok: EMU_COUNTERS: gemm64's mma FLOPs, ldmatrix as shared loads, cp.async as global loads and shared stores" \
+        eval 'run mma_ok EMU_COUNTERS="$work/counters.csv" && want_status 0 &&
+              want_counters gemm64 "mma_flops=524288 shld_requests=80 gld_requests=32 gld_sectors=512 shst_requests=32"'
+}
+
+checks_cp_async_race() {
+    local c m
+    c=$(marker cp_async_race "// CP")
+    m=$(marker cp_async_race "// MALLOC")
+    check "cp_async_race: without EMU_CHECK a read before the wait only gives a wrong result" \
+        eval 'run cp_async_race -- own && want_status 1 && want_out "result: WRONG" && want_quiet'
+    check "cp_async_race: a read of a copy's bytes before its wait (racecheck, both lines)" \
+        fatal_case cp_async_race EMU_CHECK=1 -- own ::: "racecheck" "static __shared__ s" "has not landed" \
+        "cp_async_race.cu:$(marker cp_async_race "// BUG-own")" "cp_async_race.cu:$c"
+    check "cp_async_race: a landed copy read by another thread with no barrier (racecheck, both lines)" \
+        fatal_case cp_async_race EMU_CHECK=1 -- neighbor ::: "racecheck" "static __shared__ s" \
+        "cp_async_race.cu:$(marker cp_async_race "// BUG-neighbor")" "cp_async_race.cu:$c" "in one warp without a __syncwarp"
+    check "cp_async_race: a copy from global memory never written (initcheck, the copy's line, the allocation)" \
+        fatal_case cp_async_race EMU_CHECK=1 -- uninit ::: "initcheck" "never written" "128-byte allocation" \
+        "(cudaMalloc at " "cp_async_race.cu:$m)" "cp_async_race.cu:$c"
+    check "cp_async_race: an ldmatrix of shared bytes never written (initcheck, its line)" \
+        fatal_case cp_async_race EMU_CHECK=1 -- ldmatrix ::: "initcheck" "static __shared__ never" "thread (0,0,0)" \
+        "cp_async_race.cu:$(marker cp_async_race "// BUG-ldmatrix")"
+}
+
+checks_cp_async_race_fixed() {
+    quiet_twin cp_async_race_fixed
+    check "cp_async_race_fixed: silent under EMU_CHECK=1 in reverse thread order" \
+        eval 'run cp_async_race_fixed EMU_CHECK=1 EMU_THREAD_ORDER=reverse && want_status 0 && want_out right && want_quiet'
 }
 
 checks_mma_wrong_layout() {

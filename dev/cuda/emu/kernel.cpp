@@ -474,6 +474,9 @@ void* static_shared(const void* key, size_t bytes, size_t align, const char* nam
     if (offset + bytes > SHARED_CAPACITY) { fatal("internal: the shared memory arena is full (%s)", name); }
     a.vars.push_back(SharedVar{key, offset, bytes, name, site});
     a.end = offset + bytes;
+#if EMU_ASAN
+    __asan_unpoison_memory_region(a.base + offset, bytes);
+#endif
     memset(a.base + offset, 0xFF, bytes);
     check_shared_region(offset, bytes, (int)a.vars.size());
     return a.base + offset;
@@ -760,6 +763,10 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
     arena.vars.clear();
     arena.static_bytes = 0;
     arena.end = g->shared_bytes;
+#if EMU_ASAN // with ASan (no access hooks): everything but the dynamic array is poisoned until placed
+    __asan_unpoison_memory_region(arena.base, SHARED_CAPACITY);
+    __asan_poison_memory_region(arena.base + g->shared_bytes, SHARED_CAPACITY - g->shared_bytes);
+#endif
     if (g->shared_bytes > 0) { memset(arena.base, 0xFF, g->shared_bytes); }
     check_block_begin(&g->info, idx, b.nthreads, arena.base, SHARED_CAPACITY);
     if (g->shared_bytes > 0) { check_shared_region(0, g->shared_bytes, 0); }

@@ -5,12 +5,12 @@
 # checkpoint at step 2 and a resume from it to step 4. Each run must end with status 0 and no
 # "cuda-emu:" report on any rank, and give the losses and norms of the same 4 steps run without
 # the checks (the checks only watch: they must not change what runs).
-# usage: dev/test/test_emu_check.sh [BIN]   (default ./train_gpt2cu_emu_check, the build with the access hooks; make emu)
+# usage: dev/test/test_emu_check.sh [BIN]   (default ./train_gpt2cu_emu_check, the build with the access hooks: make train_gpt2cu_emu_check)
 set -u
 cd "$(dirname "$0")/../.."
 source dev/test/lib.sh
 BIN=${1:-./train_gpt2cu_emu_check}
-[ -x "$BIN" ] || { echo "$BIN missing (make emu)"; echo "emu_check: 0 passed, 1 failed"; exit 1; }
+[ -x "$BIN" ] || { echo "$BIN missing (make train_gpt2cu_emu_check)"; echo "emu_check: 0 passed, 1 failed"; exit 1; }
 unset EMU_CHECK EMU_COUNTERS
 COMMON=(-e "$MODEL" "${DATA[@]}" -b 2 -t 32 -z 3 -zo 1 -wt 120)
 

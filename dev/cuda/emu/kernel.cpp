@@ -666,6 +666,7 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
         me.collective(lanes, warp0 / 32, describe_block(b) + " warp " + std::to_string(warp0 / 32) + ": " + me.what + " at " +
                                              site_text(t->site));
         for (int lane = 0; lane < 32; lane++) { w->threads[warp0 + lane].state = RUNNABLE; }
+        check_warp_sync(warp0 / 32, 0xffffffffu); // .sync: the lanes wait for each other, as at __syncwarp
         return true;
     }
     // every named lane is here: compute each one's answer

@@ -1,7 +1,7 @@
 /*
 What every load and store of a kernel is checked against, and counted for.
 
-The hooks. nvcc-cpu compiles every .cu file with GCC's ThreadSanitizer instrumentation
+The hooks. nvcc-cpu --emu-check compiles every .cu file with GCC's ThreadSanitizer instrumentation
 (-fsanitize=thread, without function entry/exit calls) but links no ThreadSanitizer runtime:
 this file implements the functions the instrumentation calls. Before each load or store that may
 touch memory outside its own stack frame, the compiled code calls __tsan_read4(address),
@@ -14,12 +14,14 @@ addr2line turns into the source line (only when a report needs it). Why this mec
   not tell them apart), and 16-byte vector accesses as one access;
 - it needs no second compiler (clang's -fsanitize-coverage=trace-loads/stores would) and no
   rewriting of source code;
-- AddressSanitizer cannot be combined with it, so --emu-asan builds have no hooks: there,
-  EMU_CHECK and EMU_COUNTERS refuse to run, and ASan itself checks the bounds.
-A hook returns at once unless its OS thread runs a block and a check or counter is on (one
+- AddressSanitizer cannot be combined with it (--emu-asan builds have no hooks).
+Programs built without --emu-check have no hooks: there EMU_CHECK and EMU_COUNTERS refuse to
+run. A hook returns at once unless its OS thread runs a block and a check or counter is on (one
 thread-local flag), so host code in .cu files, and kernels with everything off, pay one call
-per access. What the hooks do not see: memcpy/memset calls inside kernels, and code outside the
-.cu files (this library: copies, cuBLASLt and NCCL tell the checks what they touch themselves).
+per access (and the optimizations it prevents: about a quarter of a test's time, hence the
+separate builds). What the hooks do not see: memcpy/memset calls inside kernels, and code
+outside the .cu files (this library: copies, cuBLASLt and NCCL tell the checks what they touch
+themselves; ptx.cpp tells them what cp.async and ldmatrix touch, check_ptx_access).
 
 The checks (EMU_CHECK=1 for all of them, or a list: EMU_CHECK=memcheck,racecheck):
 - memcheck: a global access must lie inside one live cudaMalloc allocation, exactly

@@ -51,19 +51,24 @@ static const float STEP_NORM_RTOL = 1e-4f;
 // the rtols are the old ones (room for elements far above the rms; the atol takes no credit from
 // them). gpt2_124M sets every bound (12 layers add more roundings than tiny's 2). After each: the
 // largest simulated |err| on gpt2_124M (the larger of the two sum orders, which differ by under
-// 15% but for qkvb, 0.12 and 0.18), then the emulated CUDA build's (test_gpt2cu_emu gpt2_124M),
-// in units of the tensor's rms (wte, wpe: of the element's row rms, see EMBEDDING ROWS).
+// 30% but for qkvb, 0.13 and 0.18, and fcprojb, 4.6e-2 and 6.4e-2), then the emulated CUDA
+// build's (test_gpt2cu_emu gpt2_124M), in units of the tensor's rms (wte, wpe: of the element's
+// row rms, see EMBEDDING ROWS). The twin rounds what the tensor-core attention rounds (P before
+// P.v and dS before dS.k, dS^T.q, to bf16: llmc/attention.cuh); that raised logits, wpe, ln1w,
+// ln1b, qkvw, fcprojw and fcprojb's bounds by 4-37% over the fp32 attention's (wte, attprojw,
+// ln2w and fcb's fell by 7-13%), and the scalars below. The emulated column was measured with
+// the fp32 attention kernels (make test runs test_gpt2cu_emu on gpt2_tiny only).
 // dev/test/test_bf16_bounds.sh checks that gpt2_tiny's simulated errors stay within half these
 // bounds and that broken formulas in the simulation exceed them.
-static const Tolerance LOGITS_TOL = {0.13f, 1e-2f};  // 6.5e-2, 6.5e-2
+static const Tolerance LOGITS_TOL = {0.15f, 1e-2f};  // 7.1e-2, 6.5e-2
 static const Tolerance GRAD_TOL[NUM_PARAM_TENSORS] = {
-    {0.13f, 2e-2f},  /* wte      6.5e-2, 5.3e-2 */  {0.12f, 2e-2f},  /* wpe      5.7e-2, 5.0e-2 */
-    {0.17f, 5e-2f},  /* ln1w     8.0e-2, 7.8e-2 */  {0.15f, 5e-2f},  /* ln1b     7.4e-2, 8.1e-2 */
-    {0.53f, 2e-2f},  /* qkvw     0.26,   0.27   */  {0.36f, 5e-2f},  /* qkvb     0.18,   0.16   */
-    {0.31f, 2e-2f},  /* attprojw 0.15,   0.16   */  {0.15f, 5e-2f},  /* attprojb 7.3e-2, 9.4e-2 */
-    {0.15f, 5e-2f},  /* ln2w     7.2e-2, 7.9e-2 */  {0.11f, 5e-2f},  /* ln2b     5.5e-2, 5.7e-2 */
-    {0.31f, 2e-2f},  /* fcw      0.15,   0.13   */  {0.15f, 5e-2f},  /* fcb      7.5e-2, 6.8e-2 */
-    {0.34f, 2e-2f},  /* fcprojw  0.17,   0.16   */  {0.095f, 5e-2f}, /* fcprojb  4.7e-2, 5.4e-2 */
+    {0.12f, 2e-2f},  /* wte      6.0e-2, 5.3e-2 */  {0.13f, 2e-2f},  /* wpe      6.1e-2, 5.0e-2 */
+    {0.18f, 5e-2f},  /* ln1w     8.8e-2, 7.8e-2 */  {0.18f, 5e-2f},  /* ln1b     8.8e-2, 8.1e-2 */
+    {0.55f, 2e-2f},  /* qkvw     0.28,   0.27   */  {0.36f, 5e-2f},  /* qkvb     0.18,   0.16   */
+    {0.28f, 2e-2f},  /* attprojw 0.14,   0.16   */  {0.15f, 5e-2f},  /* attprojb 7.1e-2, 9.4e-2 */
+    {0.14f, 5e-2f},  /* ln2w     6.7e-2, 7.9e-2 */  {0.11f, 5e-2f},  /* ln2b     5.1e-2, 5.7e-2 */
+    {0.31f, 2e-2f},  /* fcw      0.15,   0.13   */  {0.13f, 5e-2f},  /* fcb      6.0e-2, 6.8e-2 */
+    {0.37f, 2e-2f},  /* fcprojw  0.18,   0.16   */  {0.13f, 5e-2f},  /* fcprojb  6.4e-2, 5.4e-2 */
     {0.071f, 5e-2f}, /* lnfw     3.5e-2, 3.5e-2 */  {0.024f, 5e-2f}, /* lnfb     1.2e-2, 1.4e-2 */
 };
 // EMBEDDING ROWS: wte and wpe are compared row by row (check_tensor_rows: atol times the rms of
@@ -103,12 +108,12 @@ static const Tolerance GRAD_TOL[NUM_PARAM_TENSORS] = {
 // gpt2_124M the twin with each of these bugs exceeds the bounds (largest share of a bound: dK 44,
 // D 14, layernorm 6.6, GELU 1.6 either way, bias 1.4) but for the dropped occurrence (0.83).
 // The scalars: 3x the largest simulated relative error (each is one draw, and draws differ: the
-// step-0 loss was off by 2.3e-5 with fp32 sums and 1.9e-6 with exact ones), rounded up to 2
+// step-0 loss was off by 2.6e-5 with fp32 sums and 1.9e-5 with exact ones), rounded up to 2
 // significant digits.
-static const float LOSS_RTOL = 6.8e-5f;      // the loss, and step 0's: 2.3e-5
-// 4.0e-3 at step 3, where the reference's gradient norm jumps to 115; the other steps 1.5e-3 at most
-static const float STEP_LOSS_RTOL = 1.2e-2f;
-static const float STEP_NORM_RTOL = 3e-2f;   // 9.8e-3 (step 7)
+static const float LOSS_RTOL = 7.8e-5f;      // the loss, and step 0's: 2.6e-5
+// 5.5e-3 at step 3, where the reference's gradient norm jumps to 115; the other steps 1.2e-3 at most
+static const float STEP_LOSS_RTOL = 1.7e-2f;
+static const float STEP_NORM_RTOL = 3.6e-2f; // 1.2e-2 (steps 5 and 9)
 #endif
 
 static void check_bitwise(const char* what, const void* a, const void* b, size_t bytes) {

@@ -796,14 +796,19 @@ static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, flo
 static void params_all_gather(GPT2* model); // stages 1-2, in the sharding section
 static void offload_update(GPT2* model, const AdamWParams* hp); // -zo 1, in the offload section
 
-// One optimizer step (t counts from 1). Stage 0 updates every element on every rank (from the
-// all-reduced gradients); stages 1-3 update their own slices, and stages 1-2 then all-gather the
-// params. Returns the gradient norm before clipping.
-float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int t) {
+static void params_wait_gathered(GPT2* model, int u); // stages 1-2, in the sharding section
+
+// One optimizer step (t counts from 1) from the gradient norm (gpt2_grad_norm). Stage 0 updates
+// every element on every rank (from the all-reduced gradients); stages 1-3 update their own
+// slices, and stages 1-2 then all-gather the params.
+static void gpt2_update_with_norm(GPT2* model, float norm, float lr, float beta1, float beta2, float eps,
+                                  float weight_decay, float grad_clip, int t) {
     const ZeroPlan* p = &model->plan;
     int rank = zero_group_rank(p, model->comm->rank);
-    float norm = gpt2_grad_norm(model);
     AdamWParams hp = {lr, beta1, beta2, eps, weight_decay, t, grad_clip_scale(norm, grad_clip)};
+    // stages 1-2: the update overwrites this rank's slices, which the last update's all-gathers
+    // read; a forward in between has waited for them, but an update need not follow one
+    for (int u = 0; u < p->layout.num_units; u++) { params_wait_gathered(model, u); }
     if (model->offload) { offload_update(model, &hp); } // the same update on the host (-zo 1)
     for (int u = 0; u < p->layout.num_units && !model->offload; u++) { // the GPU's update
         size_t off = p->layout.unit_offset[u], S = p->shard_size[u], so = p->shard_offset[u];
@@ -819,6 +824,12 @@ float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, fl
     if (p->stage == 1 || p->stage == 2) { params_all_gather(model); }
     // stage 3: the next step's gathers read the updated shard (with -zo 1 each waits for its unit's copy up)
     if (p->stage == 3) { stream_wait_for(model->comm->stream, model->stream, model->handoff); }
+}
+
+// The gradient norm, then the optimizer step; returns the norm before clipping.
+float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int t) {
+    float norm = gpt2_grad_norm(model);
+    gpt2_update_with_norm(model, norm, lr, beta1, beta2, eps, weight_decay, grad_clip, t);
     return norm;
 }
 
@@ -1003,7 +1014,7 @@ static floatX* unit_params(GPT2* model, int u) {
         // stages 1-2: the first use after an update waits for this unit's all-gather only, so the
         // forward starts while later units are still being gathered (params_all_gather)
         if (model->params_gathering[u]) {
-            cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0));
+            cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0)); // the compute waits, not the host
             model->params_gathering[u] = 0;
         }
         trace(model, model->stream, "use unit=%d", u);
@@ -1179,6 +1190,14 @@ static inline double loss_over_ranks(GPT2* model, double mine) {
     double mean = mean_over_ranks(model->comm, mine);
     trace_done(model, model->comm, COLL_SCALARS, -1);
     return mean;
+}
+
+// Stages 1-2: work queued on the compute stream from now on waits for unit u's all-gather after
+// the last update, if it has not already.
+static void params_wait_gathered(GPT2* model, int u) {
+    if (!model->params_gathering[u]) { return; }
+    cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0));
+    model->params_gathering[u] = 0;
 }
 
 // Stages 1-2: every rank updated its own slices; gather them back into the full params, all
@@ -1458,11 +1477,24 @@ static double flops_per_token(const GPT2* model, int T) {
 
 // The counters of every communicator the model uses (the world's; -zg: the group's and the
 // cross-group one), zeroed, with the step their messages name.
-static void model_reset_counters(GPT2* model, int step) {
+// carry: the collectives still running at the last step's line (stages 1-2: the parameters'
+// all-gathers after the update, which the host does not wait for: they overlap this step's
+// forward) ran in this step's time, so their stream time is kept for this step's line. Not when
+// an evaluation or a sample ran in between: their collectives are not the step's.
+static void model_reset_counters(GPT2* model, int step, int carry) {
     model->host_syncs = 0;
     Comm* comms[] = {model->comm, model->group, model->across};
     for (int i = 0; i < 3; i++) {
-        if (comms[i] != NULL) { comm_reset_counters(comms[i]); comms[i]->step = step; }
+        Comm* c = comms[i];
+        if (c == NULL || (i > 0 && c == model->comm)) { continue; } // -zg off: the group is the world
+        double before = c->busy_ms; // what the last step's line printed
+        comm_collect_times(c, 0);   // the collectives done since
+        double late = carry ? c->busy_ms - before : 0.0;
+        // comm_reset_counters, without its own collection (which would drop what finished since)
+        memset(c->bus_bytes, 0, sizeof(c->bus_bytes));
+        memset(c->calls, 0, sizeof(c->calls));
+        c->busy_ms = late;
+        c->step = step;
     }
 }
 
@@ -1470,7 +1502,7 @@ static void model_reset_counters(GPT2* model, int step) {
 // different batches; every rank runs the same number, so the collectives match).
 static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     dataloader_reset(val);
-    model_reset_counters(model, model->comm->step);
+    model_reset_counters(model, model->comm->step, 0);
     int n = (int)dataloader_num_batches(val);
     if (max_steps >= 0 && max_steps < n) { n = max_steps; }
     double sum = 0.0;
@@ -1524,15 +1556,18 @@ static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr
     model->loss_slot = 0;
     grads_finish_reduction(model);
     trace(model, model->stream, "update_begin");
-    *norm = gpt2_update(model, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args->weight_decay, args->grad_clip, step + 1);
-    trace(model, model->stream, "update_end");
-    wait_for_gpu(model, "the update"); // the losses' copies were queued before it
+    *norm = gpt2_grad_norm(model); // the host waits for the GPU: the losses' copies ran before it
     double loss_sum = 0.0; // each micro-step's mean in order, as one at a time would add them
     size_t BT = (size_t)args->B * args->T;
     for (int micro = 0; micro < grad_accum; micro++) {
         loss_sum += mean_of_losses(model->losses_host + (size_t)micro * model->B * model->T, BT);
     }
+    // the loss's scalar all-gather before the update: behind stages 1-2's parameter all-gathers
+    // on the comm stream it would make the host wait for all of them
     float loss = (float)loss_over_ranks(model, loss_sum / grad_accum);
+    gpt2_update_with_norm(model, *norm, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args->weight_decay, args->grad_clip, step + 1);
+    trace(model, model->stream, "update_end");
+    wait_for_gpu(model, "the update"); // the compute stream only: stages 1-2's all-gathers go on
     trace_step_end(model);
     return loss;
 }
@@ -1556,26 +1591,31 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
     Comm* comm = model->comm;
     double flops_per_gpu_step = flops_per_token(model, args->T) * sz->total_batch / comm->world_size;
     gpt2_reserve_loss_slots(model, sz->grad_accum);
+    int other_comm = 1; // collectives other than a step's ran since the last step line (evaluation, sampling, a checkpoint)
     for (int step = start_step; step <= max_steps; step++) {
         int last = step == max_steps;
         if (args->val_every > 0 && (step % args->val_every == 0 || last)) {
+            other_comm = 1;
             float val_loss = evaluate(model, val, args->val_max_steps);
             if (comm->rank == 0) { printf("val loss %f\n", val_loss); }
             if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
         }
         // -h 1: HellaSwag with the val loss (with -v 0: only after the last step)
         if (hellaswag != NULL && ((args->val_every > 0 && step % args->val_every == 0) || last)) {
+            other_comm = 1;
             int correct;
             float acc = evaluate_hellaswag(model, hellaswag, &correct);
             if (comm->rank == 0) { printf("HellaSwag: %d/%d = %f\n", correct, hellaswag->num_examples, acc); }
             if (logfile) { fprintf(logfile, "s:%d eval:%.4f\n", step, acc); fflush(logfile); }
         }
         if (args->sample_every > 0 && ((step > 0 && step % args->sample_every == 0) || last)) {
+            other_comm = 1;
             gpt2_sample(model, tokenizer, sample_rng, args->gen_len);
         }
         if (last) { break; }
         double t0 = now_seconds();
-        model_reset_counters(model, step + 1);
+        model_reset_counters(model, step + 1, !other_comm);
+        other_comm = 0;
         model->pcie_bytes[0] = model->pcie_bytes[1] = 0.0;
         float lr = lr_cosine(step, args->lr, args->warmup, max_steps, args->final_lr_frac);
         float norm;
@@ -1583,7 +1623,8 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
         double dt = now_seconds() - t0;
         double busy_ms = 0.0; // on the one communication stream, over the communicators
         Comm* comms[] = {comm, model->group != comm ? model->group : NULL, model->across};
-        for (int i = 0; i < 3; i++) { if (comms[i] != NULL) { comm_collect_times(comms[i], 1); busy_ms += comms[i]->busy_ms; } }
+        // without waiting: stages 1-2's parameter all-gathers are still running (the next step counts them)
+        for (int i = 0; i < 3; i++) { if (comms[i] != NULL) { comm_collect_times(comms[i], 0); busy_ms += comms[i]->busy_ms; } }
         if (comm->rank == 0) {
             printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s", step + 1, max_steps, loss, norm, lr,
                    dt * 1000, sz->total_batch / dt);
@@ -1602,6 +1643,7 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
         }
         if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
         if (args->checkpoint_every > 0 && (step + 1) % args->checkpoint_every == 0) {
+            other_comm = 1;
             save_checkpoint(model, train, sample_rng, step + 1, args->output_dir, args->checkpoint_keep);
         }
     }

@@ -223,10 +223,10 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight,
 // `scratch` of matmul_dbias_scratch_floats(OC) floats)
 static void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                             const floatX* inp, const floatX* weight, int BT, int C, int OC, cudaStream_t stream) {
+    if (dbias != NULL) { check_aligned16(dout, "dout", "matmul_backward's dbias"); } // before anything is queued
     matmul_cublaslt(dinp, weight, dout, NULL, C, BT, OC, 0, 0, 0, stream);
     matmul_cublaslt(dweight, inp, dout, NULL, C, OC, BT, 0, 1, 1, stream);
     if (dbias != NULL) {
-        check_aligned16(dout, "dout", "matmul_backward's dbias");
         dim3 grid(ceil_div(packs_of(OC), DBIAS_PACKS), DBIAS_CHUNKS), block(DBIAS_PACKS, DBIAS_ROWS);
         dbias_partial_kernel<<<grid, block, 0, stream>>>(scratch, dout, BT, OC);
         cudaCheckLaunch();

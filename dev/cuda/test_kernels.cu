@@ -1532,16 +1532,52 @@ static int run_bench(const BenchShape* s, const cudaDeviceProp* prop) {
 // ----------------------------------------------------------------------------
 // command line and main
 
+// ----------------------------------------------------------------------------
+// --misaligned KERNEL: the 16-byte kernels' launchers refuse a pointer that is not 16-byte
+// aligned (one element past an allocation's start) with a message naming it, and exit 1 before
+// any launch; dev/test/test_step_sync.sh runs each and checks the message. Returns only if the
+// launcher accepted the pointer (a failed check).
+
+static const char* const MISALIGNED_KERNELS[] = {"gelu", "layernorm", "layernorm_backward", "encoder", "dbias", "classifier"};
+
+static int run_misaligned(const char* kernel) {
+    const int N = 4, C = 64, V = 100, Vp = 128;
+    floatX* a = (floatX*)device_alloc((size_t)N * Vp * sizeof(floatX) + 16);
+    floatX* b = (floatX*)device_alloc((size_t)N * Vp * sizeof(floatX) + 16);
+    floatX* w = (floatX*)device_alloc(Vp * sizeof(floatX) + 16);
+    float* stats = (float*)device_alloc((size_t)N * Vp * sizeof(float) + 16);
+    int* tokens = (int*)device_alloc(N * sizeof(int)); // zeros: token 0 everywhere
+    int host_tokens[N] = {0, 0, 0, 0};
+    floatX* off = a + 1; // 2 or 4 bytes past a 256-byte boundary
+    if (strcmp(kernel, "gelu") == 0) { gelu_forward(off, b, (size_t)N * C, g_stream); }
+    else if (strcmp(kernel, "layernorm") == 0) { layernorm_forward(b, stats, stats, off, w, w, N, C, g_stream); }
+    else if (strcmp(kernel, "layernorm_backward") == 0) {
+        layernorm_backward(off, w, w, stats, b, b, w, stats, stats, N, C, g_stream);
+    } else if (strcmp(kernel, "encoder") == 0) {
+        EncoderBackwardScratch scratch;
+        encoder_backward_scratch_init(&scratch, 1, N);
+        encoder_backward(off, w, b, host_tokens, 1, N, C, &scratch, g_stream);
+    } else if (strcmp(kernel, "dbias") == 0) {
+        matmul_backward(b, w, w, stats, off, b, w, N, 1, C, g_stream); // dbias reads dout = off
+    } else if (strcmp(kernel, "classifier") == 0) { fused_classifier(off, stats, tokens, 1.0f, N, V, Vp, 1, g_stream); }
+    else { fail("--misaligned: unknown kernel '%s'", kernel); }
+    cudaCheck(cudaStreamSynchronize(g_stream));
+    printf("FAIL --misaligned %s: the launcher accepted a pointer 1 element past a 16-byte boundary\n", kernel);
+    return 1;
+}
+
 static const char* USAGE =
-    "usage: test_kernels [--only FAMILY | --bench [-b B] [-t T] [--csv FILE]]\n"
+    "usage: test_kernels [--only FAMILY | --bench [-b B] [-t T] [--csv FILE] | --misaligned KERNEL]\n"
     "  (no flags)  every CUDA kernel against its CPU twin, and twice for the same bits\n"
     "  --only F    the same for one family F of kernels (encoder, layernorm, ..., global_norm)\n"
     "  --bench     time each kernel at the GPT-2 124M training shape against its floor\n"
     "  -b B        --bench batch size (default 8)\n"
     "  -t T        --bench sequence length (default 1024)\n"
-    "  --csv FILE  --bench: also write the rows to FILE as CSV (kernel,ms,bytes,flops)";
+    "  --csv FILE  --bench: also write the rows to FILE as CSV (kernel,ms,bytes,flops)\n"
+    "  --misaligned KERNEL   launch KERNEL (gelu, layernorm, layernorm_backward, encoder, dbias, classifier)\n"
+    "              with a pointer off a 16-byte boundary: it must be refused (exit 1 with a message)";
 
-static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
+static void parse_args(int argc, char** argv, int* bench, BenchShape* shape, const char** misaligned) {
     int shape_given = 0;
     const char* csv_path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1555,6 +1591,12 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
             char list[256];
             snprintf(list, sizeof(list), ", %s,", FAMILIES);
             if (strstr(list, padded) == NULL) { fail("flag --only expects a kernel family (%s), got '%s'", FAMILIES, g_only); }
+        } else if (strcmp(argv[i], "--misaligned") == 0) {
+            if (i + 1 >= argc) { fail("flag --misaligned needs a kernel name\n%s", USAGE); }
+            int known = 0;
+            for (size_t k = 0; k < COUNT_OF(MISALIGNED_KERNELS); k++) { known |= strcmp(argv[i + 1], MISALIGNED_KERNELS[k]) == 0; }
+            if (!known) { fail("flag --misaligned %s: expected one of gelu, layernorm, layernorm_backward, encoder, dbias, classifier", argv[i + 1]); }
+            *misaligned = argv[++i];
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "-t") == 0) {
             if (i + 1 >= argc) { fail("flag %s needs a value\n%s", argv[i], USAGE); }
             char* end = NULL;
@@ -1579,6 +1621,7 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
     }
     if (shape_given && !*bench) { fail("-b, -t and --csv are options of the benchmark: add --bench"); }
     if (g_only != NULL && *bench) { fail("--only applies to the correctness checks, not to --bench"); }
+    if (*misaligned != NULL && (*bench || g_only != NULL)) { fail("--misaligned runs alone: not with --bench or --only"); }
     if (csv_path != NULL) {
         g_bench_csv = fopenCheck(csv_path, "w");
         fprintf(g_bench_csv, "kernel,ms,bytes,flops\n");
@@ -1587,8 +1630,9 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
 
 int main(int argc, char** argv) {
     int bench = 0;
+    const char* misaligned = NULL;
     BenchShape shape = {8, 1024, 768, 12, 50257, 50304}; // GPT-2 124M
-    parse_args(argc, argv, &bench, &shape);
+    parse_args(argc, argv, &bench, &shape, &misaligned);
 
     int devices = 0;
     cudaError_t err = cudaGetDeviceCount(&devices);
@@ -1605,7 +1649,7 @@ int main(int argc, char** argv) {
     cudaCheck(cudaStreamCreate(&g_stream));
     matmul_init(NULL);
 
-    int status = bench ? run_bench(&shape, &prop) : run_correctness();
+    int status = misaligned != NULL ? run_misaligned(misaligned) : bench ? run_bench(&shape, &prop) : run_correctness();
 
     matmul_free();
     cudaCheck(cudaStreamDestroy(g_stream));

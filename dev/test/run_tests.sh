@@ -91,6 +91,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
     run_test "emulated ZeRO stages over NCCL (eager schedule)" env EMU_SCHEDULE=eager bash dev/test/test_zero_emu.sh
     run_test "emulated optimizer offload -zo 1 (random schedule)" env EMU_SCHEDULE=random EMU_SEED=3 bash dev/test/test_offload_emu.sh
+    run_test "emulated launches and host syncs per step, 16-byte alignment refused" bash dev/test/test_step_sync.sh
     run_test "-z auto (emulated CUDA)" env TRAIN=./train_gpt2cu_emu EMU_THREADS=2 bash dev/test/test_zero_auto.sh
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu
     run_test "unit size -zu K (emulated CUDA, fp32 and bf16)" env UNIT_SIZE_SECTIONS=D bash dev/test/test_unit_size.sh

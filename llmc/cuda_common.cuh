@@ -97,7 +97,14 @@ template <typename T>
 __host__ __device__ inline void store128(T* p, const Pack128<T>& x) {
     int4 bits;
     memcpy(&bits, &x, sizeof(bits));
-    *reinterpret_cast<int4*>(p) = bits;
+#if defined(__CUDA_ARCH__)
+    // __stwb is the default (write-back) store as an intrinsic: one st.global.wb.v4. A plain
+    // assignment is the same store, but nvcc (CUDA 13) splits it into four 4-byte stores where the
+    // value was assembled from bf16 halves (encoder_forward_kernel's PTX showed st.global.v2.u16 x 4)
+    __stwb(reinterpret_cast<int4*>(p), bits);
+#else
+    *reinterpret_cast<int4*>(p) = bits; // the host (tests' replays) and the CPU emulator
+#endif
 }
 
 // Pack k of the n elements at base: elements [k*size, min(n, (k+1)*size)), zeros past n. One

@@ -60,7 +60,11 @@ __host__ __device__ inline float layernorm_dinp(float dnorm, float norm, float d
 // ----------------------------------------------------------------------------
 // launch shapes
 
-#define LAYERNORM_MAX_C 4096      // one pack per thread and at most 1024 threads: 4096 fp32 (8192 bf16) channels
+// At most 512 threads, so each may hold 128 registers (65536 per SM): the backward keeps a pack
+// of weight, dweight and dbias terms and of the row's values: 78-80 registers in bf16 (ptxas -v, sm_80 and
+// sm_90: no spills; with 1024 threads the cap of 64 made it spill).
+#define LAYERNORM_MAX_THREADS 512
+#define LAYERNORM_MAX_C (LAYERNORM_MAX_THREADS * PACKX_SIZE) // one pack per thread: 4096 bf16, 2048 fp32 channels
 #define LAYERNORM_BWD_ROWS 32     // rows per block of the backward: one chunk of the dweight/dbias column sums
 
 // Threads per block: one per pack of the row, rounded up to whole warps (block_sum needs them).
@@ -72,7 +76,7 @@ static inline int layernorm_backward_chunks(int N) { return ceil_div(N, LAYERNOR
 static void layernorm_check_shape(int N, int C, const char* who) {
     if (N < 1 || C < 1 || C > LAYERNORM_MAX_C) {
         fail("%s: N=%d rows of C=%d channels is not supported (need N >= 1 and 1 <= C <= %d: one thread per "
-             "16-byte pack of a row, at most 1024 threads)", who, N, C, LAYERNORM_MAX_C);
+             "16-byte pack of a row, at most %d threads)", who, N, C, LAYERNORM_MAX_C, LAYERNORM_MAX_THREADS);
     }
 }
 
@@ -84,7 +88,7 @@ static void layernorm_check_shape(int N, int C, const char* who) {
 // and written to `residual` first, and the statistics are taken from the rounded values, so the
 // backward (which reads `residual`) sees the same numbers. Each pack is read and then written by
 // the same thread, so residual may be inp1 or inp2.
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(LAYERNORM_MAX_THREADS)
 layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* residual, const floatX* inp1,
                          const floatX* inp2, const floatX* weight, const floatX* bias, int C) {
     __shared__ float warp_sums[32];
@@ -168,7 +172,7 @@ static void fused_residual_layernorm_forward(floatX* residual, floatX* normed, f
 // grid layernorm_backward_chunks(N), block layernorm_threads(C). Block b takes the rows
 // [b * LAYERNORM_BWD_ROWS, ...) in order; thread t owns pack t of each (see the top). dinp (N,C) +=;
 // partial[b][0][col] = the chunk's sum of norm * dout (dweight), partial[b][1][col] = of dout (dbias).
-__global__ void __launch_bounds__(1024)
+__global__ void __launch_bounds__(LAYERNORM_MAX_THREADS)
 layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* weight,
                           const float* mean, const float* rstd, int N, int C) {
     __shared__ float warp_sums[32];

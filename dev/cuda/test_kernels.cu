@@ -388,7 +388,7 @@ static const LayernormShape LAYERNORM_SHAPES[] = {
     {37, 50},              // C not a multiple of the pack (8 bf16, 4 fp32): unaligned rows, element by element
     {64, 68},              // C a multiple of fp32's pack, not of bf16's: a partial last pack
     {70, 64},              // the tiny model's C: 8 bf16 packs, so 24 of the block's 32 threads only join the sums
-    {5, LAYERNORM_MAX_C},  // the largest C: 1024 threads of fp32 packs
+    {5, LAYERNORM_MAX_C},  // the largest C: LAYERNORM_MAX_THREADS threads, one pack each
 };
 
 static const LayernormShape FUSED_RESIDUAL_SHAPES[] = {{128, 768}, {127, 96}, {37, 50}};

@@ -70,6 +70,7 @@ if [ -x ./train_gpt2cu ]; then
     run_test "bf16 attention on tensor cores: PTX and ptxas spills (sm_80, sm_90)" bash dev/test/test_attention_ptx.sh
     run_test "CUDA layernorm, encoder, GELU math (host)" ./dev/test/test_layers_host
     run_test "CUDA classifier, AdamW, norm math (host)" ./dev/test/test_update_host
+    run_test "16-byte kernels: PTX vector loads and stores, no spills (nvcc, ptxas)" bash dev/test/test_ptx_16byte.sh
     run_test "train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu bash dev/test/test_bad_input.sh
 else
     echo "=== CUDA tests skipped: no train_gpt2cu (nvcc not found when building)"

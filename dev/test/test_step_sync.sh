@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Launches and host waits per optimizer step of the CUDA trainer, and the 16-byte alignment its
 # kernels rely on, on the CPU emulator (dev/cuda/emu), tiny model, micro-steps of B=2 x T=32:
-#  A. one rank, 4 micro-steps per step (-d 256), 1 and 2 blocks per unit (-zu): from the
+#  A. one rank, 2 micro-steps per step (-d 128), 1 and 2 blocks per unit (-zu): from the
 #     emulator's trace of every op (EMU_TRACE=1), each step launches AdamW once per unit (the
 #     start-up table's units: 3, then 2; the old update launched once per tensor, 4 + 12 L = 28),
 #     the norm's two kernels once (not twice per unit), and the layernorm backward as two kernels
@@ -74,9 +74,9 @@ check_steps() {
         || bad "$name: host syncs per step '$(syncs "$name" | tr '\n' ' ')', want 2 (the norm and the step's end)"
 }
 
-echo "--- A. one rank: launches and host syncs per step (4 micro-steps)"
-one zu1 $BF16 -x 2 -d 256 && check_steps zu1 4
-one zu2 $BF16 -x 2 -d 256 -zu 2 && check_steps zu2 4
+echo "--- A. one rank: launches and host syncs per step (2 micro-steps)"
+one zu1 $BF16 -x 2 -d 128 && check_steps zu1 2
+one zu2 $BF16 -x 2 -d 128 -zu 2 && check_steps zu2 2
 
 echo "--- B. stages 1-2 wait per unit for their all-gathers: stage 0's bits under the lazy schedule (2 ranks, fp32)"
 # run NAME BIN ARGS...: two ranks (-pn) into $tmp/NAME; rank 0's output (and trace) in NAME.txt
@@ -98,9 +98,9 @@ same_run() { # same final model, losses and norms
     [ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b" && [ -n "$(losses "$1")" ] &&
         [ "$(losses "$1")" = "$(losses "$2")" ] && [ "$(norms "$1")" = "$(norms "$2")" ]
 }
-run z0 $FP32 -z 0 -x 2 -d 256 || bad "stage 0 ran"
+run z0 $FP32 -z 0 -x 2 -d 128 || bad "stage 0 ran"
 for z in 1 2; do
-    run z$z $FP32 -z $z -x 2 -d 256 || { bad "stage $z ran"; continue; }
+    run z$z $FP32 -z $z -x 2 -d 128 || { bad "stage $z ran"; continue; }
     same_run z$z z0 && ok "stage $z, lazy schedule: stage 0's losses, norms and model bytes ($(losses z$z | tr '\n' ' '))" \
         || { bad "stage $z differs from stage 0"; paste <(losses z$z) <(losses z0) <(norms z$z) <(norms z0); }
     u=$(units z$z)
@@ -127,13 +127,13 @@ else bad "building the mutant carve8"; fi
 
 echo "--- D. mutants"
 if [ -x "$tmp/bin_sync_per_micro" ]; then
-    one sync_per_micro "$tmp/bin_sync_per_micro" -x 2 -d 256
+    one sync_per_micro "$tmp/bin_sync_per_micro" -x 2 -d 128
     s=$(syncs sync_per_micro | tr '\n' ' ')
     [ -n "$s" ] && [ "$s" != "2 2 " ] && ok "a host wait per micro-step is seen: $s host syncs per step, not 2" \
         || bad "a host wait per micro-step not seen ('$s')"
 else bad "building the mutant sync_per_micro"; fi
 if [ -x "$tmp/bin_no_unit_wait" ]; then
-    run no_unit_wait "$tmp/bin_no_unit_wait" -z 1 -x 2 -d 256 > /dev/null 2>&1
+    run no_unit_wait "$tmp/bin_no_unit_wait" -z 1 -x 2 -d 128 > /dev/null 2>&1
     [ -n "$(losses no_unit_wait)" ] && [ -n "$(losses z0)" ] && [ "$(losses no_unit_wait) $(norms no_unit_wait)" != "$(losses z0) $(norms z0)" ] \
         && ok "stage 1 without the compute's wait for a unit's all-gather trains differently: $(losses no_unit_wait | tr '\n' ' ')vs $(losses z0 | tr '\n' ' ')" \
         || bad "stage 1 without the per-unit wait: not seen ($(losses no_unit_wait | tr '\n' ' '))"

@@ -175,7 +175,9 @@ static size_t matmul_dbias_scratch_floats(int OC) { return (size_t)DBIAS_CHUNKS 
 // sum of dout[row][col] over the chunk's rows, each warp taking every 8th row, the 8 warps then
 // added in order. Bytes moved: dout read once (16 bytes per thread and row), 4 x 64 x OC written.
 __global__ void dbias_partial_kernel(float* partial, const floatX* dout, int BT, int OC) {
-    __shared__ float sums[DBIAS_ROWS][DBIAS_PACKS][PACKX_SIZE];
+    // [row lane][element of the pack][pack]: a warp's 32 lanes store and load 32 consecutive floats
+    // per element, one wavefront each (with the pack innermost, lanes 32 bytes apart would share banks)
+    __shared__ float sums[DBIAS_ROWS][PACKX_SIZE][DBIAS_PACKS];
     size_t g = (size_t)blockIdx.x * DBIAS_PACKS + threadIdx.x;
     int first = (int)g * PACKX_SIZE;
     bool aligned = OC % PACKX_SIZE == 0; // then every row of dout starts 16-byte aligned
@@ -189,12 +191,12 @@ __global__ void dbias_partial_kernel(float* partial, const floatX* dout, int BT,
             for (int j = 0; j < PACKX_SIZE; j++) { s[j] += to_float(d.v[j]); }
         }
     }
-    for (int j = 0; j < PACKX_SIZE; j++) { sums[threadIdx.y][threadIdx.x][j] = s[j]; }
+    for (int j = 0; j < PACKX_SIZE; j++) { sums[threadIdx.y][j][threadIdx.x] = s[j]; }
     __syncthreads();
     if (threadIdx.y == 0 && first < OC) {
         for (int j = 0; j < PACKX_SIZE && first + j < OC; j++) {
             float total = 0.0f;
-            for (int w = 0; w < DBIAS_ROWS; w++) { total += sums[w][threadIdx.x][j]; }
+            for (int w = 0; w < DBIAS_ROWS; w++) { total += sums[w][j][threadIdx.x]; }
             partial[(size_t)blockIdx.y * OC + first + j] = total;
         }
     }

@@ -14,15 +14,16 @@ Pack128 in cuda_common.cuh), and a block has one thread per pack, rounded up to 
             its pack of dout, inp and dinp once, the block sums give the row means of dnorm and
             dnorm * norm, and the thread writes dinp back and adds its columns' dweight/dbias
             terms to its registers. After its rows, the block writes those column sums (one
-            chunk) to `scratch`; a second small kernel adds the chunks in chunk order, one
-            thread per column. No atomics, so two runs give the same bits (and the same bits on
+            chunk) to `scratch`; a second small kernel adds the chunks in a fixed order (32
+            lanes per column, each summing every 32nd chunk, then the lanes in order). No atomics, so two runs give the same bits (and the same bits on
             any GPU: the chunking depends on N only, not on the number of SMs).
 Bytes moved per row (floatX = 2 bytes in bf16): forward 2C read + 2C written (+2C read and 2C
 written fused with the residual); backward 6C read (dout, inp, dinp) + 2C written, plus the
 chunk sums, 2 x 4C bytes per LAYERNORM_BWD_ROWS rows.
 
 Every reduction has a fixed order: each thread sums its pack's columns in increasing order, then
-block_sum's butterflies (cuda_common.cuh); the column sums go row by row, then chunk by chunk.
+block_sum's butterflies (cuda_common.cuh); the column sums go row by row within a chunk, then
+chunk lane by chunk lane.
 dev/test/test_layers_host.cu replays exactly these orders on the host with the helpers below and
 compares them with train_gpt2.c.
 */
@@ -225,17 +226,34 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
     }
 }
 
-// one thread per column: dweight[col], dbias[col] += the chunks' partial sums, in chunk order
-__global__ void layernorm_backward_dweight_kernel(floatX* dweight, floatX* dbias, const float* partial, int chunks, int C) {
-    int col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= C) { return; }
+// grid ceil(C / 32), block (32, LAYERNORM_CHUNK_LANES): dweight[col], dbias[col] += the chunks'
+// partial sums. Chunk lane y sums chunks y, y + 32, ... in order (a warp reads 32 neighbouring
+// columns of a chunk: 128 bytes), then the 32 lanes are added in order. With one thread per column
+// and 1024 chunks (GPT-2 124M, B*T = 32768) only C threads would walk 1024 loads each.
+#define LAYERNORM_CHUNK_LANES 32
+__global__ void __launch_bounds__(32 * LAYERNORM_CHUNK_LANES)
+layernorm_backward_dweight_kernel(floatX* dweight, floatX* dbias, const float* partial, int chunks, int C) {
+    __shared__ float dw_lanes[LAYERNORM_CHUNK_LANES][32], db_lanes[LAYERNORM_CHUNK_LANES][32];
+    int col = blockIdx.x * 32 + threadIdx.x;
     float dw = 0.0f, db = 0.0f;
-    for (int chunk = 0; chunk < chunks; chunk++) {
-        dw += partial[(size_t)chunk * 2 * C + col];
-        db += partial[(size_t)chunk * 2 * C + C + col];
+    if (col < C) {
+        for (int chunk = threadIdx.y; chunk < chunks; chunk += LAYERNORM_CHUNK_LANES) {
+            dw += partial[(size_t)chunk * 2 * C + col];
+            db += partial[(size_t)chunk * 2 * C + C + col];
+        }
     }
-    dweight[col] = from_float(to_float(dweight[col]) + dw);
-    dbias[col] = from_float(to_float(dbias[col]) + db);
+    dw_lanes[threadIdx.y][threadIdx.x] = dw;
+    db_lanes[threadIdx.y][threadIdx.x] = db;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < C) {
+        float dw_total = 0.0f, db_total = 0.0f;
+        for (int y = 0; y < LAYERNORM_CHUNK_LANES; y++) {
+            dw_total += dw_lanes[y][threadIdx.x];
+            db_total += db_lanes[y][threadIdx.x];
+        }
+        dweight[col] = from_float(to_float(dweight[col]) + dw_total);
+        dbias[col] = from_float(to_float(dbias[col]) + db_total);
+    }
 }
 
 // floats of device scratch that layernorm_backward needs: (chunks, 2, C) partial sums
@@ -259,7 +277,8 @@ static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
     layernorm_backward_kernel<<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
                                                                            rstd, N, C);
     cudaCheckLaunch();
-    layernorm_backward_dweight_kernel<<<ceil_div(C, 256), 256, 0, stream>>>(dweight, dbias, scratch, chunks, C);
+    dim3 lanes(32, LAYERNORM_CHUNK_LANES);
+    layernorm_backward_dweight_kernel<<<ceil_div(C, 32), lanes, 0, stream>>>(dweight, dbias, scratch, chunks, C);
     cudaCheckLaunch();
 }
 

@@ -109,7 +109,7 @@ static void layernorm_forward_row_host(float* out, float* mean, float* rstd, con
 
 // layernorm_backward_kernel and layernorm_backward_dweight_kernel: the rows in chunks of
 // LAYERNORM_BWD_ROWS; per row the threads' sums and the block sums, dinp (before the kernel's
-// rounding to floatX) +=, each column's dweight/dbias terms in row order; then the chunks in order
+// rounding to floatX) +=, each column's dweight/dbias terms in row order; then the chunks, by lane
 static void layernorm_backward_host(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                     const float* weight, const float* mean, const float* rstd, int N, int C) {
     int nthreads = layernorm_threads(C), chunks = layernorm_backward_chunks(N);
@@ -145,11 +145,16 @@ static void layernorm_backward_host(float* dinp, float* dweight, float* dbias, c
             }
         }
     }
-    for (int col = 0; col < C; col++) {
+    for (int col = 0; col < C; col++) { // layernorm_backward_dweight_kernel: chunk lanes, then the lanes in order
         float dw = 0.0f, db = 0.0f;
-        for (int chunk = 0; chunk < chunks; chunk++) {
-            dw += partial[(size_t)chunk * 2 * C + col];
-            db += partial[(size_t)chunk * 2 * C + C + col];
+        for (int y = 0; y < LAYERNORM_CHUNK_LANES; y++) {
+            float dw_lane = 0.0f, db_lane = 0.0f;
+            for (int chunk = y; chunk < chunks; chunk += LAYERNORM_CHUNK_LANES) {
+                dw_lane += partial[(size_t)chunk * 2 * C + col];
+                db_lane += partial[(size_t)chunk * 2 * C + C + col];
+            }
+            dw += dw_lane;
+            db += db_lane;
         }
         dweight[col] += dw;
         dbias[col] += db;

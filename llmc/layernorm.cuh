@@ -233,7 +233,8 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
 #define LAYERNORM_CHUNK_LANES 32
 __global__ void __launch_bounds__(32 * LAYERNORM_CHUNK_LANES)
 layernorm_backward_dweight_kernel(floatX* dweight, floatX* dbias, const float* partial, int chunks, int C) {
-    __shared__ float dw_lanes[LAYERNORM_CHUNK_LANES][32], db_lanes[LAYERNORM_CHUNK_LANES][32];
+    __shared__ float dw_lanes[LAYERNORM_CHUNK_LANES][32];
+    __shared__ float db_lanes[LAYERNORM_CHUNK_LANES][32];
     int col = blockIdx.x * 32 + threadIdx.x;
     float dw = 0.0f, db = 0.0f;
     if (col < C) {

@@ -409,9 +409,11 @@ DERIVED_FROM = {
 }
 # Kernels checked unchanged (body and launch) in a later version of their header: the row-dot of
 # the attention backward is the same in branch attn's llmc/attention.cuh (b654100), whose other
-# kernels moved to tensor cores and are costed from the emulator's counters instead.
+# kernels moved to tensor cores and are costed from the emulator's counters instead; main's
+# (6f2061f) only moved the AttRowsA struct above the products that use it.
 KERNEL_DERIVED_FROM = {
-    "attention_backward_rowdot_kernel": {"9b8e04fd5dda": "b654100 (kernel and launch unchanged)"},
+    "attention_backward_rowdot_kernel": {"9b8e04fd5dda": "b654100 (kernel and launch unchanged)",
+                                         "c3e96622e206": "6f2061f (kernel and launch unchanged)"},
 }
 HEADER_OF = {
     "encoder_": "llmc/encoder.cuh", "layernorm_": "llmc/layernorm.cuh", "dbias_": "llmc/matmul.cuh",

@@ -177,6 +177,23 @@ for stage in range(4):
     p = plan[stage]
     check(rs == float(p["reduce_scatter"]) and ag == float(p["all_gather"]) and calls == (int(p["rs_calls"]), int(p["ag_calls"])),
           "stage %d at N=8: the timeline's collectives = zero_plan_print's bytes and calls (%d RS, %d AG)" % (stage, *calls))
+# stages 1-2 (train_gpt2.cu params_all_gather, unit_params): after the update every unit's
+# all-gather is queued and the compute does not wait for them; the next forward waits for each
+# unit's own at its first use: one wait per unit, each before the unit's first compute
+def per_unit_waits(ev, units):
+    first_use = {0: "compute encoder"}
+    first_use.update({u: "compute block %d" % u for u in range(1, units)})
+    lines = [" ".join(e) for e in ev]
+    upd = lines.index("compute update")
+    return (all(lines.count("wait_gather %d" % u) == 1 and lines.index("wait_gather %d" % u) + 1 == lines.index(first_use[u])
+                for u in range(units)) and "compute_waits_comm" not in lines[upd:])
+
+
+for stage in (1, 2):
+    check(per_unit_waits(zero_step.walk_events(stage, 8, 12), 13),
+          "stage %d at N=8: the compute waits for each unit's all-gather at its first use, not for all after the update" % stage)
+old_schedule = [e for e in zero_step.walk_events(1, 8, 12) if e[0] != "wait_gather"] + [["compute_waits_comm"]]
+mutant_caught("stage 1 waiting for every all-gather after the update (before issue 22)", lambda: per_unit_waits(old_schedule, 13))
 _, units8 = pm.layout(kc.Shape(32, 1024), 8)
 check(sum(units8) * 2 == int(plan[0]["params"]), "the model's padded units at N=8 = the plan's parameter bytes / 2")
 mutant_caught("a layout without lnf's 2 C parameters", lambda: (sum(units8) - 2 * 768) * 2 == int(plan[0]["params"]))

@@ -469,8 +469,9 @@ def predict(counts, dev, B, T):
 BENCH_MATMULS = [("qkv", 1, 3, True), ("attproj", 1, 1, True), ("fc", 1, 4, True), ("fcproj", 4, 1, True), ("lm head", 1, None, False)]
 
 
-def bench_rows(S):
-    """{row name: [Launch]} as test_kernels --bench names its rows."""
+def bench_rows(S, traced=()):
+    """{row name: [Launch]} as test_kernels --bench names its rows; traced: the kernels the tree's
+    step launches, which say which version of a row's launcher the tree has."""
     K = lambda name, **ctx: Launch("kernel", name, "bench", ctx)  # noqa: E731
     G = lambda m, n, k, bias=False, acc=False: Launch("gemm", "cublasLt", "bench", {"m": m, "n": n, "k": k, "bias": bias, "accumulate": acc})  # noqa: E731
     BT, C = S.BT, S.C
@@ -480,8 +481,11 @@ def bench_rows(S):
                                                          K("encoder_backward_dwte_kernel"), K("encoder_backward_dwpe_kernel")]
     rows["layernorm_forward"] = [K("layernorm_forward_kernel", fused=False)]
     rows["fused_residual_layernorm_forward"] = [K("layernorm_forward_kernel", fused=True)]
-    rows["layernorm_backward"] = [K("layernorm_backward_dinp_kernel"), K("layernorm_backward_dweight_partial_kernel"),
-                                  K("layernorm_backward_dweight_finish_kernel")]
+    if "layernorm_backward_kernel" in traced:  # issue 22: one pass, then the column sums
+        rows["layernorm_backward"] = [K("layernorm_backward_kernel"), K("layernorm_backward_dweight_kernel")]
+    else:
+        rows["layernorm_backward"] = [K("layernorm_backward_dinp_kernel"), K("layernorm_backward_dweight_partial_kernel"),
+                                      K("layernorm_backward_dweight_finish_kernel")]
     for name, cin, cout, bias in BENCH_MATMULS:
         Kin, OC = cin * C, (cout * C if cout else S.Vp)
         rows["matmul_forward %s (%d->%d)" % (name, Kin, OC)] = [G(OC, BT, Kin, bias)]
@@ -510,7 +514,7 @@ def bench_predictions(counts, dev, B, T):
     S = kc.Shape(B, T, distinct_tokens=int(V * (1 - (1 - 1 / V) ** BT)), max_bucket=8, **cfg)
     traced = {op["name"] for op in counts["step_ops"] if op["op"] == "kernel"}
     out = OrderedDict()
-    for row, launches in bench_rows(S).items():
+    for row, launches in bench_rows(S, traced).items():
         if any(l.kind == "kernel" and l.name not in traced for l in launches):
             continue
         out[row] = sum(r.time for r in predict_launches(launches, S, dev, counts)) * 1e3

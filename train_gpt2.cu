@@ -156,6 +156,7 @@ typedef struct {
     double* norm_squared;   // (1) on the device: this rank's part of the gradient's sum of squares
     double* norm_host;      // (1) pinned: its copy on the host (a copy into pageable memory would block the host)
     double* norm_scratch;   // global_norm_squared's partials
+    GlobalNormPart* norm_parts; // (num_units) on the device: the gradient slice of each unit the norm sums (gpt2_grad_norm)
     // stage 3's walk (llmc/zero_plan.h; host), and the events that order the buffers on the two streams
     ZeroWalk walk;
     cudaEvent_t gathered[MAX_UNITS];    // comm stream: unit u's all-gather is done
@@ -164,6 +165,9 @@ typedef struct {
     // stage 2-3 gradient buffers
     cudaEvent_t grad_slot_reduced[2];   // comm stream: the slot's reduce-scatter is done
     cudaEvent_t handoff;                // one stream waits for the other (recorded and waited at once)
+    // stages 1-2: unit u's params all-gather after the update is queued (gathered[u] recorded) and
+    // the compute stream has not waited for it yet; the unit's next use waits (unit_params)
+    int params_gathering[MAX_UNITS];
     // activations
     Activations acts;
     void* acts_memory;
@@ -171,8 +175,17 @@ typedef struct {
     int recompute;          // -r
     int* inputs;            // (B,T) device copy of the last forward's inputs
     int* targets;           // (B,T) device copy of its targets
-    int* inputs_host;       // (B,T) host copy: the encoder backward buckets tokens on the host
-    float* losses_host;     // (B,T) pinned: the last forward's losses
+    int* inputs_host;       // (B,T) pinned: the last forward's inputs, copied up from here (and the
+                            // encoder backward buckets its tokens on the host)
+    int* targets_host;      // (B,T) pinned: its targets, copied up from here
+    cudaEvent_t inputs_copied; // compute stream: the last forward's copies from inputs_host / targets_host are done
+    // The losses come down without a host wait: each training micro-step's (B,T) losses go to
+    // their own slot of this pinned buffer, and the step's end reads them all (train_step)
+    float* losses_host;     // (loss_slots, B, T) pinned
+    int loss_slots;         // slots allocated (gpt2_reserve_loss_slots; 1 at first)
+    int loss_slot;          // where the next forward's losses go (0 outside a training step)
+    cudaEvent_t losses_copied; // compute stream: the last forward's losses are on the host
+    int host_syncs;         // this step's waits for the compute stream to drain (wait_for_gpu)
     int last_B, last_T;     // shape of the last forward
     int has_targets;        // the last forward had targets (losses are pending)
     float dlogits_scale;    // != 0: the last forward also wrote dlogits for a backward
@@ -208,6 +221,15 @@ static floatX* unit0_tensor(const GPT2* model, floatX* unit0, int t) {
 // The offload section (after the sharding schedule): the optimizer state in host memory (-zo 1).
 static void offload_init(GPT2* model);
 static void offload_free(GPT2* model);
+static void norm_parts_init(GPT2* model); // the update section: the slices gpt2_grad_norm sums
+
+// The host waits for everything queued on the compute stream so far (polled, with -wt's
+// deadline). Counted per step (the step line prints it): each one leaves the GPU idle until the
+// host queues more, so a step has only the two it needs, the gradient norm and the step's end.
+static void wait_for_gpu(GPT2* model, const char* what) {
+    model->host_syncs++;
+    comm_sync(model->comm, model->stream, what);
+}
 
 static floatX* alloc_floatx(size_t* counter, size_t n, const char* what) {
     return (floatX*)cuda_malloc_counted(counter, n * sizeof(floatX), what);
@@ -240,6 +262,15 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     model->recompute = recompute;
     StateBytes bytes = cuda_state_bytes(opt);
     model->grad_bytes = bytes.grad;
+    // 16-byte packs (cuda_common.cuh): units and shards start on multiples of UNIT_ALIGN = 16
+    // elements, tensors inside a unit and the activations' rows on multiples of C, the logits'
+    // rows on multiples of Vp; so every tensor starts 16-byte aligned when C and Vp are
+    // multiples of the pack (GPT-2: C = 64 k, Vp a multiple of 128). The launchers check each pointer.
+    if (config->channels % PACKX_SIZE != 0 || config->padded_vocab_size % PACKX_SIZE != 0) {
+        fail("the CUDA trainer needs the channels C (%d) and the padded vocabulary Vp (%d) to be multiples of %d: its "
+             "kernels move 16-byte packs of %s, so every tensor must start on a 16-byte boundary",
+             config->channels, config->padded_vocab_size, PACKX_SIZE, PRECISION_NAME);
+    }
     zero_plan_init(&model->plan, config, opt.stage, comm->world_size, opt.group_size, opt.grad_accum, opt.reshard,
                    opt.prefetch, opt.unit_blocks, bytes, UNIT_ALIGN);
     const ZeroPlan* p = &model->plan;
@@ -278,6 +309,7 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
     }
     model->norm_squared = (double*)cuda_malloc_counted(&mem->workspace, sizeof(double), "the norm");
     model->norm_scratch = (double*)cuda_malloc_counted(&mem->workspace, GLOBAL_NORM_SCRATCH * sizeof(double), "the norm partials");
+    model->norm_parts = (GlobalNormPart*)cuda_malloc_counted(&mem->workspace, lay->num_units * sizeof(GlobalNormPart), "the norm's slices");
     cudaCheck(cudaMallocHost((void**)&model->norm_host, sizeof(double)));
     // a blocking stream: a plain cudaMemcpy (tests, checkpoints) waits for its work
     cudaCheck(cudaStreamCreate(&model->stream));
@@ -291,7 +323,10 @@ void gpt2_init(GPT2* model, const GPT2Config* config, Comm* comm, ZeroOptions op
         cudaCheck(cudaEventCreateWithFlags(&model->grad_slot_reduced[s], cudaEventDisableTiming));
     }
     cudaCheck(cudaEventCreateWithFlags(&model->handoff, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&model->inputs_copied, cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&model->losses_copied, cudaEventDisableTiming));
     zero_walk_init(&model->walk, p->block_units);
+    norm_parts_init(model);
 }
 
 // float -> floatX on the device, for installing parameters (master -> params).
@@ -410,6 +445,15 @@ static size_t activations_bytes(const GPT2Config* c, int recompute, int B, int T
     return activations_layout(&unused, NULL, c, recompute, B, T) + 2 * (size_t)B * T * sizeof(int);
 }
 
+// Room for n micro-steps' losses (train_step: one slot per micro-step), before a step begins.
+static void gpt2_reserve_loss_slots(GPT2* model, int n) {
+    if (n <= model->loss_slots) { return; }
+    comm_sync(model->comm, model->stream, "the losses' copies before their buffer grows"); // once, before the first step
+    cudaCheck(cudaFreeHost(model->losses_host));
+    cudaCheck(cudaMallocHost((void**)&model->losses_host, (size_t)n * model->B * model->T * sizeof(float)));
+    model->loss_slots = n;
+}
+
 // Carves the activation slab for batches of up to B x T.
 static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     size_t BT = (size_t)B * T;
@@ -420,8 +464,11 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     model->T = T;
     model->inputs = (int*)cuda_malloc_counted(&model->mem.activations, BT * sizeof(int), "the inputs");
     model->targets = (int*)cuda_malloc_counted(&model->mem.activations, BT * sizeof(int), "the targets");
-    model->inputs_host = (int*)mallocCheck(BT * sizeof(int));
+    cudaCheck(cudaMallocHost((void**)&model->inputs_host, BT * sizeof(int)));
+    cudaCheck(cudaMallocHost((void**)&model->targets_host, BT * sizeof(int)));
     cudaCheck(cudaMallocHost((void**)&model->losses_host, BT * sizeof(float)));
+    model->loss_slots = 1;
+    model->loss_slot = 0;
     encoder_backward_scratch_init(&model->encoder_scratch, B, T);
 }
 
@@ -462,9 +509,21 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     }
     cudaStream_t s = model->stream;
     size_t BT = (size_t)B * T, BTC = BT * C;
+    // The batch goes up from pinned buffers: a copy from pageable memory may make the host wait
+    // for the stream first (CUDA's "API synchronization behavior"), and the host must not wait
+    // for the previous micro-step. Only for the previous forward's copies from these buffers: the
+    // host is then at most a micro-step ahead of the GPU, which still has that micro-step queued.
+    comm_wait_event(model->comm, model->inputs_copied, "the previous batch's copy to the device");
     memcpy(model->inputs_host, inputs, BT * sizeof(int));
-    cudaCheck(cudaMemcpyAsync(model->inputs, inputs, BT * sizeof(int), cudaMemcpyHostToDevice, s));
-    if (targets != NULL) { cudaCheck(cudaMemcpyAsync(model->targets, targets, BT * sizeof(int), cudaMemcpyHostToDevice, s)); }
+    cudaCheck(cudaMemcpyAsync(model->inputs, model->inputs_host, BT * sizeof(int), cudaMemcpyHostToDevice, s));
+    if (targets != NULL) {
+        memcpy(model->targets_host, targets, BT * sizeof(int));
+        cudaCheck(cudaMemcpyAsync(model->targets, model->targets_host, BT * sizeof(int), cudaMemcpyHostToDevice, s));
+    }
+    cudaCheck(cudaEventRecord(model->inputs_copied, s));
+    if (targets != NULL && model->loss_slot >= model->loss_slots) {
+        fail("internal: loss slot %d of %d", model->loss_slot, model->loss_slots);
+    }
     model->last_B = B;
     model->last_T = T;
     model->has_targets = targets != NULL;
@@ -518,26 +577,32 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
     matmul_forward(a->logits, a->lnf, unit0_tensor(model, ends, WTE), NULL, (int)BT, C, Vp, s);
     if (targets != NULL) {
         fused_classifier(a->logits, a->losses, model->targets, dlogits_scale, (int)BT, V, Vp, dlogits_scale != 0.0f, s);
-        cudaCheck(cudaMemcpyAsync(model->losses_host, a->losses, BT * sizeof(float), cudaMemcpyDeviceToHost, s));
+        float* slot = model->losses_host + (size_t)model->loss_slot * model->B * model->T;
+        cudaCheck(cudaMemcpyAsync(slot, a->losses, BT * sizeof(float), cudaMemcpyDeviceToHost, s));
+        cudaCheck(cudaEventRecord(model->losses_copied, s));
     }
 }
 
-// The mean loss of the last forward (which had targets), summed on the host in a fixed order.
-// Waits for the GPU: call it after the backward's kernels are queued, so they keep it busy.
-float gpt2_mean_loss(GPT2* model) {
-    if (!model->has_targets) { fail("internal: no forward with targets to take the loss of"); }
-    comm_sync(model->comm, model->stream, "the loss");
-    size_t BT = (size_t)model->last_B * model->last_T;
+// The mean of BT losses on the host, summed in a fixed order.
+static float mean_of_losses(const float* losses, size_t BT) {
     double sum = 0.0;
-    for (size_t i = 0; i < BT; i++) { sum += model->losses_host[i]; }
+    for (size_t i = 0; i < BT; i++) { sum += losses[i]; }
     return (float)(sum / BT);
 }
 
-// The last forward's per-position losses (B,T) on the host (it must have had targets); waits for the GPU.
+// The last forward's per-position losses (B,T) on the host (it must have had targets): waits for
+// their copy, not for the whole stream (call it after the backward is queued, which keeps going).
 const float* gpt2_losses(GPT2* model) {
     if (!model->has_targets) { fail("internal: no forward with targets to take the losses of"); }
-    comm_sync(model->comm, model->stream, "the losses");
-    return model->losses_host;
+    comm_wait_event(model->comm, model->losses_copied, "the losses");
+    return model->losses_host + (size_t)model->loss_slot * model->B * model->T;
+}
+
+// The mean loss of the last forward (which had targets). Training reads its micro-steps' losses
+// at the step's end instead (train_step), without a wait per micro-step.
+float gpt2_mean_loss(GPT2* model) {
+    const float* losses = gpt2_losses(model);
+    return mean_of_losses(losses, (size_t)model->last_B * model->last_T);
 }
 
 // ----------------------------------------------------------------------------
@@ -648,72 +713,102 @@ static void* grad_shard_of(GPT2* model, int u) {
 
 static double norm_squared_over_ranks(GPT2* model, double mine); // in the sharding section
 
-// The global gradient norm: each rank sums the squares of the N-way slice it answers for
-// (zero_rank_slice: its own slice unless -zg), unit by unit on the device, and the partial sums
-// are added in slice order, so every stage and every group size gets the same bits.
-float gpt2_grad_norm(GPT2* model) {
+// The slices the norm sums, one per unit: the N-way slice of the unit's reduced gradient this
+// rank answers for (zero_rank_slice: its own slice unless -zg), n = unit_size / N elements,
+// which start 16-element aligned. The gradient buffers live as long as the model, so the table
+// is made once, on the device, for global_norm_squared's single pass over all units.
+static void norm_parts_init(GPT2* model) {
     const ZeroPlan* p = &model->plan;
     int part = model->comm->rank / p->group_size; // which of the shard's R slices
-    for (int u = 0; u < p->layout.num_units; u++) {
+    int units = p->layout.num_units;
+    GlobalNormPart* parts = (GlobalNormPart*)mallocCheck(units * sizeof(GlobalNormPart));
+    for (int u = 0; u < units; u++) {
         size_t n = p->layout.unit_size[u] / p->world_size;
-        void* g = grad_at(model, grad_shard_of(model, u), part * n);
-        double* out = model->norm_squared;
-        if (model->grad_bytes == 4) { global_norm_squared(out, (const float*)g, n, u > 0, model->norm_scratch, model->stream); }
-        else { global_norm_squared(out, (const floatX*)g, n, u > 0, model->norm_scratch, model->stream); }
+        parts[u].x = grad_at(model, grad_shard_of(model, u), part * n);
+        parts[u].n = n;
     }
+    cudaCheck(cudaMemcpy(model->norm_parts, parts, units * sizeof(GlobalNormPart), cudaMemcpyHostToDevice));
+    free(parts);
+}
+
+// Bytes of the norm's device workspace (gpt2_init; -z auto counts them before the plan exists).
+static size_t norm_workspace_bytes(int num_units) {
+    return (1 + GLOBAL_NORM_SCRATCH) * sizeof(double) + (size_t)num_units * sizeof(GlobalNormPart);
+}
+
+// The global gradient norm: each rank sums the squares of its slices (norm_parts_init) on the
+// device, all units in one pass, and the partial sums are added in slice order, so every stage
+// and every group size gets the same bits.
+float gpt2_grad_norm(GPT2* model) {
+    int units = model->plan.layout.num_units;
+    double* out = model->norm_squared;
+    if (model->grad_bytes == 4) { global_norm_squared<float>(out, model->norm_parts, units, model->norm_scratch, model->stream); }
+    else { global_norm_squared<floatX>(out, model->norm_parts, units, model->norm_scratch, model->stream); }
     cudaCheck(cudaMemcpyAsync(model->norm_host, model->norm_squared, sizeof(double), cudaMemcpyDeviceToHost, model->stream));
-    comm_sync(model->comm, model->stream, "the gradient norm");
+    wait_for_gpu(model, "the gradient norm");
     return (float)sqrt(norm_squared_over_ranks(model, *model->norm_host));
 }
 
-// AdamW on elements [lo, hi) of unit u; params, master, grads, m, v point at element lo. Cut at
-// the tensors' edges (of each of the unit's blocks), since weight decay applies to the 2-D
-// weights only; padding is left alone (stays 0). grads has grad_bytes elements. on_host: the
-// pointers are host memory and the host computes (-zo 1), with the same per-element arithmetic as
-// the kernel (llmc/adamw.cuh); offload keeps floatX gradients (train_args.h refuses -zd fp32 -zo 1).
+// The tensors of unit u for AdamW (llmc/adamw.cuh's table): one piece (unit 0, or one block of
+// a block unit, repeated for each of its blocks) of tensors in slab order with their decay flags;
+// the padding after the unit's real elements is left alone (stays 0).
+static AdamWTensors adamw_tensors_of_unit(const GPT2* model, int u) {
+    const GPT2Config* c = &model->config;
+    const ParamLayout* lay = &model->plan.layout;
+    UnitKind kind = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
+    AdamWTensors t;
+    memset(&t, 0, sizeof(t));
+    t.piece = (unsigned int)(u == 0 ? lay->unit_numel[0] : lay->block_numel);
+    t.real = (unsigned int)lay->unit_numel[u];
+    for (int k = 0; k < NUM_PARAM_TENSORS; k++) { // each kind's tensors follow each other in file order
+        if (TENSOR_INFO[k].unit != kind) { continue; }
+        t.end[t.num_tensors] = (unsigned int)(lay->offset_in_unit[k] + tensor_numel(c, k));
+        t.decay[t.num_tensors] = TENSOR_INFO[k].decay;
+        t.num_tensors++;
+    }
+    if (lay->unit_size[u] > 0xFFFFFFFFull) { fail("unit %d has %zu elements: the update handles fewer than 2^32 per unit (-zu)", u, lay->unit_size[u]); }
+    return t;
+}
+
+// AdamW on elements [lo, hi) of unit u, one launch; params, master, grads, m, v point at element
+// lo. Weight decay applies to the 2-D weights only (adamw_tensors_of_unit says which elements);
+// padding is left alone (stays 0). grads has grad_bytes elements. on_host: the pointers are host
+// memory and the host computes (-zo 1), with the same table and per-element arithmetic as the
+// kernel (llmc/adamw.cuh); offload keeps floatX gradients (train_args.h refuses -zd fp32 -zo 1).
 static void adamw_unit_range(const GPT2* model, int u, size_t lo, size_t hi, floatX* params, float* master,
                              void* grads, float* m, float* v, const AdamWParams* hp, int on_host) {
     // the bias corrections on the host, as the CPU's adamw_update computes them
     const float bc1 = 1.0f - powf(hp->beta1, (float)hp->t), bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
-    const GPT2Config* c = &model->config;
-    const ParamLayout* lay = &model->plan.layout;
-    UnitKind kind = u == 0 ? UNIT_ENDS : UNIT_BLOCK;
-    int pieces = u == 0 ? 1 : unit_block_count(lay, u);
-    for (int j = 0; j < pieces; j++) {
-        size_t base = (size_t)j * lay->block_numel; // block j of the unit (unit 0: one piece)
-        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-            if (TENSOR_INFO[t].unit != kind) { continue; }
-            size_t t0 = base + lay->offset_in_unit[t], t1 = t0 + tensor_numel(c, t);
-            size_t a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
-            if (a >= b) { continue; }
-            float wd = TENSOR_INFO[t].decay ? hp->weight_decay : 0.0f;
-            size_t k = a - lo;
-            void* g = grad_at(model, grads, k);
-            if (on_host) {
-                adamw_update_host(params + k, master + k, (const floatX*)g, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2,
-                                  bc1, bc2, hp->eps, wd, hp->grad_scale);
-            } else if (model->grad_bytes == 4) {
-                adamw_update(params + k, master + k, (const float*)g, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1,
-                             bc2, hp->eps, wd, hp->grad_scale, model->stream);
-            } else {
-                adamw_update(params + k, master + k, (const floatX*)g, m + k, v + k, b - a, hp->lr, hp->beta1, hp->beta2, bc1,
-                             bc2, hp->eps, wd, hp->grad_scale, model->stream);
-            }
-        }
+    AdamWTensors t = adamw_tensors_of_unit(model, u);
+    size_t n = hi - lo;
+    if (on_host) {
+        adamw_update_host(params, master, (const floatX*)grads, m, v, n, lo, &t, hp->lr, hp->beta1, hp->beta2, bc1, bc2,
+                          hp->eps, hp->weight_decay, hp->grad_scale);
+    } else if (model->grad_bytes == 4) {
+        adamw_update(params, master, (const float*)grads, m, v, n, lo, &t, hp->lr, hp->beta1, hp->beta2, bc1, bc2, hp->eps,
+                     hp->weight_decay, hp->grad_scale, model->stream);
+    } else {
+        adamw_update(params, master, (const floatX*)grads, m, v, n, lo, &t, hp->lr, hp->beta1, hp->beta2, bc1, bc2,
+                     hp->eps, hp->weight_decay, hp->grad_scale, model->stream);
     }
 }
 
 static void params_all_gather(GPT2* model); // stages 1-2, in the sharding section
 static void offload_update(GPT2* model, const AdamWParams* hp); // -zo 1, in the offload section
 
-// One optimizer step (t counts from 1). Stage 0 updates every element on every rank (from the
-// all-reduced gradients); stages 1-3 update their own slices, and stages 1-2 then all-gather the
-// params. Returns the gradient norm before clipping.
-float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int t) {
+static void params_wait_gathered(GPT2* model, int u); // stages 1-2, in the sharding section
+
+// One optimizer step (t counts from 1) from the gradient norm (gpt2_grad_norm). Stage 0 updates
+// every element on every rank (from the all-reduced gradients); stages 1-3 update their own
+// slices, and stages 1-2 then all-gather the params.
+static void gpt2_update_with_norm(GPT2* model, float norm, float lr, float beta1, float beta2, float eps,
+                                  float weight_decay, float grad_clip, int t) {
     const ZeroPlan* p = &model->plan;
     int rank = zero_group_rank(p, model->comm->rank);
-    float norm = gpt2_grad_norm(model);
     AdamWParams hp = {lr, beta1, beta2, eps, weight_decay, t, grad_clip_scale(norm, grad_clip)};
+    // stages 1-2: the update overwrites this rank's slices, which the last update's all-gathers
+    // read; a forward in between has waited for them, but an update need not follow one
+    for (int u = 0; u < p->layout.num_units; u++) { params_wait_gathered(model, u); }
     if (model->offload) { offload_update(model, &hp); } // the same update on the host (-zo 1)
     for (int u = 0; u < p->layout.num_units && !model->offload; u++) { // the GPU's update
         size_t off = p->layout.unit_offset[u], S = p->shard_size[u], so = p->shard_offset[u];
@@ -729,20 +824,28 @@ float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, fl
     if (p->stage == 1 || p->stage == 2) { params_all_gather(model); }
     // stage 3: the next step's gathers read the updated shard (with -zo 1 each waits for its unit's copy up)
     if (p->stage == 3) { stream_wait_for(model->comm->stream, model->stream, model->handoff); }
+}
+
+// The gradient norm, then the optimizer step; returns the norm before clipping.
+float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_clip, int t) {
+    float norm = gpt2_grad_norm(model);
+    gpt2_update_with_norm(model, norm, lr, beta1, beta2, eps, weight_decay, grad_clip, t);
     return norm;
 }
 
 void gpt2_free(GPT2* model) {
     comm_sync(model->comm, model->stream, "the last kernels");
+    comm_sync(model->comm, model->group->stream, "the last collectives"); // stages 1-2: the last update's gathers
     int dev = !model->offload; // with -zo 1 master, m, v are host memory (offload_free)
     void* slabs[] = {model->params, model->param_shard, model->gather_unit0, model->gather_blocks, model->grads,
                      model->grad_shard, model->grad_unit0, model->grad_blocks, model->grad_scratch, dev ? model->master : NULL,
-                     dev ? model->m : NULL, dev ? model->v : NULL, model->norm_squared, model->norm_scratch};
+                     dev ? model->m : NULL, dev ? model->v : NULL, model->norm_squared, model->norm_scratch, model->norm_parts};
     for (size_t i = 0; i < sizeof(slabs) / sizeof(slabs[0]); i++) { cudaCheck(cudaFree(slabs[i])); } // NULL is fine
     if (model->acts_memory != NULL) {
         cudaCheck(cudaFree(model->acts_memory)); cudaCheck(cudaFree(model->inputs)); cudaCheck(cudaFree(model->targets));
         cudaCheck(cudaFreeHost(model->losses_host));
-        free(model->inputs_host);
+        cudaCheck(cudaFreeHost(model->inputs_host));
+        cudaCheck(cudaFreeHost(model->targets_host));
         encoder_backward_scratch_free(&model->encoder_scratch);
     }
     for (int u = 0; u < model->plan.layout.num_units; u++) {
@@ -752,6 +855,8 @@ void gpt2_free(GPT2* model) {
     cudaCheck(cudaEventDestroy(model->unit0_free));
     for (int s = 0; s < 2; s++) { cudaCheck(cudaEventDestroy(model->grad_slot_reduced[s])); }
     cudaCheck(cudaEventDestroy(model->handoff));
+    cudaCheck(cudaEventDestroy(model->inputs_copied));
+    cudaCheck(cudaEventDestroy(model->losses_copied));
     cudaCheck(cudaFreeHost(model->norm_host));
     if (model->offload) { offload_free(model); }
     if (model->trace != NULL) { // -zt
@@ -905,7 +1010,16 @@ static void offload_grads_down(GPT2* model, int u);
 static floatX* unit_params(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     Comm* comm = model->group;
-    if (p->stage < 3) { trace(model, model->stream, "use unit=%d", u); return model->params + p->layout.unit_offset[u]; }
+    if (p->stage < 3) {
+        // stages 1-2: the first use after an update waits for this unit's all-gather only, so the
+        // forward starts while later units are still being gathered (params_all_gather)
+        if (model->params_gathering[u]) {
+            cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0)); // the compute waits, not the host
+            model->params_gathering[u] = 0;
+        }
+        trace(model, model->stream, "use unit=%d", u);
+        return model->params + p->layout.unit_offset[u];
+    }
     ZeroUse use = zero_walk_use(&model->walk, p, u);
     for (int k = 0; k < use.num_gather; k++) {
         int g = use.gather[k];
@@ -1078,8 +1192,18 @@ static inline double loss_over_ranks(GPT2* model, double mine) {
     return mean;
 }
 
+// Stages 1-2: work queued on the compute stream from now on waits for unit u's all-gather after
+// the last update, if it has not already.
+static void params_wait_gathered(GPT2* model, int u) {
+    if (!model->params_gathering[u]) { return; }
+    cudaCheck(cudaStreamWaitEvent(model->stream, model->gathered[u], 0));
+    model->params_gathering[u] = 0;
+}
+
 // Stages 1-2: every rank updated its own slices; gather them back into the full params, all
-// units queued at once, before the next forward reads them.
+// units queued at once. The compute stream does not wait for them all here: each unit's next use
+// waits for its own gather (gathered[u], in unit_params), as stage 3 does, so the next forward
+// runs unit 0 while the blocks are still being gathered.
 static void params_all_gather(GPT2* model) {
     const ZeroPlan* p = &model->plan;
     Comm* comm = model->group;
@@ -1090,8 +1214,9 @@ static void params_all_gather(GPT2* model) {
         trace_issue(model, comm, COLL_ALL_GATHER, u, p->shard_size[u], sizeof(floatX));
         comm_all_gather(comm, unit + (size_t)comm->rank * p->shard_size[u], unit, p->shard_size[u], sizeof(floatX), u);
         trace_done(model, comm, COLL_ALL_GATHER, u);
+        cudaCheck(cudaEventRecord(model->gathered[u], comm->stream));
+        model->params_gathering[u] = 1;
     }
-    stream_wait_for(model->stream, comm->stream, model->handoff);
 }
 
 // ----------------------------------------------------------------------------
@@ -1352,10 +1477,24 @@ static double flops_per_token(const GPT2* model, int T) {
 
 // The counters of every communicator the model uses (the world's; -zg: the group's and the
 // cross-group one), zeroed, with the step their messages name.
-static void model_reset_counters(GPT2* model, int step) {
+// carry: the collectives still running at the last step's line (stages 1-2: the parameters'
+// all-gathers after the update, which the host does not wait for: they overlap this step's
+// forward) ran in this step's time, so their stream time is kept for this step's line. Not when
+// an evaluation or a sample ran in between: their collectives are not the step's.
+static void model_reset_counters(GPT2* model, int step, int carry) {
+    model->host_syncs = 0;
     Comm* comms[] = {model->comm, model->group, model->across};
     for (int i = 0; i < 3; i++) {
-        if (comms[i] != NULL) { comm_reset_counters(comms[i]); comms[i]->step = step; }
+        Comm* c = comms[i];
+        if (c == NULL || (i > 0 && c == model->comm)) { continue; } // -zg off: the group is the world
+        double before = c->busy_ms; // what the last step's line printed
+        comm_collect_times(c, 0);   // the collectives done since
+        double late = carry ? c->busy_ms - before : 0.0;
+        // comm_reset_counters, without its own collection (which would drop what finished since)
+        memset(c->bus_bytes, 0, sizeof(c->bus_bytes));
+        memset(c->calls, 0, sizeof(c->calls));
+        c->busy_ms = late;
+        c->step = step;
     }
 }
 
@@ -1363,7 +1502,7 @@ static void model_reset_counters(GPT2* model, int step) {
 // different batches; every rank runs the same number, so the collectives match).
 static float evaluate(GPT2* model, DataLoader* val, int max_steps) {
     dataloader_reset(val);
-    model_reset_counters(model, model->comm->step);
+    model_reset_counters(model, model->comm->step, 0);
     int n = (int)dataloader_num_batches(val);
     if (max_steps >= 0 && max_steps < n) { n = max_steps; }
     double sum = 0.0;
@@ -1398,25 +1537,37 @@ static float evaluate_hellaswag(GPT2* model, EvalLoader* ev, int* correct) {
 // One optimizer step: grad_accum micro-steps, each rank on its own batches, the gradient
 // reductions of the last micro-step (queued during its backward), the update. Returns the loss
 // averaged over micro-steps and ranks; *norm gets the gradient norm.
+// The host never waits for the GPU inside the micro-steps: each one's losses come down into their
+// own pinned slot, read here once the step's end has waited for the GPU anyway, so the next
+// micro-step (its batch, and at stage 3 its unit-0 gather) is queued while the GPU still runs the
+// last one. The host waits twice per step (wait_for_gpu): for the norm, and at the step's end.
 static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr, const TrainArgs* args, int step, float* norm) {
     Comm* comm = model->comm;
     trace_step_begin(model, step + 1);
     gpt2_zero_grad(model);
-    double loss_sum = 0.0;
     // the step's loss is the mean over micro-steps, ranks and positions: each position's share
     float loss_scale = 1.0f / ((float)grad_accum * comm->world_size);
     for (int micro = 0; micro < grad_accum; micro++) {
         dataloader_next_batch(train);
+        model->loss_slot = micro;
         gpt2_forward(model, train->inputs, train->targets, args->B, args->T, loss_scale);
         gpt2_backward(model, micro == grad_accum - 1);
-        loss_sum += gpt2_mean_loss(model);
     }
+    model->loss_slot = 0;
     grads_finish_reduction(model);
     trace(model, model->stream, "update_begin");
-    *norm = gpt2_update(model, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args->weight_decay, args->grad_clip, step + 1);
-    trace(model, model->stream, "update_end");
-    comm_sync(comm, model->stream, "the update");
+    *norm = gpt2_grad_norm(model); // the host waits for the GPU: the losses' copies ran before it
+    double loss_sum = 0.0; // each micro-step's mean in order, as one at a time would add them
+    size_t BT = (size_t)args->B * args->T;
+    for (int micro = 0; micro < grad_accum; micro++) {
+        loss_sum += mean_of_losses(model->losses_host + (size_t)micro * model->B * model->T, BT);
+    }
+    // the loss's scalar all-gather before the update: behind stages 1-2's parameter all-gathers
+    // on the comm stream it would make the host wait for all of them
     float loss = (float)loss_over_ranks(model, loss_sum / grad_accum);
+    gpt2_update_with_norm(model, *norm, lr, ADAMW_BETA1, ADAMW_BETA2, ADAMW_EPS, args->weight_decay, args->grad_clip, step + 1);
+    trace(model, model->stream, "update_end");
+    wait_for_gpu(model, "the update"); // the compute stream only: stages 1-2's all-gathers go on
     trace_step_end(model);
     return loss;
 }
@@ -1439,26 +1590,32 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
                        double peak_tflops) {
     Comm* comm = model->comm;
     double flops_per_gpu_step = flops_per_token(model, args->T) * sz->total_batch / comm->world_size;
+    gpt2_reserve_loss_slots(model, sz->grad_accum);
+    int other_comm = 1; // collectives other than a step's ran since the last step line (evaluation, sampling, a checkpoint)
     for (int step = start_step; step <= max_steps; step++) {
         int last = step == max_steps;
         if (args->val_every > 0 && (step % args->val_every == 0 || last)) {
+            other_comm = 1;
             float val_loss = evaluate(model, val, args->val_max_steps);
             if (comm->rank == 0) { printf("val loss %f\n", val_loss); }
             if (logfile) { fprintf(logfile, "s:%d tel:%f\n", step, val_loss); fflush(logfile); }
         }
         // -h 1: HellaSwag with the val loss (with -v 0: only after the last step)
         if (hellaswag != NULL && ((args->val_every > 0 && step % args->val_every == 0) || last)) {
+            other_comm = 1;
             int correct;
             float acc = evaluate_hellaswag(model, hellaswag, &correct);
             if (comm->rank == 0) { printf("HellaSwag: %d/%d = %f\n", correct, hellaswag->num_examples, acc); }
             if (logfile) { fprintf(logfile, "s:%d eval:%.4f\n", step, acc); fflush(logfile); }
         }
         if (args->sample_every > 0 && ((step > 0 && step % args->sample_every == 0) || last)) {
+            other_comm = 1;
             gpt2_sample(model, tokenizer, sample_rng, args->gen_len);
         }
         if (last) { break; }
         double t0 = now_seconds();
-        model_reset_counters(model, step + 1);
+        model_reset_counters(model, step + 1, !other_comm);
+        other_comm = 0;
         model->pcie_bytes[0] = model->pcie_bytes[1] = 0.0;
         float lr = lr_cosine(step, args->lr, args->warmup, max_steps, args->final_lr_frac);
         float norm;
@@ -1466,12 +1623,13 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
         double dt = now_seconds() - t0;
         double busy_ms = 0.0; // on the one communication stream, over the communicators
         Comm* comms[] = {comm, model->group != comm ? model->group : NULL, model->across};
-        for (int i = 0; i < 3; i++) { if (comms[i] != NULL) { comm_collect_times(comms[i], 1); busy_ms += comms[i]->busy_ms; } }
+        // without waiting: stages 1-2's parameter all-gathers are still running (the next step counts them)
+        for (int i = 0; i < 3; i++) { if (comms[i] != NULL) { comm_collect_times(comms[i], 0); busy_ms += comms[i]->busy_ms; } }
         if (comm->rank == 0) {
             printf("step %4d/%d: train loss %f norm %.4f lr %.2e (%.1f ms, %.0f tok/s", step + 1, max_steps, loss, norm, lr,
                    dt * 1000, sz->total_batch / dt);
             if (peak_tflops > 0) { printf(", MFU %.1f%%", 100.0 * flops_per_gpu_step / dt / (peak_tflops * 1e12)); }
-            printf(", GPU memory %.0f MB)", gpu_memory_used() / (1024.0 * 1024.0));
+            printf(", GPU memory %.0f MB, %d host syncs)", gpu_memory_used() / (1024.0 * 1024.0), model->host_syncs);
             if (model->offload) { printf(" | PCIe bytes: grads down %.0f params up %.0f", model->pcie_bytes[0], model->pcie_bytes[1]); }
             if (comm->world_size > 1) {
                 // inside the group (all ranks unless -zg); the scalars over all ranks
@@ -1485,6 +1643,7 @@ static void train_loop(GPT2* model, DataLoader* train, DataLoader* val, EvalLoad
         }
         if (logfile) { fprintf(logfile, "s:%d trl:%f\n", step, loss); fflush(logfile); }
         if (args->checkpoint_every > 0 && (step + 1) % args->checkpoint_every == 0) {
+            other_comm = 1;
             save_checkpoint(model, train, sample_rng, step + 1, args->output_dir, args->checkpoint_keep);
         }
     }
@@ -1517,8 +1676,9 @@ static void pick_stage_auto(TrainSizes* sz, const GPT2Config* config, Comm* comm
     comm_gather_doubles(comm, mine, all);
     for (int r = 0; r < comm->world_size; r++) { if (all[r] < least) { least = all[r]; } }
     free(all);
+    int num_units = 1 + (config->num_layers + sz->zero.unit_blocks - 1) / sz->zero.unit_blocks; // layout_init's
     size_t other = activations_bytes(config, args->recompute, args->B, args->T) + CUBLASLT_WORKSPACE_BYTES
-                 + (1 + GLOBAL_NORM_SCRATCH) * sizeof(double);
+                 + norm_workspace_bytes(num_units);
     StateBytes bytes = cuda_state_bytes(sz->zero);
     train_pick_stage(sz, config, comm->world_size, bytes, UNIT_ALIGN, other, "activations, workspace", least,
                      args->zero_budget_mb > 0 ? "flag -zm" : "the GPU's free memory, least over the ranks", comm->rank);

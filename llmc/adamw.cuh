@@ -34,22 +34,79 @@ __host__ __device__ inline void adamw_element(float* master, float* m, float* v,
     *master = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
 }
 
+// ----------------------------------------------------------------------------
+// many tensors per launch: the table of a unit's tensors
+//
+// Weight decay applies to the 2-D weights only, so an update of several tensors at once must know
+// which tensor each element is in. One launch per unit (shard) of the slab, not one per tensor:
+// GPT-2 124M has 13 units and 148 tensors. A unit is `pieces` copies of one piece (unit 0: one
+// piece of 4 tensors, wte wpe lnfw lnfb; a block unit: one piece of 12 tensors per transformer
+// block, -zu), then the padding; the table describes one piece and is a kernel argument (a few
+// hundred bytes, whatever the unit's size). The element's place in its piece is one 32-bit
+// division: a unit holds fewer than 2^32 elements (adamw_check_unit).
+
+#define ADAMW_MAX_TENSORS 12
+
+typedef struct {
+    unsigned int piece;                  // elements of one piece
+    unsigned int real;                   // real elements of the unit (pieces x piece); the padding after them stays 0
+    int num_tensors;                     // tensors of a piece, in slab order
+    unsigned int end[ADAMW_MAX_TENSORS]; // tensor i of a piece is [end[i-1], end[i]) (end[-1] = 0); end[last] = piece
+    int decay[ADAMW_MAX_TENSORS];        // 1: weight decay applies to tensor i
+} AdamWTensors;
+
+// Whether element i of the unit (from the unit's start) is decayed: 1 or 0, or -1 for padding.
+__host__ __device__ inline int adamw_decay_at(const AdamWTensors* t, unsigned int i) {
+    if (i >= t->real) { return -1; }
+    unsigned int j = i % t->piece;
+    for (int k = 0; k < t->num_tensors - 1; k++) {
+        if (j < t->end[k]) { return t->decay[k]; }
+    }
+    return t->decay[t->num_tensors - 1];
+}
+
+// A table of one tensor of n elements (tests, and any single-tensor update).
+static inline AdamWTensors adamw_one_tensor(size_t n, int decay) {
+    AdamWTensors t;
+    memset(&t, 0, sizeof(t));
+    t.piece = t.real = (unsigned int)n;
+    t.num_tensors = 1;
+    t.end[0] = (unsigned int)n;
+    t.decay[0] = decay;
+    return t;
+}
+
+// The launchers' checks: a table that covers the range it is asked to update, within 32 bits.
+static inline void adamw_check_unit(const AdamWTensors* t, size_t lo, size_t n, const char* who) {
+    int ok = t->num_tensors >= 1 && t->num_tensors <= ADAMW_MAX_TENSORS && t->piece > 0 &&
+             t->end[t->num_tensors - 1] == t->piece && t->real % t->piece == 0 && lo + n <= 0xFFFFFFFFull;
+    for (int k = 1; ok && k < t->num_tensors; k++) { ok = t->end[k - 1] < t->end[k]; }
+    if (!ok) {
+        fail("%s: a unit of %u real elements in pieces of %u (%d tensors), elements [%zu, %zu): needs ascending tensor "
+             "ends up to the piece and fewer than 2^32 elements", who, t->real, t->piece, t->num_tensors, lo, lo + n);
+    }
+}
+
 #define ADAMW_THREADS 512
 #define ADAMW_MAX_BLOCKS (1 << 20) // beyond 512M elements the threads loop
 
-// Grid-stride over the n elements; each element is read and written by one thread, so the
-// result does not depend on the launch shape. params and master are not __restrict__: the
-// FP32 build may pass the same buffer for both. GradT: floatX, or float (the bf16 build's fp32
-// gradients, -zd fp32).
+// Grid-stride over the n elements [lo, lo + n) of one unit (params, master, grads, m, v point at
+// element lo); each element is read and written by one thread, so the result does not depend on
+// the launch shape. params and master are not __restrict__: the FP32 build may pass the same
+// buffer for both. GradT: floatX, or float (the bf16 build's fp32 gradients, -zd fp32).
+// Bytes moved per element: grads read, master, m, v read and written, params written.
 template <typename GradT>
 __global__ void __launch_bounds__(ADAMW_THREADS)
 adamw_kernel(floatX* params, float* master, const GradT* __restrict__ grads, float* __restrict__ m,
-             float* __restrict__ v, size_t n, float lr, float beta1, float beta2, float bc1, float bc2,
-             float eps, float weight_decay, float grad_scale) {
+             float* __restrict__ v, size_t n, unsigned int lo, AdamWTensors tensors, float lr, float beta1,
+             float beta2, float bc1, float bc2, float eps, float weight_decay, float grad_scale) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        int decay = adamw_decay_at(&tensors, lo + (unsigned int)i);
+        if (decay < 0) { continue; } // padding
         float pi = master[i], mi = m[i], vi = v[i];
-        adamw_element(&pi, &mi, &vi, to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps, weight_decay);
+        adamw_element(&pi, &mi, &vi, to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,
+                      decay ? weight_decay : 0.0f);
         master[i] = pi;
         m[i] = mi;
         v[i] = vi;
@@ -57,36 +114,47 @@ adamw_kernel(floatX* params, float* master, const GradT* __restrict__ grads, flo
     }
 }
 
-// AdamW on n contiguous elements, PyTorch's order (decay the weight, then the Adam step), exactly
-// the arithmetic of train_gpt2.c's adamw_update: grad = grads[i] * grad_scale; m, v update; bias
-// corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t computed on the host by the caller
+// AdamW on the n elements [lo, lo + n) of one unit, whose tensors `tensors` describes (weight
+// decay on the tensors it marks, none on the padding, which is left alone), in one launch.
+// PyTorch's order (decay the weight, then the Adam step), exactly the arithmetic of
+// train_gpt2.c's adamw_update: grad = grads[i] * grad_scale; m, v update; bias corrections
+// bc1 = 1 - beta1^t, bc2 = 1 - beta2^t computed on the host by the caller
 // (adamw_bias_correction); master (fp32) is updated, params (floatX) = the new master rounded to floatX.
-// (Not the CPU's adamw_update: this one takes a stream and 15 arguments, so C++ never confuses the two.)
+// (Not the CPU's adamw_update: this one takes a stream and a table, so C++ never confuses the two.)
 template <typename GradT>
-static void adamw_update(floatX* params, float* master, const GradT* grads, float* m, float* v, size_t n,
-                         float lr, float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
-                         float grad_scale, cudaStream_t stream) {
+static void adamw_update(floatX* params, float* master, const GradT* grads, float* m, float* v, size_t n, size_t lo,
+                         const AdamWTensors* tensors, float lr, float beta1, float beta2, float bc1, float bc2,
+                         float eps, float weight_decay, float grad_scale, cudaStream_t stream) {
     if (n == 0) { return; }
+    adamw_check_unit(tensors, lo, n, "adamw_update");
     size_t blocks = (n + ADAMW_THREADS - 1) / ADAMW_THREADS;
     if (blocks > ADAMW_MAX_BLOCKS) { blocks = ADAMW_MAX_BLOCKS; }
-    adamw_kernel<GradT><<<(unsigned int)blocks, ADAMW_THREADS, 0, stream>>>(params, master, grads, m, v, n, lr, beta1, beta2,
-                                                                     bc1, bc2, eps, weight_decay, grad_scale);
+    adamw_kernel<GradT><<<(unsigned int)blocks, ADAMW_THREADS, 0, stream>>>(params, master, grads, m, v, n,
+                                                                            (unsigned int)lo, *tensors, lr, beta1,
+                                                                            beta2, bc1, bc2, eps, weight_decay,
+                                                                            grad_scale);
     cudaCheckLaunch();
 }
 
 // The host twin of adamw_update, for the optimizer state offloaded to pinned host memory (-zo 1):
-// the same adamw_element per element and the same rounding to floatX (from_float), on host
-// pointers, the elements split over the CPU's threads (each element is independent, so the
-// thread count changes no bit). On the emulator both twins are compiled by g++ and give the
-// same bits. On a GPU they may not: nvcc contracts a*b + c into an fma by default (--fmad=true),
-// while g++ contracts only when the target has FMA (-march with FMA; the CUDA build's host code
-// gets no -march), so the offloaded update can differ from the kernel's by an ulp per element.
+// the same table, the same adamw_element per element and the same rounding to floatX
+// (from_float), on host pointers, the elements split over the CPU's threads (each element is
+// independent, so the thread count changes no bit). On the emulator both twins are compiled by
+// g++ and give the same bits. On a GPU they may not: nvcc contracts a*b + c into an fma by default
+// (--fmad=true), while g++ contracts only when the target has FMA (-march with FMA; the CUDA
+// build's host code gets no -march), so the offloaded update can differ from the kernel's by an
+// ulp per element.
 static void adamw_update_host(floatX* params, float* master, const floatX* grads, float* m, float* v, size_t n,
-                              float lr, float beta1, float beta2, float bc1, float bc2, float eps, float weight_decay,
-                              float grad_scale) {
+                              size_t lo, const AdamWTensors* tensors, float lr, float beta1, float beta2, float bc1,
+                              float bc2, float eps, float weight_decay, float grad_scale) {
+    if (n == 0) { return; }
+    adamw_check_unit(tensors, lo, n, "adamw_update_host");
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < (long long)n; i++) {
-        adamw_element(&master[i], &m[i], &v[i], to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps, weight_decay);
+        int decay = adamw_decay_at(tensors, (unsigned int)(lo + i));
+        if (decay < 0) { continue; }
+        adamw_element(&master[i], &m[i], &v[i], to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,
+                      decay ? weight_decay : 0.0f);
         params[i] = from_float(master[i]);
     }
 }

@@ -56,6 +56,93 @@ __host__ __device__ inline floatX from_float(float x) {
 }
 
 // ----------------------------------------------------------------------------
+// 16-byte accesses: Pack128
+//
+// A memory-bound kernel reaches most of the memory bandwidth only with wide accesses: one 16-byte
+// load per thread (PTX ld.global.v4) brings 8 bf16 (or 4 fp32) in one instruction, where one
+// floatX per thread needs 8 (or 4) loads for the same bytes and keeps that many more requests in
+// flight. So the elementwise and row kernels (gelu, layernorm, encoder, dbias, the classifier)
+// move their floatX tensors as packs of 16 bytes.
+//
+// The rule that makes it legal: a 16-byte access must be at a 16-byte aligned address (a GPU
+// faults with "misaligned address" otherwise). Every buffer those kernels touch starts at a
+// 16-byte boundary: the parameter and gradient slabs' units and shards are multiples of 16
+// elements (llmc/zero_plan.h, UNIT_ALIGN), tensors inside a unit start at multiples of C, a
+// multiple of 8 in the CUDA trainer (gpt2_init checks it), and the activations are carved at
+// 256-byte boundaries (DESIGN.md §3, "Alignment"). Each launcher checks its pointers
+// (check_aligned16) and stops with a message naming the tensor, never silently slower.
+// A row of C elements whose C is not a multiple of the pack (an odd test shape; never GPT-2's)
+// does not start aligned: load_pack and store_pack then go element by element, and so does the
+// last, partial pack of any array.
+
+template <typename T>
+struct alignas(16) Pack128 {
+    static constexpr int size = 16 / sizeof(T); // 8 bf16 or 4 fp32
+    T v[size];
+};
+typedef Pack128<floatX> PackX;      // the pack of the build's floatX
+#define PACKX_SIZE PackX::size      // floatX elements per 16-byte pack: 8 (bf16) or 4 (fp32)
+
+// One 16-byte load or store at p, which must be 16-byte aligned. Through int4, so nvcc emits one
+// vector instruction (ld.global.v4.u32 / st.global.v4.u32) whatever T is.
+template <typename T>
+__host__ __device__ inline Pack128<T> load128(const T* p) {
+    int4 bits = *reinterpret_cast<const int4*>(p);
+    Pack128<T> x;
+    memcpy(&x, &bits, sizeof(x));
+    return x;
+}
+
+template <typename T>
+__host__ __device__ inline void store128(T* p, const Pack128<T>& x) {
+    int4 bits;
+    memcpy(&bits, &x, sizeof(bits));
+#if defined(__CUDA_ARCH__)
+    // __stwb is the default (write-back) store as an intrinsic: one st.global.wb.v4. A plain
+    // assignment is the same store, but nvcc (CUDA 13) splits it into four 4-byte stores where the
+    // value was assembled from bf16 halves (encoder_forward_kernel's PTX showed st.global.v2.u16 x 4)
+    __stwb(reinterpret_cast<int4*>(p), bits);
+#else
+    *reinterpret_cast<int4*>(p) = bits; // the host (tests' replays) and the CPU emulator
+#endif
+}
+
+// Pack k of the n elements at base: elements [k*size, min(n, (k+1)*size)), zeros past n. One
+// 16-byte access when `aligned` (base is 16-byte aligned) and the pack is whole; otherwise
+// element by element (the tail of an array, or every pack of a row that starts unaligned).
+template <typename T>
+__host__ __device__ inline Pack128<T> load_pack(const T* base, size_t k, size_t n, bool aligned) {
+    constexpr int S = Pack128<T>::size;
+    size_t first = k * S;
+    if (aligned && first + S <= n) { return load128(base + first); }
+    Pack128<T> x;
+    for (int j = 0; j < S; j++) { x.v[j] = first + j < n ? base[first + j] : T(0.0f); }
+    return x;
+}
+
+// The store twin of load_pack: writes only the elements below n.
+template <typename T>
+__host__ __device__ inline void store_pack(T* base, size_t k, size_t n, bool aligned, const Pack128<T>& x) {
+    constexpr int S = Pack128<T>::size;
+    size_t first = k * S;
+    if (aligned && first + S <= n) { store128(base + first, x); return; }
+    for (int j = 0; j < S && first + j < n; j++) { base[first + j] = x.v[j]; }
+}
+
+// Packs needed for n elements (the last one possibly partial).
+__host__ __device__ inline size_t packs_of(size_t n) { return (n + PACKX_SIZE - 1) / PACKX_SIZE; }
+
+// The launchers' check: every pointer a 16-byte kernel reads or writes starts at a 16-byte
+// boundary. A pointer that does not is a bug in how a buffer was carved, stopped here with the
+// tensor's name instead of a misaligned-address fault in the kernel (or a silent slow path).
+static inline void check_aligned16(const void* p, const char* what, const char* who) {
+    if ((uintptr_t)p % 16 != 0) {
+        fail("%s: %s at %p is not 16-byte aligned (the kernel moves 16-byte packs; DESIGN.md §3 says where "
+             "every buffer is carved on a 16-byte boundary)", who, what, p);
+    }
+}
+
+// ----------------------------------------------------------------------------
 // warp and block reductions (fixed order: every run adds the same numbers in the same order)
 
 __device__ inline float warp_sum(float x) {

@@ -2,13 +2,14 @@
 The token and position embeddings on the GPU: the CUDA twins of train_gpt2.c's encoder_forward /
 encoder_backward, with the same argument names.
 
-The forward is a gather, one thread per output element. The backward is a scatter: position
-(b,t) adds dout[b][t] into row inp[b][t] of dwte and row t of dwpe. Positions that share a token
-would collide on the same row of dwte, and atomics would make the sum's order (and so its bits)
-change from run to run. So the backward first sorts the positions by token on the host, where
-the tokens already are (a counting sort: the "buckets"), and then one thread per
-(distinct token, channel) sums its token's positions in ascending (b,t) order: one writer per
-element of dwte, a fixed order, no atomics. dwpe needs no buckets: row t is the sum over b.
+The forward is a gather, one thread per 16-byte pack of output channels (8 in bf16, 4 in fp32;
+Pack128 in cuda_common.cuh). The backward is a scatter: position (b,t) adds dout[b][t] into row
+inp[b][t] of dwte and row t of dwpe. Positions that share a token would collide on the same row
+of dwte, and atomics would make the sum's order (and so its bits) change from run to run. So the
+backward first sorts the positions by token on the host, where the tokens already are (a
+counting sort: the "buckets"), and then one thread per (distinct token, pack of channels) sums
+its token's positions in ascending (b,t) order: one writer per element of dwte, a fixed order,
+no atomics. dwpe needs no buckets: row t is the sum over b.
 */
 #ifndef LLMC_ENCODER_CUH
 #define LLMC_ENCODER_CUH
@@ -18,26 +19,35 @@ element of dwte, a fixed order, no atomics. dwpe needs no buckets: row t is the 
 // ----------------------------------------------------------------------------
 // forward
 
-// one thread per element of out (B,T,C)
+// One thread per 16-byte pack of out (B,T,C): pack g of row bt, the columns [g*8, g*8 + 8) in bf16
+// (Pack128, cuda_common.cuh). Rows of wte, wpe and out start 16-byte aligned when C is a
+// multiple of the pack (always in the trainer); otherwise the packs go element by element.
+// Bytes moved: out written once, and per position one row of wte and one of wpe read.
 __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX* wte, const floatX* wpe,
                                        int B, int T, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)B * T * C) { return; }
-    size_t bt = idx / C;
-    int c = (int)(idx % C), t = (int)(bt % T);
-    float tok = to_float(wte[(size_t)inp[bt] * C + c]);
-    float pos = to_float(wpe[(size_t)t * C + c]);
-    out[idx] = from_float(tok + pos);
+    size_t packs = packs_of(C);
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; // bt * packs + g
+    if (idx >= (size_t)B * T * packs) { return; }
+    size_t bt = idx / packs, g = idx % packs;
+    int t = (int)(bt % T);
+    bool aligned = C % PACKX_SIZE == 0;
+    PackX tok = load_pack(wte + (size_t)inp[bt] * C, g, C, aligned);
+    PackX pos = load_pack(wpe + (size_t)t * C, g, C, aligned), o;
+    for (int j = 0; j < PACKX_SIZE; j++) { o.v[j] = from_float(to_float(tok.v[j]) + to_float(pos.v[j])); }
+    store_pack(out + bt * C, g, C, aligned, o);
 }
 
 // out (B,T,C) = wte[inp] + wpe[t]; inp (B,T) token ids on the device (the data loader has checked
 // them against the vocabulary: a kernel cannot fail with a message), wte (Vp,C), wpe (maxT,C)
 static void encoder_forward(floatX* out, const int* inp, const floatX* wte, const floatX* wpe, int B, int T, int C,
                             cudaStream_t stream) {
-    size_t n = (size_t)B * T * C;
+    size_t n = (size_t)B * T * packs_of(C > 0 ? C : 1);
     if (B < 1 || T < 1 || C < 1 || n > (size_t)INT32_MAX * 256) { // grid.x is an int
         fail("encoder_forward: B=%d T=%d C=%d is not a launchable shape", B, T, C);
     }
+    check_aligned16(out, "out", "encoder_forward");
+    check_aligned16(wte, "wte", "encoder_forward");
+    check_aligned16(wpe, "wpe", "encoder_forward");
     encoder_forward_kernel<<<ceil_div(n, 256), 256, 0, stream>>>(out, inp, wte, wpe, B, T, C);
     cudaCheckLaunch();
 }
@@ -112,31 +122,47 @@ static void encoder_backward_scratch_free(EncoderBackwardScratch* s) {
 }
 
 // ----------------------------------------------------------------------------
-// backward: the kernels
+// backward: the kernels (one thread per 16-byte pack of a row's columns, as the forward)
 
-// grid (num_tokens, ceil(C / 256)), block 256: thread (k, c) sums dout[p][c] over the positions p
-// of token k in ascending order, then adds the sum to dwte[token[k]][c] (its only writer).
-// The distinct tokens are on grid.x, which allows 2^31 - 1 of them (grid.y stops at 65535).
-// A frequent token makes one long serial sum; the order is what keeps the bits reproducible.
+// grid (num_tokens, ceil(packs / 256)), block 256: thread (k, g) sums pack g of dout[p] over the
+// positions p of token k in ascending order, then adds the sums to pack g of dwte[token[k]] (its
+// only writer). The distinct tokens are on grid.x, which allows 2^31 - 1 of them (grid.y stops at
+// 65535). A frequent token makes one long serial sum; the order is what keeps the bits reproducible.
 __global__ void encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start,
                                              const int* pos, int C) {
     int k = blockIdx.x;
-    int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= C) { return; }
+    size_t g = (size_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (g >= packs_of(C)) { return; }
+    bool aligned = C % PACKX_SIZE == 0;
+    float sum[PACKX_SIZE];
+    for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = 0.0f; }
     int j0 = start[k], j1 = start[k + 1];
-    float sum = 0.0f;
-    for (int j = j0; j < j1; j++) { sum += to_float(dout[(size_t)pos[j] * C + c]); }
-    floatX* g = dwte + (size_t)token[k] * C + c;
-    *g = from_float(to_float(*g) + sum);
+    for (int i = j0; i < j1; i++) {
+        PackX d = load_pack(dout + (size_t)pos[i] * C, g, C, aligned);
+        for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d.v[j]); }
+    }
+    floatX* row = dwte + (size_t)token[k] * C;
+    PackX w = load_pack(row, g, C, aligned);
+    for (int j = 0; j < PACKX_SIZE; j++) { w.v[j] = from_float(to_float(w.v[j]) + sum[j]); }
+    store_pack(row, g, C, aligned, w);
 }
 
-// one thread per (t, c): dwpe[t][c] += the sum over b = 0..B-1 of dout[b][t][c], in that order
+// one thread per (t, pack g): pack g of dwpe[t] += the sum over b = 0..B-1 of dout[b][t], in that order
 __global__ void encoder_backward_dwpe_kernel(floatX* dwpe, const floatX* dout, int B, int T, int C) {
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; // t * C + c
-    if (idx >= (size_t)T * C) { return; }
-    float sum = 0.0f;
-    for (int b = 0; b < B; b++) { sum += to_float(dout[(size_t)b * T * C + idx]); }
-    dwpe[idx] = from_float(to_float(dwpe[idx]) + sum);
+    size_t packs = packs_of(C);
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; // t * packs + g
+    if (idx >= (size_t)T * packs) { return; }
+    size_t t = idx / packs, g = idx % packs;
+    bool aligned = C % PACKX_SIZE == 0;
+    float sum[PACKX_SIZE];
+    for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = 0.0f; }
+    for (int b = 0; b < B; b++) {
+        PackX d = load_pack(dout + ((size_t)b * T + t) * C, g, C, aligned);
+        for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d.v[j]); }
+    }
+    PackX w = load_pack(dwpe + t * C, g, C, aligned);
+    for (int j = 0; j < PACKX_SIZE; j++) { w.v[j] = from_float(to_float(w.v[j]) + sum[j]); }
+    store_pack(dwpe + t * C, g, C, aligned, w);
 }
 
 // dwte (Vp,C), dwpe (maxT,C) += dout (B,T,C) scattered by token and position, deterministic.
@@ -148,6 +174,9 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
     if (B < 1 || T < 1 || C < 1 || (size_t)B * T > (size_t)s->capacity) {
         fail("encoder_backward: B=%d T=%d C=%d does not fit the scratch made for %d positions", B, T, C, s->capacity);
     }
+    check_aligned16(dwte, "dwte", "encoder_backward");
+    check_aligned16(dwpe, "dwpe", "encoder_backward");
+    check_aligned16(dout, "dout", "encoder_backward");
     int BT = B * T;
     // The previous call's cudaMemcpyAsync may not have run yet (the stream can be far behind the
     // host): rewriting s->host now would change what it copies, and the new copy into s->device
@@ -177,10 +206,10 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
     const int* d_start = d_token + BT;
     const int* d_pos = d_start + BT + 1;
 
-    dim3 grid(num_tokens, ceil_div(C, 256));
+    dim3 grid(num_tokens, ceil_div(packs_of(C), 256));
     encoder_backward_dwte_kernel<<<grid, 256, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, C);
     cudaCheckLaunch();
-    encoder_backward_dwpe_kernel<<<ceil_div((size_t)T * C, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
+    encoder_backward_dwpe_kernel<<<ceil_div((size_t)T * packs_of(C), 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     cudaCheckLaunch();
     cudaCheck(cudaEventRecord(s->done, stream));
 }

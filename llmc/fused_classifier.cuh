@@ -78,26 +78,23 @@ __host__ __device__ inline float crossentropy_dlogit(float p, int is_target, flo
 }
 
 // ----------------------------------------------------------------------------
-// the per-thread loops: each thread reads 16-byte packs of logits (8 bf16 or 4 fp32 at once),
-// packs tid, tid + nthreads, ... of the row, so a warp reads 512 contiguous bytes per step
+// the per-thread loops: each thread reads 16-byte packs of logits (8 bf16 or 4 fp32 at once;
+// Pack128 in cuda_common.cuh), packs tid, tid + nthreads, ... of the row, so a warp reads 512
+// contiguous bytes per step. A row of Vp logits starts 16-byte aligned: the launcher checks the
+// logits' pointer and that Vp is a multiple of the pack (it is a multiple of 128 in GPT-2).
+// Bytes moved per row: Vp floatX read twice (state, then dlogits), Vp written once.
 
-#define CLASSIFIER_PACK ((int)(16 / sizeof(floatX)))
 #define CLASSIFIER_THREADS 1024 // one block per row; V = 50257 is 49 logits per thread
-
-struct __align__(16) ClassifierPack {
-    floatX x[CLASSIFIER_PACK];
-};
 
 // The state of the logits thread `tid` of `nthreads` reads in row (Vp), each pack's columns in
 // order; the padded columns [V, Vp) are skipped.
 __host__ __device__ inline SoftmaxState classifier_thread_state(const floatX* row, int V, int Vp, int tid, int nthreads) {
-    const ClassifierPack* packs = (const ClassifierPack*)row;
     SoftmaxState st = softmax_state_empty();
-    for (int k = tid; k < Vp / CLASSIFIER_PACK; k += nthreads) {
-        ClassifierPack pk = packs[k];
-        for (int j = 0; j < CLASSIFIER_PACK; j++) {
-            int col = k * CLASSIFIER_PACK + j;
-            if (col < V) { st = softmax_state_merge(st, softmax_state_of(to_float(pk.x[j]))); }
+    for (int k = tid; k < Vp / PACKX_SIZE; k += nthreads) {
+        PackX pk = load128(row + (size_t)k * PACKX_SIZE);
+        for (int j = 0; j < PACKX_SIZE; j++) {
+            int col = k * PACKX_SIZE + j;
+            if (col < V) { st = softmax_state_merge(st, softmax_state_of(to_float(pk.v[j]))); }
         }
     }
     return st;
@@ -107,17 +104,16 @@ __host__ __device__ inline SoftmaxState classifier_thread_state(const floatX* ro
 // first V columns, 0 for the padded ones. Each thread rewrites only what it read.
 __host__ __device__ inline void classifier_thread_dlogits(floatX* row, SoftmaxState st, int target, float dloss,
                                                           int V, int Vp, int tid, int nthreads) {
-    ClassifierPack* packs = (ClassifierPack*)row;
     float inv_sum = 1.0f / st.sum;
-    for (int k = tid; k < Vp / CLASSIFIER_PACK; k += nthreads) {
-        ClassifierPack pk = packs[k];
-        for (int j = 0; j < CLASSIFIER_PACK; j++) {
-            int col = k * CLASSIFIER_PACK + j;
+    for (int k = tid; k < Vp / PACKX_SIZE; k += nthreads) {
+        PackX pk = load128(row + (size_t)k * PACKX_SIZE);
+        for (int j = 0; j < PACKX_SIZE; j++) {
+            int col = k * PACKX_SIZE + j;
             float d = 0.0f;
-            if (col < V) { d = crossentropy_dlogit(softmax_prob(to_float(pk.x[j]), st.maxval, inv_sum), col == target, dloss); }
-            pk.x[j] = from_float(d);
+            if (col < V) { d = crossentropy_dlogit(softmax_prob(to_float(pk.v[j]), st.maxval, inv_sum), col == target, dloss); }
+            pk.v[j] = from_float(d);
         }
-        packs[k] = pk;
+        store128(row + (size_t)k * PACKX_SIZE, pk);
     }
 }
 
@@ -174,10 +170,11 @@ fused_classifier_kernel(floatX* logits, float* losses, const int* targets, float
 // targets (BT) on the device. dloss = the gradient of the mean loss per position (e.g. 1/(B*T)).
 static void fused_classifier(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
                              int write_dlogits, cudaStream_t stream) {
-    if (V <= 0 || V > Vp || Vp % CLASSIFIER_PACK != 0 || (uintptr_t)logits % 16 != 0) {
-        fail("fused_classifier: needs 0 < V <= Vp, Vp a multiple of %d and 16-byte aligned logits (V %d, Vp %d)",
-             CLASSIFIER_PACK, V, Vp);
+    if (V <= 0 || V > Vp || Vp % PACKX_SIZE != 0) {
+        fail("fused_classifier: needs 0 < V <= Vp and Vp a multiple of %d, so that every row starts 16-byte "
+             "aligned (V %d, Vp %d)", PACKX_SIZE, V, Vp);
     }
+    check_aligned16(logits, "logits", "fused_classifier");
     if (BT <= 0) { return; }
     fused_classifier_kernel<<<BT, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, targets, dloss, V, Vp, write_dlogits);
     cudaCheckLaunch();

@@ -1,8 +1,11 @@
 /*
 The squared L2 norm of the gradients on the GPU: the CUDA twin of train_gpt2.c's sum_of_squares,
-deterministic without atomics. A fixed grid (its size does not depend on n) writes one partial
-sum per block into a scratch buffer; one block then adds the partials in a fixed order. So the
-order of every addition depends only on n, and two runs give the same bits.
+deterministic without atomics, over many gradient slices (one per unit of the slab) in two
+launches, not two per slice. A table on the device lists the slices (GlobalNormPart). A fixed
+grid (its size does not depend on the slices) walks them in order, each thread taking the same
+strided share of every slice, and writes one partial sum per block into a scratch buffer; one
+block then adds the partials in a fixed order. So the order of every addition depends only on
+the slices' lengths, and two runs give the same bits.
 
 Precision: each element is squared and summed in double, per thread, per block and across
 blocks. fp32 per thread was the alternative: with this grid (524,288 threads) a thread of a
@@ -22,14 +25,25 @@ double is exact for fp32 gradients too, as the CPU's (double)x * x is.
 #define GLOBAL_NORM_FINISH_THREADS 1024     // the one block that adds the partials
 #define GLOBAL_NORM_SCRATCH GLOBAL_NORM_BLOCKS // doubles of scratch: one partial per block
 
-// The sum of squares thread `tid` of `nthreads` owns: x[tid], x[tid + nthreads], ..., in order.
-// GradT: floatX, or float (the bf16 build's fp32 gradients, -zd fp32).
+// One slice of gradients the norm sums: n elements (GradT) at x, device memory (host memory in
+// the host test's replay).
+typedef struct {
+    const void* x;
+    size_t n;
+} GlobalNormPart;
+
+// The sum of squares thread `tid` of `nthreads` owns: in each part in order, x[tid],
+// x[tid + nthreads], ... GradT: floatX, or float (the bf16 build's fp32 gradients, -zd fp32).
 template <typename GradT>
-__host__ __device__ inline double global_norm_thread_sum(const GradT* x, size_t n, size_t tid, size_t nthreads) {
+__host__ __device__ inline double global_norm_thread_sum(const GlobalNormPart* parts, int num_parts, size_t tid,
+                                                         size_t nthreads) {
     double s = 0.0;
-    for (size_t i = tid; i < n; i += nthreads) {
-        double xi = (double)to_float(x[i]);
-        s += xi * xi;
+    for (int p = 0; p < num_parts; p++) {
+        const GradT* x = (const GradT*)parts[p].x;
+        for (size_t i = tid; i < parts[p].n; i += nthreads) {
+            double xi = (double)to_float(x[i]);
+            s += xi * xi;
+        }
     }
     return s;
 }
@@ -49,36 +63,37 @@ __device__ inline double block_sum_double(double x, double* shared) {
 // grid GLOBAL_NORM_BLOCKS, block GLOBAL_NORM_THREADS: partial[block] = the block's sum of squares
 template <typename GradT>
 __global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
-global_norm_partial_kernel(double* partial, const GradT* x, size_t n) {
+global_norm_partial_kernel(double* partial, const GlobalNormPart* parts, int num_parts) {
     __shared__ double warp_sums[32];
     size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t nthreads = (size_t)gridDim.x * blockDim.x;
-    double s = block_sum_double(global_norm_thread_sum(x, n, tid, nthreads), warp_sums);
+    double s = block_sum_double(global_norm_thread_sum<GradT>(parts, num_parts, tid, nthreads), warp_sums);
     if (threadIdx.x == 0) { partial[blockIdx.x] = s; }
 }
 
-// one block of GLOBAL_NORM_FINISH_THREADS: *out (+)= the sum of the nblocks partials
+// one block of GLOBAL_NORM_FINISH_THREADS: *out = the sum of the nblocks partials
 __global__ void __launch_bounds__(GLOBAL_NORM_FINISH_THREADS)
-global_norm_finish_kernel(double* out, const double* partial, int nblocks, int accumulate) {
+global_norm_finish_kernel(double* out, const double* partial, int nblocks) {
     __shared__ double warp_sums[32];
     double s = 0.0;
     for (int i = threadIdx.x; i < nblocks; i += blockDim.x) { s += partial[i]; }
     s = block_sum_double(s, warp_sums);
-    // kernels on one stream run in order, so the read-add-write of *out needs no atomic
-    if (threadIdx.x == 0) { *out = accumulate ? *out + s : s; }
+    if (threadIdx.x == 0) { *out = s; }
 }
 
-// Sum of squares of x[0..n) (floatX or float), in double throughout (see the top of this file), in a
-// fixed order: a fixed grid (independent of n) writes one partial per block into scratch, then
-// one block adds the partials in order and ADDS the result into *out (a double on the device)
-// when accumulate, else writes it. scratch: GLOBAL_NORM_SCRATCH doubles on the device, free
-// again once the stream has run the second kernel. n may be 0 (adds 0).
+// *out (a double on the device) = the sum of squares of every element of the num_parts slices
+// that `parts` lists (a table in DEVICE memory; each slice floatX or float), in double throughout
+// (see the top of this file), in a fixed order: a fixed grid (independent of the slices) writes
+// one partial per block into scratch, then one block adds the partials in order. scratch:
+// GLOBAL_NORM_SCRATCH doubles on the device, free again once the stream has run the second
+// kernel. Slices may be empty.
 template <typename GradT>
-static void global_norm_squared(double* out, const GradT* x, size_t n, int accumulate, double* scratch,
+static void global_norm_squared(double* out, const GlobalNormPart* parts, int num_parts, double* scratch,
                                 cudaStream_t stream) {
-    global_norm_partial_kernel<GradT><<<GLOBAL_NORM_BLOCKS, GLOBAL_NORM_THREADS, 0, stream>>>(scratch, x, n);
+    if (num_parts < 1) { fail("internal: global_norm_squared of %d slices", num_parts); }
+    global_norm_partial_kernel<GradT><<<GLOBAL_NORM_BLOCKS, GLOBAL_NORM_THREADS, 0, stream>>>(scratch, parts, num_parts);
     cudaCheckLaunch();
-    global_norm_finish_kernel<<<1, GLOBAL_NORM_FINISH_THREADS, 0, stream>>>(out, scratch, GLOBAL_NORM_BLOCKS, accumulate);
+    global_norm_finish_kernel<<<1, GLOBAL_NORM_FINISH_THREADS, 0, stream>>>(out, scratch, GLOBAL_NORM_BLOCKS);
     cudaCheckLaunch();
 }
 

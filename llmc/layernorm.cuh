@@ -3,19 +3,29 @@ LayerNorm on the GPU: the CUDA twins of train_gpt2.c's layernorm_forward / layer
 with the same argument names (the rows are N = B*T), plus the fused residual + layernorm that the
 blocks of the CUDA trainer use (one pass over memory instead of two).
 
-How the work is cut:
-  forward          one warp per row (LAYERNORM_WARPS rows per block). Lane l owns the columns
-                   l, l+32, l+64, ... and keeps them in shared memory as floats, so the row is
-                   read from global memory once for the mean, the variance and the output.
-  backward dinp    one warp per row, like the forward: two row sums, then every column.
-  backward dweight two fixed-order passes, like matmul.cuh's bias gradient: partial sums over
-                   LAYERNORM_CHUNKS row chunks into `scratch`, then one thread per column adds the
-                   chunks in order. No atomics, so two runs give the same bits (and the same bits
-                   on any GPU: the chunking depends on N only, not on the number of SMs).
+How the work is cut: a row of C channels is C / 8 packs of 16 bytes in bf16 (C / 4 in fp32;
+Pack128 in cuda_common.cuh), and a block has one thread per pack, rounded up to whole warps
+(layernorm_threads: 96 threads for GPT-2's C = 768 in bf16). Thread t owns pack t, the columns
+[t*8, t*8 + 8), of every row its block handles, and keeps it in registers from load to store.
+  forward   one row per block: the thread's pack of the row is read once (16 bytes), the block
+            sums give the mean and then the variance (two passes over the registers, as the
+            CPU twin: no cancellation), and the normalized pack is written once.
+  backward  ONE pass: a block takes LAYERNORM_BWD_ROWS rows in turn. For each, a thread reads
+            its pack of dout, inp and dinp once, the block sums give the row means of dnorm and
+            dnorm * norm, and the thread writes dinp back and adds its columns' dweight/dbias
+            terms to its registers. After its rows, the block writes those column sums (one
+            chunk) to `scratch`; a second small kernel adds the chunks in a fixed order (32
+            lanes per column, each summing every 32nd chunk, then the lanes in order). No atomics, so two runs give the same bits (and the same bits on
+            any GPU: the chunking depends on N only, not on the number of SMs).
+Bytes moved per row (floatX = 2 bytes in bf16): forward 2C read + 2C written (+2C read and 2C
+written fused with the residual); backward 6C read (dout, inp, dinp) + 2C written, plus the
+chunk sums, 2 x 4C bytes per LAYERNORM_BWD_ROWS rows.
 
-Every reduction has a fixed order: each lane sums its columns in increasing order, then
-warp_sum's butterfly (cuda_common.cuh). dev/test/test_layers_host.cu replays exactly these
-orders on the host with the helpers below and compares them with train_gpt2.c.
+Every reduction has a fixed order: each thread sums its pack's columns in increasing order, then
+block_sum's butterflies (cuda_common.cuh); the column sums go row by row within a chunk, then
+chunk lane by chunk lane.
+dev/test/test_layers_host.cu replays exactly these orders on the host with the helpers below and
+compares them with train_gpt2.c.
 */
 #ifndef LLMC_LAYERNORM_CUH
 #define LLMC_LAYERNORM_CUH
@@ -51,62 +61,74 @@ __host__ __device__ inline float layernorm_dinp(float dnorm, float norm, float d
 // ----------------------------------------------------------------------------
 // launch shapes
 
-#define LAYERNORM_WARPS 4      // rows per block of the row kernels: one warp per row
-#define LAYERNORM_MAX_C 3072   // the forward's row cache, LAYERNORM_WARPS * C floats, fits in 48 KiB of shared memory
-#define LAYERNORM_CHUNKS 64    // row chunks of dweight/dbias's first pass
-#define LAYERNORM_COLS 32      // dweight/dbias: columns per block, one warp reads 32 neighbouring columns of a row
-#define LAYERNORM_ROW_LANES 8  // dweight/dbias: warps per block, each taking every 8th row of the chunk
+// At most 512 threads, so each may hold 128 registers (65536 per SM): the backward keeps a pack
+// of weight, dweight and dbias terms and of the row's values: 78-80 registers in bf16 (ptxas -v, sm_80 and
+// sm_90: no spills; with 1024 threads the cap of 64 made it spill).
+#define LAYERNORM_MAX_THREADS 512
+#define LAYERNORM_MAX_C (LAYERNORM_MAX_THREADS * PACKX_SIZE) // one pack per thread: 4096 bf16, 2048 fp32 channels
+#define LAYERNORM_BWD_ROWS 32     // rows per block of the backward: one chunk of the dweight/dbias column sums
+
+// Threads per block: one per pack of the row, rounded up to whole warps (block_sum needs them).
+static inline int layernorm_threads(int C) { return ceil_div(ceil_div(C, PACKX_SIZE), 32) * 32; }
+
+// Chunks of the backward's column sums (its blocks): they depend on N only.
+static inline int layernorm_backward_chunks(int N) { return ceil_div(N, LAYERNORM_BWD_ROWS); }
 
 static void layernorm_check_shape(int N, int C, const char* who) {
     if (N < 1 || C < 1 || C > LAYERNORM_MAX_C) {
-        fail("%s: N=%d rows of C=%d channels is not supported (need N >= 1 and 1 <= C <= %d: the forward "
-             "keeps %d rows of C floats in 48 KiB of shared memory)", who, N, C, LAYERNORM_MAX_C, LAYERNORM_WARPS);
+        fail("%s: N=%d rows of C=%d channels is not supported (need N >= 1 and 1 <= C <= %d: one thread per "
+             "16-byte pack of a row, at most %d threads)", who, N, C, LAYERNORM_MAX_C, LAYERNORM_MAX_THREADS);
     }
 }
 
 // ----------------------------------------------------------------------------
 // forward
 
-// grid ceil(N / LAYERNORM_WARPS), block 32 * LAYERNORM_WARPS, shared LAYERNORM_WARPS * C floats.
-// One warp per row. When inp2 is NULL the row is inp1; otherwise it is the residual inp1 + inp2,
-// rounded to floatX and written to `residual` first, and the statistics are taken from the
-// rounded values, so the backward (which reads `residual`) sees the same numbers.
-// Each element is read and then written by the same thread, so residual may be inp1 or inp2.
-__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* residual,
-                                         const floatX* inp1, const floatX* inp2, const floatX* weight,
-                                         const floatX* bias, int N, int C) {
-    extern __shared__ float row_cache[]; // (LAYERNORM_WARPS, C)
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int row = blockIdx.x * LAYERNORM_WARPS + warp;
-    if (row >= N) { return; } // the whole warp leaves together, and there is no __syncthreads below
-    float* x = row_cache + (size_t)warp * C; // lane l only ever touches x[l + 32k]: no sync needed
-    size_t base = (size_t)row * C;
-
+// grid N, block layernorm_threads(C): block `row` normalizes one row; thread t owns pack t of it.
+// When inp2 is NULL the row is inp1; otherwise it is the residual inp1 + inp2, rounded to floatX
+// and written to `residual` first, and the statistics are taken from the rounded values, so the
+// backward (which reads `residual`) sees the same numbers. Each pack is read and then written by
+// the same thread, so residual may be inp1 or inp2.
+__global__ void __launch_bounds__(LAYERNORM_MAX_THREADS)
+layernorm_forward_kernel(floatX* out, float* mean, float* rstd, floatX* residual, const floatX* inp1,
+                         const floatX* inp2, const floatX* weight, const floatX* bias, int C) {
+    __shared__ float warp_sums[32];
+    size_t row = blockIdx.x, base = row * C;
+    int t = threadIdx.x, first = t * PACKX_SIZE; // this thread's columns: [first, first + PACKX_SIZE) below C
+    bool aligned = C % PACKX_SIZE == 0;          // then every row starts on a 16-byte boundary
+    float x[PACKX_SIZE] = {};
     float sum = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float v;
+    if (first < C) {
+        PackX a = load_pack(inp1 + base, t, C, aligned);
         if (inp2 == NULL) {
-            v = to_float(inp1[base + i]);
+            for (int j = 0; j < PACKX_SIZE; j++) { x[j] = to_float(a.v[j]); }
         } else {
-            floatX r = from_float(to_float(inp1[base + i]) + to_float(inp2[base + i]));
-            residual[base + i] = r;
-            v = to_float(r);
+            PackX b = load_pack(inp2 + base, t, C, aligned), r;
+            for (int j = 0; j < PACKX_SIZE; j++) {
+                r.v[j] = from_float(to_float(a.v[j]) + to_float(b.v[j]));
+                x[j] = to_float(r.v[j]);
+            }
+            store_pack(residual + base, t, C, aligned, r);
         }
-        x[i] = v;
-        sum += v;
+        for (int j = 0; j < PACKX_SIZE && first + j < C; j++) { sum += x[j]; }
     }
-    float m = layernorm_mean(warp_sum(sum), C);
+    float m = layernorm_mean(block_sum(sum, warp_sums), C); // every thread calls it, even past the row's end
     // two passes (mean first, then squared deviations), as the CPU twin: no cancellation
     float squared_deviations = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float d = x[i] - m;
+    for (int j = 0; j < PACKX_SIZE && first + j < C; j++) {
+        float d = x[j] - m;
         squared_deviations += d * d;
     }
-    float s = layernorm_rstd(warp_sum(squared_deviations), C);
-    for (int i = lane; i < C; i += 32) {
-        out[base + i] = from_float(layernorm_normalize(x[i], m, s, to_float(weight[i]), to_float(bias[i])));
+    float s = layernorm_rstd(block_sum(squared_deviations, warp_sums), C);
+    if (first < C) {
+        // weight and bias are arrays of C from a 16-byte boundary: whole packs are one access each
+        PackX w = load_pack(weight, t, C, true), b = load_pack(bias, t, C, true), o;
+        for (int j = 0; j < PACKX_SIZE; j++) {
+            o.v[j] = from_float(layernorm_normalize(x[j], m, s, to_float(w.v[j]), to_float(b.v[j])));
+        }
+        store_pack(out + base, t, C, aligned, o);
     }
-    if (lane == 0) {
+    if (t == 0) {
         mean[row] = m;
         rstd[row] = s;
     }
@@ -116,9 +138,16 @@ static void layernorm_forward_launch(floatX* out, float* mean, float* rstd, floa
                                      const floatX* inp2, const floatX* weight, const floatX* bias, int N, int C,
                                      cudaStream_t stream, const char* who) {
     layernorm_check_shape(N, C, who);
-    size_t shared_bytes = (size_t)LAYERNORM_WARPS * C * sizeof(float);
-    layernorm_forward_kernel<<<ceil_div(N, LAYERNORM_WARPS), 32 * LAYERNORM_WARPS, shared_bytes, stream>>>(
-        out, mean, rstd, residual, inp1, inp2, weight, bias, N, C);
+    check_aligned16(out, "out", who);
+    check_aligned16(inp1, inp2 == NULL ? "inp" : "inp1", who);
+    if (inp2 != NULL) {
+        check_aligned16(inp2, "inp2", who);
+        check_aligned16(residual, "residual", who);
+    }
+    check_aligned16(weight, "weight", who);
+    check_aligned16(bias, "bias", who);
+    layernorm_forward_kernel<<<N, layernorm_threads(C), 0, stream>>>(out, mean, rstd, residual, inp1, inp2, weight,
+                                                                     bias, C);
     cudaCheckLaunch();
 }
 
@@ -141,53 +170,77 @@ static void fused_residual_layernorm_forward(floatX* residual, floatX* normed, f
 // ----------------------------------------------------------------------------
 // backward
 
-// grid ceil(N / LAYERNORM_WARPS), block 32 * LAYERNORM_WARPS. One warp per row: dinp (N,C) +=.
-// The row is read twice from global memory (the second time mostly from L1/L2); caching it as
-// the forward does would need two arrays (inp and dout) per warp.
-__global__ void layernorm_backward_dinp_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
-                                               const floatX* weight, const float* mean, const float* rstd,
-                                               int N, int C) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int row = blockIdx.x * LAYERNORM_WARPS + warp;
-    if (row >= N) { return; } // the whole warp leaves together
-    size_t base = (size_t)row * C;
-    float m = mean[row], s = rstd[row];
-
-    float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
-    for (int i = lane; i < C; i += 32) {
-        float norm = layernorm_norm(to_float(inp[base + i]), m, s);
-        float dnorm = to_float(weight[i]) * to_float(dout[base + i]);
-        dnorm_sum += dnorm;
-        dnorm_norm_sum += dnorm * norm;
+// grid layernorm_backward_chunks(N), block layernorm_threads(C). Block b takes the rows
+// [b * LAYERNORM_BWD_ROWS, ...) in order; thread t owns pack t of each (see the top). dinp (N,C) +=;
+// partial[b][0][col] = the chunk's sum of norm * dout (dweight), partial[b][1][col] = of dout (dbias).
+__global__ void __launch_bounds__(LAYERNORM_MAX_THREADS)
+layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* weight,
+                          const float* mean, const float* rstd, int N, int C) {
+    __shared__ float warp_sums[32];
+    int t = threadIdx.x, first = t * PACKX_SIZE;
+    bool aligned = C % PACKX_SIZE == 0, mine = first < C;
+    float w[PACKX_SIZE];
+    float dw[PACKX_SIZE], db[PACKX_SIZE]; // this thread's columns, summed over the chunk's rows in order
+    for (int j = 0; j < PACKX_SIZE; j++) { w[j] = dw[j] = db[j] = 0.0f; }
+    if (mine) {
+        PackX wp = load_pack(weight, t, C, true);
+        for (int j = 0; j < PACKX_SIZE; j++) { w[j] = to_float(wp.v[j]); }
     }
-    float dnorm_mean = warp_sum(dnorm_sum) / C;
-    float dnorm_norm_mean = warp_sum(dnorm_norm_sum) / C;
-    for (int i = lane; i < C; i += 32) {
-        float norm = layernorm_norm(to_float(inp[base + i]), m, s);
-        float dnorm = to_float(weight[i]) * to_float(dout[base + i]);
-        float dx = layernorm_dinp(dnorm, norm, dnorm_mean, dnorm_norm_mean, s);
-        dinp[base + i] = from_float(to_float(dinp[base + i]) + dx);
+    int r0 = blockIdx.x * LAYERNORM_BWD_ROWS, r1 = min(N, r0 + LAYERNORM_BWD_ROWS);
+    for (int row = r0; row < r1; row++) { // the same count in every thread: the block sums stay in step
+        size_t base = (size_t)row * C;
+        float m = mean[row], s = rstd[row];
+        float norm[PACKX_SIZE], dnorm[PACKX_SIZE], d[PACKX_SIZE];
+        for (int j = 0; j < PACKX_SIZE; j++) { norm[j] = dnorm[j] = d[j] = 0.0f; }
+        float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
+        PackX gp = {}; // dinp's pack, read with the others so the row is touched once
+        if (mine) {
+            PackX xp = load_pack(inp + base, t, C, aligned), dp = load_pack(dout + base, t, C, aligned);
+            gp = load_pack(dinp + base, t, C, aligned);
+            for (int j = 0; j < PACKX_SIZE; j++) {
+                d[j] = to_float(dp.v[j]);
+                norm[j] = layernorm_norm(to_float(xp.v[j]), m, s);
+                dnorm[j] = w[j] * d[j];
+            }
+            for (int j = 0; j < PACKX_SIZE && first + j < C; j++) {
+                dnorm_sum += dnorm[j];
+                dnorm_norm_sum += dnorm[j] * norm[j];
+            }
+        }
+        float dnorm_mean = block_sum(dnorm_sum, warp_sums) / C;
+        float dnorm_norm_mean = block_sum(dnorm_norm_sum, warp_sums) / C;
+        if (mine) {
+            for (int j = 0; j < PACKX_SIZE; j++) {
+                float dx = layernorm_dinp(dnorm[j], norm[j], dnorm_mean, dnorm_norm_mean, s);
+                gp.v[j] = from_float(to_float(gp.v[j]) + dx);
+                dw[j] += norm[j] * d[j];
+                db[j] += d[j];
+            }
+            store_pack(dinp + base, t, C, aligned, gp);
+        }
+    }
+    float* p = partial + (size_t)blockIdx.x * 2 * C;
+    for (int j = 0; j < PACKX_SIZE && first + j < C; j++) {
+        p[first + j] = dw[j];
+        p[C + first + j] = db[j];
     }
 }
 
-// grid (ceil(C / LAYERNORM_COLS), LAYERNORM_CHUNKS), block (LAYERNORM_COLS, LAYERNORM_ROW_LANES).
-// partial[chunk][0][col] = sum over the chunk's rows of norm * dout (for dweight),
-// partial[chunk][1][col] = sum over the chunk's rows of dout (for dbias).
-// Row lane y sums rows r0 + y, r0 + y + 8, ... in order; the 8 lanes are then added in order.
-__global__ void layernorm_backward_dweight_partial_kernel(float* partial, const floatX* dout, const floatX* inp,
-                                                          const float* mean, const float* rstd, int N, int C) {
-    __shared__ float dw_lanes[LAYERNORM_ROW_LANES][LAYERNORM_COLS];
-    __shared__ float db_lanes[LAYERNORM_ROW_LANES][LAYERNORM_COLS];
-    int col = blockIdx.x * LAYERNORM_COLS + threadIdx.x;
-    int rows_per_chunk = (N + LAYERNORM_CHUNKS - 1) / LAYERNORM_CHUNKS;
-    int r0 = blockIdx.y * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
+// grid ceil(C / 32), block (32, LAYERNORM_CHUNK_LANES): dweight[col], dbias[col] += the chunks'
+// partial sums. Chunk lane y sums chunks y, y + 32, ... in order (a warp reads 32 neighbouring
+// columns of a chunk: 128 bytes), then the 32 lanes are added in order. With one thread per column
+// and 1024 chunks (GPT-2 124M, B*T = 32768) only C threads would walk 1024 loads each.
+#define LAYERNORM_CHUNK_LANES 32
+__global__ void __launch_bounds__(32 * LAYERNORM_CHUNK_LANES)
+layernorm_backward_dweight_kernel(floatX* dweight, floatX* dbias, const float* partial, int chunks, int C) {
+    __shared__ float dw_lanes[LAYERNORM_CHUNK_LANES][32];
+    __shared__ float db_lanes[LAYERNORM_CHUNK_LANES][32];
+    int col = blockIdx.x * 32 + threadIdx.x;
     float dw = 0.0f, db = 0.0f;
     if (col < C) {
-        for (int r = r0 + threadIdx.y; r < r1; r += LAYERNORM_ROW_LANES) {
-            size_t idx = (size_t)r * C + col;
-            float d = to_float(dout[idx]);
-            dw += layernorm_norm(to_float(inp[idx]), mean[r], rstd[r]) * d;
-            db += d;
+        for (int chunk = threadIdx.y; chunk < chunks; chunk += LAYERNORM_CHUNK_LANES) {
+            dw += partial[(size_t)chunk * 2 * C + col];
+            db += partial[(size_t)chunk * 2 * C + C + col];
         }
     }
     dw_lanes[threadIdx.y][threadIdx.x] = dw;
@@ -195,34 +248,18 @@ __global__ void layernorm_backward_dweight_partial_kernel(float* partial, const 
     __syncthreads();
     if (threadIdx.y == 0 && col < C) {
         float dw_total = 0.0f, db_total = 0.0f;
-        for (int y = 0; y < LAYERNORM_ROW_LANES; y++) {
+        for (int y = 0; y < LAYERNORM_CHUNK_LANES; y++) {
             dw_total += dw_lanes[y][threadIdx.x];
             db_total += db_lanes[y][threadIdx.x];
         }
-        float* p = partial + (size_t)blockIdx.y * 2 * C;
-        p[col] = dw_total;
-        p[C + col] = db_total;
+        dweight[col] = from_float(to_float(dweight[col]) + dw_total);
+        dbias[col] = from_float(to_float(dbias[col]) + db_total);
     }
 }
 
-// one thread per column: dweight[col], dbias[col] += the chunks' partial sums, in chunk order
-__global__ void layernorm_backward_dweight_finish_kernel(floatX* dweight, floatX* dbias, const float* partial, int C) {
-    int col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= C) { return; }
-    float dw = 0.0f, db = 0.0f;
-    for (int chunk = 0; chunk < LAYERNORM_CHUNKS; chunk++) {
-        dw += partial[(size_t)chunk * 2 * C + col];
-        db += partial[(size_t)chunk * 2 * C + C + col];
-    }
-    dweight[col] = from_float(to_float(dweight[col]) + dw);
-    dbias[col] = from_float(to_float(dbias[col]) + db);
-}
-
-// floats of device scratch that layernorm_backward needs: (LAYERNORM_CHUNKS, 2, C) partial sums.
-// N is in the signature so a finer chunking by N could come later without changing the callers.
+// floats of device scratch that layernorm_backward needs: (chunks, 2, C) partial sums
 static size_t layernorm_backward_scratch_floats(int N, int C) {
-    (void)N;
-    return (size_t)LAYERNORM_CHUNKS * 2 * C;
+    return (size_t)layernorm_backward_chunks(N) * 2 * C;
 }
 
 // dinp (N,C) += ; dweight, dbias (C) += (they sum over micro-steps of gradient accumulation, and
@@ -231,14 +268,18 @@ static size_t layernorm_backward_scratch_floats(int N, int C) {
 static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                                const floatX* inp, const floatX* weight, const float* mean, const float* rstd,
                                int N, int C, cudaStream_t stream) {
-    layernorm_check_shape(N, C, "layernorm_backward");
-    layernorm_backward_dinp_kernel<<<ceil_div(N, LAYERNORM_WARPS), 32 * LAYERNORM_WARPS, 0, stream>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C);
+    const char* who = "layernorm_backward";
+    layernorm_check_shape(N, C, who);
+    check_aligned16(dinp, "dinp", who);
+    check_aligned16(dout, "dout", who);
+    check_aligned16(inp, "inp", who);
+    check_aligned16(weight, "weight", who);
+    int chunks = layernorm_backward_chunks(N);
+    layernorm_backward_kernel<<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
+                                                                           rstd, N, C);
     cudaCheckLaunch();
-    dim3 grid(ceil_div(C, LAYERNORM_COLS), LAYERNORM_CHUNKS), block(LAYERNORM_COLS, LAYERNORM_ROW_LANES);
-    layernorm_backward_dweight_partial_kernel<<<grid, block, 0, stream>>>(scratch, dout, inp, mean, rstd, N, C);
-    cudaCheckLaunch();
-    layernorm_backward_dweight_finish_kernel<<<ceil_div(C, 256), 256, 0, stream>>>(dweight, dbias, scratch, C);
+    dim3 lanes(32, LAYERNORM_CHUNK_LANES);
+    layernorm_backward_dweight_kernel<<<ceil_div(C, 32), lanes, 0, stream>>>(dweight, dbias, scratch, chunks, C);
     cudaCheckLaunch();
 }
 

@@ -165,28 +165,40 @@ static void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const f
 // bias gradient: dbias (OC) += column sums of dout (BT, OC), in two fixed-order passes
 
 #define DBIAS_CHUNKS 64  // row chunks of the first pass (the scratch holds DBIAS_CHUNKS x OC floats)
-#define DBIAS_COLS 32    // columns per block: one warp reads 32 neighbouring columns of a row
+#define DBIAS_PACKS 32   // 16-byte packs of columns per block: one warp reads 32 neighbouring packs of a row
 #define DBIAS_ROWS 8     // row lanes per block (warps), summed in order at the end
 
 static size_t matmul_dbias_scratch_floats(int OC) { return (size_t)DBIAS_CHUNKS * OC; }
 
-// grid (ceil(OC / 32), DBIAS_CHUNKS), block (32, 8): partial[chunk][col] = sum of dout[row][col]
-// over the chunk's rows, each warp taking every 8th row, the 8 warps then added in order.
+// grid (ceil(packs / 32), DBIAS_CHUNKS), block (32, 8): thread x owns pack blockIdx.x * 32 + x of
+// a row, the columns [8 g, 8 g + 8) in bf16 (Pack128, cuda_common.cuh). partial[chunk][col] = the
+// sum of dout[row][col] over the chunk's rows, each warp taking every 8th row, the 8 warps then
+// added in order. Bytes moved: dout read once (16 bytes per thread and row), 4 x 64 x OC written.
 __global__ void dbias_partial_kernel(float* partial, const floatX* dout, int BT, int OC) {
-    __shared__ float sums[DBIAS_ROWS][DBIAS_COLS];
-    int col = blockIdx.x * DBIAS_COLS + threadIdx.x;
+    // [row lane][element of the pack][pack]: a warp's 32 lanes store and load 32 consecutive floats
+    // per element, one wavefront each (with the pack innermost, lanes 32 bytes apart would share banks)
+    __shared__ float sums[DBIAS_ROWS][PACKX_SIZE][DBIAS_PACKS];
+    size_t g = (size_t)blockIdx.x * DBIAS_PACKS + threadIdx.x;
+    int first = (int)g * PACKX_SIZE;
+    bool aligned = OC % PACKX_SIZE == 0; // then every row of dout starts 16-byte aligned
     int rows_per_chunk = (BT + DBIAS_CHUNKS - 1) / DBIAS_CHUNKS;
     int r0 = blockIdx.y * rows_per_chunk, r1 = min(BT, r0 + rows_per_chunk);
-    float s = 0.0f;
-    if (col < OC) {
-        for (int r = r0 + threadIdx.y; r < r1; r += DBIAS_ROWS) { s += to_float(dout[(size_t)r * OC + col]); }
+    float s[PACKX_SIZE];
+    for (int j = 0; j < PACKX_SIZE; j++) { s[j] = 0.0f; }
+    if (first < OC) {
+        for (int r = r0 + threadIdx.y; r < r1; r += DBIAS_ROWS) {
+            PackX d = load_pack(dout + (size_t)r * OC, g, OC, aligned);
+            for (int j = 0; j < PACKX_SIZE; j++) { s[j] += to_float(d.v[j]); }
+        }
     }
-    sums[threadIdx.y][threadIdx.x] = s;
+    for (int j = 0; j < PACKX_SIZE; j++) { sums[threadIdx.y][j][threadIdx.x] = s[j]; }
     __syncthreads();
-    if (threadIdx.y == 0 && col < OC) {
-        float total = 0.0f;
-        for (int w = 0; w < DBIAS_ROWS; w++) { total += sums[w][threadIdx.x]; }
-        partial[(size_t)blockIdx.y * OC + col] = total;
+    if (threadIdx.y == 0 && first < OC) {
+        for (int j = 0; j < PACKX_SIZE && first + j < OC; j++) {
+            float total = 0.0f;
+            for (int w = 0; w < DBIAS_ROWS; w++) { total += sums[w][j][threadIdx.x]; }
+            partial[(size_t)blockIdx.y * OC + first + j] = total;
+        }
     }
 }
 
@@ -213,10 +225,11 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight,
 // `scratch` of matmul_dbias_scratch_floats(OC) floats)
 static void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                             const floatX* inp, const floatX* weight, int BT, int C, int OC, cudaStream_t stream) {
+    if (dbias != NULL) { check_aligned16(dout, "dout", "matmul_backward's dbias"); } // before anything is queued
     matmul_cublaslt(dinp, weight, dout, NULL, C, BT, OC, 0, 0, 0, stream);
     matmul_cublaslt(dweight, inp, dout, NULL, C, OC, BT, 0, 1, 1, stream);
     if (dbias != NULL) {
-        dim3 grid(ceil_div(OC, DBIAS_COLS), DBIAS_CHUNKS), block(DBIAS_COLS, DBIAS_ROWS);
+        dim3 grid(ceil_div(packs_of(OC), DBIAS_PACKS), DBIAS_CHUNKS), block(DBIAS_PACKS, DBIAS_ROWS);
         dbias_partial_kernel<<<grid, block, 0, stream>>>(scratch, dout, BT, OC);
         cudaCheckLaunch();
         dbias_finish_kernel<<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, OC);

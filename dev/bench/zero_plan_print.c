@@ -147,10 +147,13 @@ static int print_collectives(int argc, char** argv) {
         for (int u = 0; u < p.layout.num_units && p.replicas > 1; u++) { issue(&is, AR, u, across_bytes(&is, u)); }
     }
     issue(&is, SC, -1, 8.0 * (N - 1)); // gpt2_update: the norm's partials
+    // CUDA: the loss before the update queues stages 1-2's all-gathers (train_step: a scalar
+    // all-gather behind them on the comm stream would make the host wait for them all)
+    if (cuda) { issue(&is, SC, -1, 8.0 * (N - 1)); }
     for (int u = 0; u < p.layout.num_units && (p.stage == 1 || p.stage == 2); u++) {
         issue(&is, AG, u, slice_bytes(&is, u, p.bytes.param)); // the updated params
     }
-    issue(&is, SC, -1, 8.0 * (N - 1)); // the loss
+    if (!cuda) { issue(&is, SC, -1, 8.0 * (N - 1)); } // the loss
     // the plan's own totals: this walk must reproduce them
     double want[4] = {p.comm_reduce_scatter, p.comm_all_gather, p.comm_all_reduce_across, p.comm_scalars};
     for (int k = 0; k < 4; k++) {

@@ -314,8 +314,11 @@ typedef struct {
 static const EncoderShape ENCODER_SHAPES[] = {
     {2, 64, 768, 50304, 1024, 50257}, // GPT-2-like: tokens over the whole vocabulary
     {4, 64, 96, 128, 70, 8},          // 8 tokens over 256 positions: long per-token sums
-    {3, 37, 50, 1000, 40, 1},         // one token everywhere (one bucket); C not a multiple of 32
+    {3, 37, 50, 1000, 40, 1},         // one token everywhere (one bucket); C not a multiple of the pack:
+                                      // unaligned rows, element by element
     {1, 1, 768, 64, 1, 64},           // a single position
+    {2, 32, 64, 50304, 1024, 50257},  // the tiny model's C: 8 packs of bf16 per row (16 of fp32)
+    {2, 5, 68, 200, 8, 100},          // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
 };
 
 static void check_encoder(const EncoderShape* s) {
@@ -381,12 +384,14 @@ typedef struct { int N, C; } LayernormShape; // N rows (B*T) of C channels
 static const LayernormShape LAYERNORM_SHAPES[] = {
     {128, 768},            // GPT-2-like: B*T = 2*64 rows
     {127, 96},             // an odd row count, a small C
-    {1031, 768},           // more rows than the weight gradient's 64 chunks, a multiple of nothing
-    {37, 50},              // C not a multiple of the warp
-    {5, LAYERNORM_MAX_C},  // the largest C: the forward's row cache fills 48 KiB of shared memory
+    {1031, 768},           // 33 backward chunks of 32 rows, the last one of 7: a multiple of nothing
+    {37, 50},              // C not a multiple of the pack (8 bf16, 4 fp32): unaligned rows, element by element
+    {64, 68},              // C a multiple of fp32's pack, not of bf16's: a partial last pack
+    {70, 64},              // the tiny model's C: 8 bf16 packs, so 24 of the block's 32 threads only join the sums
+    {5, LAYERNORM_MAX_C},  // the largest C: LAYERNORM_MAX_THREADS threads, one pack each
 };
 
-static const LayernormShape FUSED_RESIDUAL_SHAPES[] = {{128, 768}, {127, 96}};
+static const LayernormShape FUSED_RESIDUAL_SHAPES[] = {{128, 768}, {127, 96}, {37, 50}};
 
 static void check_layernorm(const LayernormShape* s) {
     int N = s->N, C = s->C;
@@ -526,6 +531,9 @@ static const MatmulShape MATMUL_SHAPES[] = {
     {"lm head", 128, 768, 50304, 0}, // OC = Vp, no bias: the logits, dinp sums 50304 terms
     {"odd rows", 37, 96, 3 * 96, 1},
     {"odd rows", 37, 96, 3 * 96, 0},
+    {"tiny fc", 64, 64, 4 * 64, 1}, // the tiny model's widths
+    {"odd OC", 37, 64, 50, 1},      // OC not a multiple of the pack: dbias reads its rows element by element
+    {"odd OC", 131, 64, 100, 1},    // OC a multiple of fp32's pack, not of bf16's
 };
 
 static void check_matmul(const MatmulShape* s) {
@@ -857,7 +865,8 @@ static void check_attention(const AttentionShape* s) {
 // ----------------------------------------------------------------------------
 // gelu: forward, backward (writes dinp; may run in place, dinp == dout, as the trainer does)
 
-static const size_t GELU_SIZES[] = {2 * 64 * 4 * 768, 1001}; // B*T*4C, and an odd count
+// B*T*4C; an odd count (a partial last pack); fewer elements than one pack
+static const size_t GELU_SIZES[] = {2 * 64 * 4 * 768, 1001, 3};
 
 static void check_gelu(size_t N) {
     char fwd[64], bwd[64];
@@ -961,22 +970,39 @@ static void check_classifier(const ClassifierShape* s) {
 }
 
 // ----------------------------------------------------------------------------
-// AdamW: three steps from the same master weights and gradients
+// AdamW: three steps over many tensors in one launch, from the same state and gradients
+//
+// A "unit" repeats a piece of three tensors (as a block unit repeats a block's 12) and ends in
+// padding; one launch updates the range [lo, lo + n) of it (a rank's shard), with weight decay on
+// the tensors the table marks. The CPU's adamw_update runs tensor by tensor with its own decay.
+// Every element outside the range, and the padding, must keep its bits: m and v start nonzero
+// there, so an update that touched them would show.
+
+static const size_t ADAMW_PIECE[3] = {1000, 37, 2062}; // a weight, a bias, a weight: 3099 elements
+static const int ADAMW_DECAY[3] = {1, 0, 1};
+#define ADAMW_PIECE_NUMEL 3099
+#define ADAMW_PADDING 29
 
 typedef struct {
-    size_t n;
+    int pieces;       // pieces in the unit
+    size_t lo, n;     // the range updated
     float weight_decay;
     float grad_scale; // the clipping factor
 } AdamWCase;
 
-static const AdamWCase ADAMW_CASES[] = {{4099, 0.0f, 1.0f}, {4099, 0.1f, 0.8f}};
+static const AdamWCase ADAMW_CASES[] = {
+    {1, 0, ADAMW_PIECE_NUMEL + ADAMW_PADDING, 0.0f, 1.0f},      // one piece and the padding, no decay
+    {2, 0, 2 * ADAMW_PIECE_NUMEL + ADAMW_PADDING, 0.1f, 0.8f},  // two pieces (-zu 2), decay, clipping
+    {2, 1500, 4000, 0.1f, 1.0f},                                // a shard from inside piece 0's last tensor into piece 1
+    {2, 5000, 2 * ADAMW_PIECE_NUMEL + ADAMW_PADDING - 5000, 0.1f, 1.0f}, // a shard that ends in the padding
+};
 
 static void check_adamw(const AdamWCase* c) {
-    size_t n = c->n;
+    size_t total = (size_t)c->pieces * ADAMW_PIECE_NUMEL + ADAMW_PADDING, lo = c->lo, hi = c->lo + c->n;
     const int steps = 3;
-    char what[96];
-    snprintf(what, sizeof(what), "adamw_update n=%zu decay=%g grad_scale=%g, %d steps", n, c->weight_decay,
-             c->grad_scale, steps);
+    char what[128];
+    snprintf(what, sizeof(what), "adamw_update %d pieces, [%zu, %zu) of %zu, decay=%g grad_scale=%g, %d steps", c->pieces,
+             lo, hi, total, c->weight_decay, c->grad_scale, steps);
     AdamWParams hp; // the CPU's hyperparameters; the GPU gets the same values one by one
     hp.lr = 1e-3f;
     hp.beta1 = 0.9f;
@@ -984,74 +1010,131 @@ static void check_adamw(const AdamWCase* c) {
     hp.eps = 1e-8f;
     hp.weight_decay = c->weight_decay;
     hp.grad_scale = c->grad_scale;
+    AdamWTensors table;
+    memset(&table, 0, sizeof(table));
+    table.piece = ADAMW_PIECE_NUMEL;
+    table.real = (unsigned int)(c->pieces * ADAMW_PIECE_NUMEL);
+    table.num_tensors = 3;
+    for (int k = 0, end = 0; k < 3; k++) {
+        end += (int)ADAMW_PIECE[k];
+        table.end[k] = (unsigned int)end;
+        table.decay[k] = ADAMW_DECAY[k];
+    }
 
-    float* master0 = random_float(n, 0.0f, 0.5f);
-    float* params_ref = host_copy(master0, n); // the CPU's params are fp32: they are its master
-    float* m_ref = host_zeros(n);
-    float* v_ref = host_zeros(n);
-    floatX* d_params = device_floatX(master0, n); // rounded to floatX, as after a previous step
-    float* d_master = device_float(master0, n);
-    float* d_m = (float*)device_alloc(n * sizeof(float)); // zeros
-    float* d_v = (float*)device_alloc(n * sizeof(float));
-    floatX* d_grads = (floatX*)device_alloc(n * sizeof(floatX));
+    float* master0 = random_float(total, 0.0f, 0.5f);
+    float* m0 = random_float(total, 0.0f, 1e-3f);
+    float* v0 = random_float(total, 0.0f, 1e-3f);
+    for (size_t i = 0; i < total; i++) { v0[i] = v0[i] * v0[i]; } // a second moment is >= 0
+    float* params_ref = host_copy(master0, total); // the CPU's params are fp32: they are its master
+    float* m_ref = host_copy(m0, total);
+    float* v_ref = host_copy(v0, total);
+    floatX* d_params = device_floatX(master0, total); // rounded to floatX, as after a previous step
+    float* d_master = device_float(master0, total);
+    float* d_m = device_float(m0, total);
+    float* d_v = device_float(v0, total);
+    floatX* d_grads = (floatX*)device_alloc(total * sizeof(floatX));
     for (int t = 1; t <= steps; t++) {
-        float* grads = random_floatX(n, 0.0f, 0.01f);
+        float* grads = random_floatX(total, 0.0f, 0.01f);
         hp.t = t;
-        adamw_update(params_ref, grads, m_ref, v_ref, n, c->weight_decay, &hp);
-        upload_floatX(d_grads, grads, n);
-        adamw_update(d_params, d_master, d_grads, d_m, d_v, n, hp.lr, hp.beta1, hp.beta2,
-                     adamw_bias_correction(hp.beta1, t), adamw_bias_correction(hp.beta2, t), hp.eps,
+        for (int piece = 0; piece < c->pieces; piece++) { // the CPU, tensor by tensor, within [lo, hi)
+            size_t t0 = (size_t)piece * ADAMW_PIECE_NUMEL;
+            for (int k = 0; k < 3; k++) {
+                size_t t1 = t0 + ADAMW_PIECE[k], a = t0 > lo ? t0 : lo, b = t1 < hi ? t1 : hi;
+                if (a < b) {
+                    adamw_update(params_ref + a, grads + a, m_ref + a, v_ref + a, b - a,
+                                 ADAMW_DECAY[k] ? c->weight_decay : 0.0f, &hp);
+                }
+                t0 = t1;
+            }
+        }
+        upload_floatX(d_grads, grads, total);
+        adamw_update(d_params + lo, d_master + lo, d_grads + lo, d_m + lo, d_v + lo, c->n, lo, &table, hp.lr, hp.beta1,
+                     hp.beta2, adamw_bias_correction(hp.beta1, t), adamw_bias_correction(hp.beta2, t), hp.eps,
                      c->weight_decay, c->grad_scale, g_stream);
         free(grads);
     }
-    float* master = download_float(d_master, n);
-    float* m = download_float(d_m, n);
-    float* v = download_float(d_v, n);
-    float* params = download_floatX(d_params, n);
-    check_close(what, "master", master, params_ref, n, TOL_ADAMW_STATE);
-    check_close(what, "m", m, m_ref, n, TOL_ADAMW_STATE);
-    check_close(what, "v", v, v_ref, n, TOL_ADAMW_STATE);
-    check_close(what, "params", params, params_ref, n, TOL_ADAMW_PARAMS);
+    float* master = download_float(d_master, total);
+    float* m = download_float(d_m, total);
+    float* v = download_float(d_v, total);
+    float* params = download_floatX(d_params, total);
+    check_close(what, "master", master, params_ref, total, TOL_ADAMW_STATE);
+    check_close(what, "m", m, m_ref, total, TOL_ADAMW_STATE);
+    check_close(what, "v", v, v_ref, total, TOL_ADAMW_STATE);
+    check_close(what, "params", params, params_ref, total, TOL_ADAMW_PARAMS);
+    // outside [lo, hi) and in the padding: the very bits the update started from
+    size_t touched = 0;
+    for (size_t i = 0; i < total; i++) {
+        int inside = i >= lo && i < hi && i < table.real;
+        if (!inside && (memcmp(&master[i], &master0[i], 4) != 0 || memcmp(&m[i], &m0[i], 4) != 0 || memcmp(&v[i], &v0[i], 4) != 0)) {
+            touched++;
+        }
+    }
+    char detail[96];
+    snprintf(detail, sizeof(detail), "%zu elements outside the range or in the padding changed", touched);
+    report(touched == 0, what, "elements outside the range and the padding left alone", detail);
 
     device_free(d_params); device_free(d_master); device_free(d_m); device_free(d_v); device_free(d_grads);
-    free(master0); free(params_ref); free(m_ref); free(v_ref); free(master); free(m); free(v); free(params);
+    free(master0); free(m0); free(v0); free(params_ref); free(m_ref); free(v_ref); free(master); free(m); free(v);
+    free(params);
 }
 
 // ----------------------------------------------------------------------------
-// global norm: the sum of squares against the CPU's sum_of_squares (both in double)
+// global norm: the sum of squares of several slices in one pass, against the CPU's sum_of_squares
+// of each slice (both in double)
 
-static const size_t GLOBAL_NORM_SIZES[] = {1000000, 1237}; // and fewer elements than threads
+typedef struct {
+    int num_parts;
+    size_t n[4];     // the slices' lengths, laid out one after another with a gap of 5 elements
+    int fp32_grads;  // the slices are float (-zd fp32 in the bf16 build), not floatX
+} GlobalNormCase;
 
-static void check_global_norm(size_t n) {
-    char what[64];
-    snprintf(what, sizeof(what), "global_norm_squared n=%zu", n);
-    float* x = random_floatX(n, 0.0f, 1.0f);
-    double ref = sum_of_squares(x, n);
+static const GlobalNormCase GLOBAL_NORM_CASES[] = {
+    {1, {1000000}, 0},
+    {3, {1237, 0, 700001}, 0}, // fewer elements than threads, an empty slice, more
+    {4, {96, 5000, 3, 524289}, 1},
+};
 
-    floatX* d_x = device_floatX(x, n);
+template <typename GradT>
+static void check_global_norm_of(const GlobalNormCase* c) {
+    size_t total = 0;
+    for (int p = 0; p < c->num_parts; p++) { total += c->n[p] + 5; }
+    char what[96];
+    snprintf(what, sizeof(what), "global_norm_squared %d slices, %zu elements, %s grads", c->num_parts, total,
+             sizeof(GradT) == 4 ? "fp32" : "bf16");
+    float* x = random_floatX(total, 0.0f, 1.0f); // floatX values: exact in float too
+    GradT* hx = (GradT*)mallocCheck(total * sizeof(GradT));
+    for (size_t i = 0; i < total; i++) { hx[i] = (GradT)x[i]; }
+    GradT* d_x = (GradT*)device_alloc(total * sizeof(GradT));
+    upload_bytes(d_x, hx, total * sizeof(GradT));
+    GlobalNormPart parts[4];
+    double ref = 0.0;
+    size_t off = 0;
+    for (int p = 0; p < c->num_parts; p++) {
+        parts[p].x = d_x + off;
+        parts[p].n = c->n[p];
+        ref += sum_of_squares(x + off, c->n[p]);
+        off += c->n[p] + 5; // the gap is not summed
+    }
+    GlobalNormPart* d_parts = (GlobalNormPart*)device_alloc(sizeof(parts));
+    upload_bytes(d_parts, parts, sizeof(parts));
     double* d_out = (double*)device_alloc(sizeof(double));
     double* d_scratch = (double*)device_alloc(GLOBAL_NORM_SCRATCH * sizeof(double));
     double got[2];
     for (int run = 0; run < 2; run++) {
-        fill_nan(d_out, sizeof(double)); // accumulate 0 writes it
-        global_norm_squared(d_out, d_x, n, 0, d_scratch, g_stream);
+        fill_nan(d_out, sizeof(double));
+        global_norm_squared<GradT>(d_out, d_parts, c->num_parts, d_scratch, g_stream);
         double* h = (double*)download_bytes(d_out, sizeof(double));
         got[run] = *h;
         free(h);
     }
     check_scalar(what, "sum of squares", got[0], ref, GLOBAL_NORM_RTOL);
     check_same_bits(what, "sum of squares: same bits on a second run", &got[0], &got[1], sizeof(double));
+    device_free(d_x); device_free(d_parts); device_free(d_out); device_free(d_scratch);
+    free(x); free(hx);
+}
 
-    // accumulate 1 adds to what *out holds (the trainer sums its units this way)
-    const double before = 2.5;
-    upload_bytes(d_out, &before, sizeof(double));
-    global_norm_squared(d_out, d_x, n, 1, d_scratch, g_stream);
-    double* h = (double*)download_bytes(d_out, sizeof(double));
-    check_scalar(what, "accumulate: 2.5 + sum of squares", *h, before + ref, GLOBAL_NORM_RTOL);
-    free(h);
-
-    device_free(d_x); device_free(d_out); device_free(d_scratch);
-    free(x);
+static void check_global_norm(const GlobalNormCase* c) {
+    if (c->fp32_grads) { check_global_norm_of<float>(c); } else { check_global_norm_of<floatX>(c); }
 }
 
 // ----------------------------------------------------------------------------
@@ -1076,7 +1159,7 @@ static int run_correctness(void) {
     if (family("gelu")) { for (size_t i = 0; i < COUNT_OF(GELU_SIZES); i++) { check_gelu(GELU_SIZES[i]); } }
     if (family("classifier")) { for (size_t i = 0; i < COUNT_OF(CLASSIFIER_SHAPES); i++) { check_classifier(&CLASSIFIER_SHAPES[i]); } }
     if (family("adamw")) { for (size_t i = 0; i < COUNT_OF(ADAMW_CASES); i++) { check_adamw(&ADAMW_CASES[i]); } }
-    if (family("global_norm")) { for (size_t i = 0; i < COUNT_OF(GLOBAL_NORM_SIZES); i++) { check_global_norm(GLOBAL_NORM_SIZES[i]); } }
+    if (family("global_norm")) { for (size_t i = 0; i < COUNT_OF(GLOBAL_NORM_CASES); i++) { check_global_norm(&GLOBAL_NORM_CASES[i]); } }
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }
@@ -1407,16 +1490,21 @@ static void bench_update(const Peak* peak) {
     float* v = bench_buffer<float>(n, 0.0f, 1e-5f);
     double* norm = (double*)device_alloc(sizeof(double));
     double* scratch = (double*)device_alloc(GLOBAL_NORM_SCRATCH * sizeof(double));
+    // one launch over all of them (the trainer makes one per unit: 13 at 124M)
+    AdamWTensors all = adamw_one_tensor(n, 1);
     float ms = median_ms([&] {
-        adamw_update(params, master, grads, m, v, n, 6e-4f, 0.9f, 0.95f, adamw_bias_correction(0.9f, 10),
+        adamw_update(params, master, grads, m, v, n, 0, &all, 6e-4f, 0.9f, 0.95f, adamw_bias_correction(0.9f, 10),
                      adamw_bias_correction(0.95f, 10), 1e-8f, 0.1f, 1.0f, g_stream);
     });
     // reads grads, master, m, v; writes master, m, v, params
     bench_row(peak, "adamw_update (124M params)", ms, (double)n * (2.0 * SX + 6.0 * sizeof(float)), 0.0);
-    ms = median_ms([&] { global_norm_squared(norm, grads, n, 0, scratch, g_stream); });
+    GlobalNormPart part = {grads, n};
+    GlobalNormPart* d_part = (GlobalNormPart*)device_alloc(sizeof(part));
+    upload_bytes(d_part, &part, sizeof(part));
+    ms = median_ms([&] { global_norm_squared<floatX>(norm, d_part, 1, scratch, g_stream); });
     bench_row(peak, "global_norm_squared (124M params)", ms, (double)n * SX, 0.0);
     device_free(params); device_free(grads); device_free(master); device_free(m); device_free(v);
-    device_free(norm); device_free(scratch);
+    device_free(norm); device_free(scratch); device_free(d_part);
 }
 
 static int run_bench(const BenchShape* s, const cudaDeviceProp* prop) {
@@ -1444,16 +1532,52 @@ static int run_bench(const BenchShape* s, const cudaDeviceProp* prop) {
 // ----------------------------------------------------------------------------
 // command line and main
 
+// ----------------------------------------------------------------------------
+// --misaligned KERNEL: the 16-byte kernels' launchers refuse a pointer that is not 16-byte
+// aligned (one element past an allocation's start) with a message naming it, and exit 1 before
+// any launch; dev/test/test_step_sync.sh runs each and checks the message. Returns only if the
+// launcher accepted the pointer (a failed check).
+
+static const char* const MISALIGNED_KERNELS[] = {"gelu", "layernorm", "layernorm_backward", "encoder", "dbias", "classifier"};
+
+static int run_misaligned(const char* kernel) {
+    const int N = 4, C = 64, V = 100, Vp = 128;
+    floatX* a = (floatX*)device_alloc((size_t)N * Vp * sizeof(floatX) + 16);
+    floatX* b = (floatX*)device_alloc((size_t)N * Vp * sizeof(floatX) + 16);
+    floatX* w = (floatX*)device_alloc(Vp * sizeof(floatX) + 16);
+    float* stats = (float*)device_alloc((size_t)N * Vp * sizeof(float) + 16);
+    int* tokens = (int*)device_alloc(N * sizeof(int)); // zeros: token 0 everywhere
+    int host_tokens[N] = {0, 0, 0, 0};
+    floatX* off = a + 1; // 2 or 4 bytes past a 256-byte boundary
+    if (strcmp(kernel, "gelu") == 0) { gelu_forward(off, b, (size_t)N * C, g_stream); }
+    else if (strcmp(kernel, "layernorm") == 0) { layernorm_forward(b, stats, stats, off, w, w, N, C, g_stream); }
+    else if (strcmp(kernel, "layernorm_backward") == 0) {
+        layernorm_backward(off, w, w, stats, b, b, w, stats, stats, N, C, g_stream);
+    } else if (strcmp(kernel, "encoder") == 0) {
+        EncoderBackwardScratch scratch;
+        encoder_backward_scratch_init(&scratch, 1, N);
+        encoder_backward(off, w, b, host_tokens, 1, N, C, &scratch, g_stream);
+    } else if (strcmp(kernel, "dbias") == 0) {
+        matmul_backward(b, w, w, stats, off, b, w, N, 1, C, g_stream); // dbias reads dout = off
+    } else if (strcmp(kernel, "classifier") == 0) { fused_classifier(off, stats, tokens, 1.0f, N, V, Vp, 1, g_stream); }
+    else { fail("--misaligned: unknown kernel '%s'", kernel); }
+    cudaCheck(cudaStreamSynchronize(g_stream));
+    printf("FAIL --misaligned %s: the launcher accepted a pointer 1 element past a 16-byte boundary\n", kernel);
+    return 1;
+}
+
 static const char* USAGE =
-    "usage: test_kernels [--only FAMILY | --bench [-b B] [-t T] [--csv FILE]]\n"
+    "usage: test_kernels [--only FAMILY | --bench [-b B] [-t T] [--csv FILE] | --misaligned KERNEL]\n"
     "  (no flags)  every CUDA kernel against its CPU twin, and twice for the same bits\n"
     "  --only F    the same for one family F of kernels (encoder, layernorm, ..., global_norm)\n"
     "  --bench     time each kernel at the GPT-2 124M training shape against its floor\n"
     "  -b B        --bench batch size (default 8)\n"
     "  -t T        --bench sequence length (default 1024)\n"
-    "  --csv FILE  --bench: also write the rows to FILE as CSV (kernel,ms,bytes,flops)";
+    "  --csv FILE  --bench: also write the rows to FILE as CSV (kernel,ms,bytes,flops)\n"
+    "  --misaligned KERNEL   launch KERNEL (gelu, layernorm, layernorm_backward, encoder, dbias, classifier)\n"
+    "              with a pointer off a 16-byte boundary: it must be refused (exit 1 with a message)";
 
-static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
+static void parse_args(int argc, char** argv, int* bench, BenchShape* shape, const char** misaligned) {
     int shape_given = 0;
     const char* csv_path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1467,6 +1591,12 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
             char list[256];
             snprintf(list, sizeof(list), ", %s,", FAMILIES);
             if (strstr(list, padded) == NULL) { fail("flag --only expects a kernel family (%s), got '%s'", FAMILIES, g_only); }
+        } else if (strcmp(argv[i], "--misaligned") == 0) {
+            if (i + 1 >= argc) { fail("flag --misaligned needs a kernel name\n%s", USAGE); }
+            int known = 0;
+            for (size_t k = 0; k < COUNT_OF(MISALIGNED_KERNELS); k++) { known |= strcmp(argv[i + 1], MISALIGNED_KERNELS[k]) == 0; }
+            if (!known) { fail("flag --misaligned %s: expected one of gelu, layernorm, layernorm_backward, encoder, dbias, classifier", argv[i + 1]); }
+            *misaligned = argv[++i];
         } else if (strcmp(argv[i], "-b") == 0 || strcmp(argv[i], "-t") == 0) {
             if (i + 1 >= argc) { fail("flag %s needs a value\n%s", argv[i], USAGE); }
             char* end = NULL;
@@ -1491,6 +1621,7 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
     }
     if (shape_given && !*bench) { fail("-b, -t and --csv are options of the benchmark: add --bench"); }
     if (g_only != NULL && *bench) { fail("--only applies to the correctness checks, not to --bench"); }
+    if (*misaligned != NULL && (*bench || g_only != NULL)) { fail("--misaligned runs alone: not with --bench or --only"); }
     if (csv_path != NULL) {
         g_bench_csv = fopenCheck(csv_path, "w");
         fprintf(g_bench_csv, "kernel,ms,bytes,flops\n");
@@ -1499,8 +1630,9 @@ static void parse_args(int argc, char** argv, int* bench, BenchShape* shape) {
 
 int main(int argc, char** argv) {
     int bench = 0;
+    const char* misaligned = NULL;
     BenchShape shape = {8, 1024, 768, 12, 50257, 50304}; // GPT-2 124M
-    parse_args(argc, argv, &bench, &shape);
+    parse_args(argc, argv, &bench, &shape, &misaligned);
 
     int devices = 0;
     cudaError_t err = cudaGetDeviceCount(&devices);
@@ -1517,7 +1649,7 @@ int main(int argc, char** argv) {
     cudaCheck(cudaStreamCreate(&g_stream));
     matmul_init(NULL);
 
-    int status = bench ? run_bench(&shape, &prop) : run_correctness();
+    int status = misaligned != NULL ? run_misaligned(misaligned) : bench ? run_bench(&shape, &prop) : run_correctness();
 
     matmul_free();
     cudaCheck(cudaStreamDestroy(g_stream));

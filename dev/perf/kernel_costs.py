@@ -281,25 +281,139 @@ def global_norm_finish_kernel(S, ctx):
     return Cost(1, 1024, read=1024 * 8 + 8, write=8, cc_flops=1024, serial_trips=2, stream="read")
 
 
+# ----------------------------------------------------------------------------
+# issue 22's versions (branch kern16): the 16-byte kernels (Pack128 in llmc/cuda_common.cuh: 8 bf16
+# per thread and access), the one-pass layernorm backward, AdamW once per unit and the norm once.
+# DRAM bytes per tensor are the same as the versions above unless said; launch shapes differ, and
+# the bytes in flight per thread come from the PTX as for every kernel (step_counts.py).
+
+PACK = 16 // X  # bf16 elements per 16-byte pack
+
+
+def _packs(n):
+    return cdiv(n, PACK)
+
+
+def encoder_forward_kernel_16(S, ctx):
+    # one thread per pack of out (B,T,C): 16 bytes of wte's and wpe's rows read, 16 written
+    c = encoder_forward_kernel(S, ctx)
+    c.grid = cdiv(S.BT * _packs(S.C), 256)
+    return c
+
+
+def encoder_backward_dwte_kernel_16(S, ctx):
+    # grid (distinct tokens, ceil(packs/256)): thread (k, g) walks its token's positions for one pack
+    c = encoder_backward_dwte_kernel(S, ctx)
+    c.grid = S.D * cdiv(_packs(S.C), 256)
+    return c
+
+
+def encoder_backward_dwpe_kernel_16(S, ctx):
+    c = encoder_backward_dwpe_kernel(S, ctx)
+    c.grid = cdiv(S.T * _packs(S.C), 256)
+    return c
+
+
+def _ln_threads(C):
+    # layernorm_threads: one thread per pack of a row, rounded up to whole warps
+    return cdiv(_packs(C), 32) * 32
+
+
+def layernorm_forward_kernel_16(S, ctx):
+    # one row per block, thread t holding pack t in registers (no row cache in shared memory); the
+    # same DRAM bytes and FLOPs as above. Shared memory: block_sum twice per row (mean, variance),
+    # each a store by every warp's lane 0 and a load per warp: 4 x warps wavefronts per row.
+    fused = ctx.get("fused", False)
+    rows, streams, threads = S.BT, 2 if fused else 1, _ln_threads(S.C)
+    return Cost(rows, threads, read=streams * rows * S.C * X + 2 * S.C * X, write=streams * rows * S.C * X + rows * 8,
+                cc_flops=rows * S.C * (8 + (1 if fused else 0)), smem_wavefronts=rows * 4 * (threads // 32),
+                stream="triad" if fused else "scale", note="fused residual" if fused else "")
+
+
+def layernorm_backward_kernel(S, ctx):
+    # one pass: blocks of LAYERNORM_BWD_ROWS = 32 rows, thread t owning pack t of each: dout, inp
+    # and dinp read once, dinp written, weight once per block (cache), mean and rstd per row; the
+    # block's column sums (2 C floats) written once. FLOPs per element: norm 2, dnorm 1, the two
+    # row sums 3, dinp 4 and += 1, dweight and dbias terms 3. Shared: two block sums per row.
+    rows, threads = S.BT, _ln_threads(S.C)
+    chunks = cdiv(rows, 32)
+    return Cost(chunks, threads, read=3 * rows * S.C * X + S.C * X + rows * 8, write=rows * S.C * X + chunks * 2 * S.C * 4,
+                cc_flops=rows * S.C * 14, smem_wavefronts=rows * 4 * (threads // 32), stream="triad",
+                note="%d chunks of 32 rows" % chunks)
+
+
+def layernorm_backward_dweight_kernel(S, ctx):
+    # grid ceil(C/32), block (32, 32): chunk lane y sums chunks y, y+32, ... of 32 columns (the
+    # loads of a lane are independent), then lane 0 adds the 32 lanes from shared memory (each of
+    # the 32 warps stores 2 rows of 32 floats, warp 0 reads 2 x 32: 128 wavefronts per block)
+    chunks = cdiv(S.BT, 32)
+    blocks = cdiv(S.C, 32)
+    return Cost(blocks, 1024, read=chunks * 2 * S.C * 4 + 2 * S.C * X, write=2 * S.C * X,
+                cc_flops=2 * chunks * S.C, smem_wavefronts=blocks * 128, serial_trips=2, stream="read",
+                note="%d chunks" % chunks)
+
+
+def dbias_partial_kernel_16(S, ctx):
+    # grid (ceil(packs/32), 64), block (32, 8): thread x sums pack x of its rows; shared
+    # sums[8][PACK][32]: every warp stores PACK conflict-free rows, warp 0 reads 8 x PACK
+    OC = ctx["OC"]
+    blocks = cdiv(_packs(OC), 32) * 64
+    return Cost(blocks, 256, read=S.BT * OC * X, write=64 * OC * 4, cc_flops=S.BT * OC,
+                smem_wavefronts=blocks * (8 * PACK + 8 * PACK), stream="read", note="OC %d" % OC)
+
+
+def gelu_forward_kernel_16(S, ctx):
+    c = gelu_forward_kernel(S, ctx)
+    c.grid = cdiv(_packs(S.BT * 4 * S.C), 256)  # one thread per pack
+    return c
+
+
+def gelu_backward_kernel_16(S, ctx):
+    c = gelu_backward_kernel(S, ctx)
+    c.grid = cdiv(_packs(S.BT * 4 * S.C), 256)
+    return c
+
+
+# The issue-22 tree's functions where its kernels differ from 2e0af91's (the rest are the same:
+# the classifier already read 16-byte packs, dbias_finish is unchanged, and adamw_kernel and the
+# norm's kernels cost per element as before; perf_model.py gives them a unit's, or every unit's,
+# elements per launch).
+KERNELS_ISSUE22 = {
+    "encoder_forward_kernel": encoder_forward_kernel_16,
+    "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_16,
+    "encoder_backward_dwpe_kernel": encoder_backward_dwpe_kernel_16,
+    "layernorm_forward_kernel": layernorm_forward_kernel_16,
+    "layernorm_backward_kernel": layernorm_backward_kernel,
+    "layernorm_backward_dweight_kernel": layernorm_backward_dweight_kernel,
+    "dbias_partial_kernel": dbias_partial_kernel_16,
+    "gelu_forward_kernel": gelu_forward_kernel_16,
+    "gelu_backward_kernel": gelu_backward_kernel_16,
+}
+
+
 # Each cost function above was derived from one version of its header. A tree whose header differs
 # (another branch rewrote the kernel under the same name) must not be costed with it: perf_model.py
 # stops with a message naming the file, unless the emulator's counters describe the kernel. The
-# fingerprint is sha256 of the whole file (first 12 hex digits), recorded here per derivation.
+# fingerprint is sha256 of the whole file (first 12 hex digits), recorded here per derivation, with
+# the version of the cost functions it was derived for ("2e0af91": KERNELS; "issue 22": KERNELS
+# with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
-    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91"},
-    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91"},
-    "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91"},
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22"},
+    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22"},
+    "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22"},
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91"},
-    "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91"},
-    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91"},
-    "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91"},
-    "llmc/global_norm.cuh": {"d1125d1ea8d6": "2e0af91"},
+    "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
+    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22"},
+    "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22"},
+    "llmc/global_norm.cuh": {"d1125d1ea8d6": "2e0af91", "80ce77d7589a": "issue 22"},
 }
 # Kernels checked unchanged (body and launch) in a later version of their header: the row-dot of
 # the attention backward is the same in branch attn's llmc/attention.cuh (b654100), whose other
-# kernels moved to tensor cores and are costed from the emulator's counters instead.
+# kernels moved to tensor cores and are costed from the emulator's counters instead; main's
+# (6f2061f) only moved the AttRowsA struct above the products that use it.
 KERNEL_DERIVED_FROM = {
-    "attention_backward_rowdot_kernel": {"9b8e04fd5dda": "b654100 (kernel and launch unchanged)"},
+    "attention_backward_rowdot_kernel": {"9b8e04fd5dda": "b654100 (kernel and launch unchanged)",
+                                         "c3e96622e206": "6f2061f (kernel and launch unchanged)"},
 }
 HEADER_OF = {
     "encoder_": "llmc/encoder.cuh", "layernorm_": "llmc/layernorm.cuh", "dbias_": "llmc/matmul.cuh",
@@ -323,6 +437,17 @@ KERNELS = {f.__name__: f for f in [
     attention_backward_dq_kernel, gelu_forward_kernel, gelu_backward_kernel, fused_classifier_kernel,
     adamw_kernel, global_norm_partial_kernel, global_norm_finish_kernel,
 ]}
+VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22)}
+
+
+def cost_function(name, header_fingerprint):
+    """The cost function of kernel `name` for the version of its header with this fingerprint, or
+    None when no derivation matches (perf_model.py then stops, naming the header)."""
+    header = header_of(name)
+    version = DERIVED_FROM.get(header, {}).get(header_fingerprint)
+    if version is None and header_fingerprint in KERNEL_DERIVED_FROM.get(name, {}):
+        version = "2e0af91"  # a kernel checked unchanged from its 2e0af91 derivation
+    return VERSIONS.get(version, {}).get(name) if version is not None else None
 
 # Which template instance of a kernel the bf16 trainer launches (ptxas reports each instance):
 # the attention kernels are built per head size, the update and the norm per gradient type.

@@ -155,9 +155,11 @@ def expand_step(counts, S):
     if tBT in (S.C, 3 * S.C, 4 * S.C, S.Vp):
         raise SystemExit("dev/perf: the traced B*T %d equals a model dimension: cannot tell it apart" % tBT)
     sizes, unit_size = layout(S)
-    tensors = [n for unit in sizes for n in unit]  # AdamW's launches, in update order
+    tensors = [n for unit in sizes for n in unit]  # 2e0af91's AdamW launches, one per tensor in update order
+    units = [sum(t) for t in sizes]  # issue 22's: one per unit (the kernel skips the unit's padding)
     launches, phase = [], "forward"
-    last_gemm, n_adamw, n_norm, n_memset, n_lnf = None, 0, 0, 0, 0
+    last_gemm, n_memset, n_lnf = None, 0, 0
+    adamw, norm = [], []  # their launches, given their elements once the step's structure is known
     for op in counts["step_ops"]:
         if op["op"] == "gemm":
             dims = [S.BT if d == tBT else d for d in (op["m"], op["n"], op["k"])]
@@ -176,13 +178,11 @@ def expand_step(counts, S):
                 n_lnf += phase == "forward"
             if name in ("dbias_partial_kernel", "dbias_finish_kernel"):
                 ctx["OC"] = last_gemm["n"]  # matmul_backward: after dweight (m C, n OC, k BT)
-            if name == "adamw_kernel":
-                ctx["n"] = tensors[n_adamw] if n_adamw < len(tensors) else 0
-                n_adamw += 1
-            if name in ("global_norm_partial_kernel", "global_norm_finish_kernel"):
-                ctx["n"] = unit_size[n_norm // 2] if n_norm // 2 < len(unit_size) else 0
-                n_norm += 1
             launches.append(Launch("kernel", name, phase, ctx))
+            if name == "adamw_kernel":
+                adamw.append(launches[-1])
+            if name in ("global_norm_partial_kernel", "global_norm_finish_kernel"):
+                norm.append(launches[-1])
             if name == "fused_classifier_kernel":
                 phase = "backward"
         elif op["op"] == "memset":
@@ -195,9 +195,26 @@ def expand_step(counts, S):
             # inputs, targets, losses: 4 bytes per position; the encoder's buckets 4 (3 BT + 1); the norm 8
             nb = 4 * S.BT if b == 4 * tBT else 4 * (3 * S.BT + 1) if b == 4 * (3 * tBT + 1) else b
             launches.append(Launch("memcpy", "cudaMemcpyAsync", phase, {"bytes": nb}))
-    if n_adamw != len(tensors):
-        raise SystemExit("dev/perf: the step launches AdamW %d times; kernel_costs.py's update (llmc/adamw.cuh at 2e0af91) "
-                         "launches it once per tensor (%d): this tree's update changed, derive its costs again" % (n_adamw, len(tensors)))
+    # AdamW once per tensor (2e0af91) or once per unit (issue 22); the norm twice per unit (2e0af91,
+    # each pass over the unit's slice) or twice in all (issue 22, one pass over every unit)
+    if len(adamw) == len(tensors):
+        per_launch = tensors
+    elif len(adamw) == len(units):
+        per_launch = units
+    else:
+        raise SystemExit("dev/perf: the step launches AdamW %d times; the model knows an update once per tensor (%d) or "
+                         "once per unit (%d): this tree's update changed, derive its costs again" % (len(adamw), len(tensors), len(units)))
+    for launch, n in zip(adamw, per_launch):
+        launch.ctx["n"] = n
+    if len(norm) == 2 * len(unit_size):
+        for k, launch in enumerate(norm):
+            launch.ctx["n"] = unit_size[k // 2]
+    elif len(norm) == 2:
+        for launch in norm:
+            launch.ctx["n"] = sum(unit_size)
+    else:
+        raise SystemExit("dev/perf: the step launches the norm's kernels %d times; the model knows 2 per unit (%d) or 2"
+                         % (len(norm), 2 * len(unit_size)))
     return launches
 
 
@@ -259,13 +276,13 @@ def kernel_result(launch, S, dev, counts):
     sl = counts.get("attention_slice", {}).get(launch.name)
     if sl and sl["mma_flops"] > 0:
         return tensor_core_result(launch, S, dev, sl, counts)
-    fn = kc.KERNELS.get(launch.name)
-    if fn is None:
+    if not any(launch.name in fns for fns in kc.VERSIONS.values()):
         raise SystemExit("dev/perf: no cost model for kernel %s: it needs the emulator's counters (EMU_COUNTERS, "
                          "branch emu-check) or a function in dev/perf/kernel_costs.py" % launch.name)
     header = kc.header_of(launch.name)
     have = counts.get("headers", {}).get(header)
-    if header is None or (have not in kc.DERIVED_FROM.get(header, {}) and have not in kc.KERNEL_DERIVED_FROM.get(launch.name, {})):
+    fn = kc.cost_function(launch.name, have) # the function derived for this version of the header
+    if header is None or fn is None:
         raise SystemExit("dev/perf: kernel %s: its cost in dev/perf/kernel_costs.py was derived from %s at %s, and this "
                          "tree's %s differs (sha256 %s): derive it again from the new code (and record the fingerprint), "
                          "or give the model the emulator's counters for it" % (
@@ -452,8 +469,9 @@ def predict(counts, dev, B, T):
 BENCH_MATMULS = [("qkv", 1, 3, True), ("attproj", 1, 1, True), ("fc", 1, 4, True), ("fcproj", 4, 1, True), ("lm head", 1, None, False)]
 
 
-def bench_rows(S):
-    """{row name: [Launch]} as test_kernels --bench names its rows."""
+def bench_rows(S, traced=()):
+    """{row name: [Launch]} as test_kernels --bench names its rows; traced: the kernels the tree's
+    step launches, which say which version of a row's launcher the tree has."""
     K = lambda name, **ctx: Launch("kernel", name, "bench", ctx)  # noqa: E731
     G = lambda m, n, k, bias=False, acc=False: Launch("gemm", "cublasLt", "bench", {"m": m, "n": n, "k": k, "bias": bias, "accumulate": acc})  # noqa: E731
     BT, C = S.BT, S.C
@@ -463,8 +481,11 @@ def bench_rows(S):
                                                          K("encoder_backward_dwte_kernel"), K("encoder_backward_dwpe_kernel")]
     rows["layernorm_forward"] = [K("layernorm_forward_kernel", fused=False)]
     rows["fused_residual_layernorm_forward"] = [K("layernorm_forward_kernel", fused=True)]
-    rows["layernorm_backward"] = [K("layernorm_backward_dinp_kernel"), K("layernorm_backward_dweight_partial_kernel"),
-                                  K("layernorm_backward_dweight_finish_kernel")]
+    if "layernorm_backward_kernel" in traced:  # issue 22: one pass, then the column sums
+        rows["layernorm_backward"] = [K("layernorm_backward_kernel"), K("layernorm_backward_dweight_kernel")]
+    else:
+        rows["layernorm_backward"] = [K("layernorm_backward_dinp_kernel"), K("layernorm_backward_dweight_partial_kernel"),
+                                      K("layernorm_backward_dweight_finish_kernel")]
     for name, cin, cout, bias in BENCH_MATMULS:
         Kin, OC = cin * C, (cout * C if cout else S.Vp)
         rows["matmul_forward %s (%d->%d)" % (name, Kin, OC)] = [G(OC, BT, Kin, bias)]
@@ -493,7 +514,7 @@ def bench_predictions(counts, dev, B, T):
     S = kc.Shape(B, T, distinct_tokens=int(V * (1 - (1 - 1 / V) ** BT)), max_bucket=8, **cfg)
     traced = {op["name"] for op in counts["step_ops"] if op["op"] == "kernel"}
     out = OrderedDict()
-    for row, launches in bench_rows(S).items():
+    for row, launches in bench_rows(S, traced).items():
         if any(l.kind == "kernel" and l.name not in traced for l in launches):
             continue
         out[row] = sum(r.time for r in predict_launches(launches, S, dev, counts)) * 1e3

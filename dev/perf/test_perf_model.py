@@ -84,9 +84,12 @@ names = [l.name for l in launches if l.kind == "kernel"]
 gemms = [l for l in launches if l.kind == "gemm"]
 check(len(gemms) == 12 * L + 3, "cuBLASLt products per step = 12 L + 3 (4 per block forward, 8 backward; the head 1 + 2)",
       str(len(gemms)))
-check(names.count("adamw_kernel") == 12 * L + 4, "AdamW launches = tensors = 12 L + 4", str(names.count("adamw_kernel")))
-check(names.count("global_norm_partial_kernel") == L + 1 and names.count("global_norm_finish_kernel") == L + 1,
-      "gradient norm: two launches per unit, L + 1 units")
+check(names.count("adamw_kernel") == L + 1, "AdamW launches = units = L + 1 (one per unit; 12 L + 4 per tensor before issue 22)",
+      str(names.count("adamw_kernel")))
+check(names.count("global_norm_partial_kernel") == 1 and names.count("global_norm_finish_kernel") == 1,
+      "gradient norm: two launches in all (one pass over every unit; two per unit before issue 22)")
+check(names.count("layernorm_backward_kernel") == 2 * L + 1 and names.count("layernorm_backward_dweight_kernel") == 2 * L + 1,
+      "layernorm backward: the one-pass kernel and the column sums, once per layernorm (2 L + 1)")
 check(names.count("layernorm_forward_kernel") == 2 * L + 1, "layernorm forward launches = 2 L + 1 (ln1, ln2, lnf)")
 check(all(names.count(k) == L for k in ("attention_forward_kernel", "attention_backward_dq_kernel", "gelu_forward_kernel")),
       "attention and GELU: one launch per layer")
@@ -111,7 +114,11 @@ mutant_caught("a wrong traced B*T (192 for 64: the products' B*T dimension not r
 gelu = [kc.gelu_forward_kernel(S, l.ctx) for l in launches if l.name == "gelu_forward_kernel"]
 check(sum(g.dram for g in gelu) == L * 2 * B * T * 4 * C * 2,
       "GELU forward moves exactly 2 x B T 4C bf16 elements per layer (read + write)")
-check(all(g.grid * g.block >= B * T * 4 * C > (g.grid - 1) * g.block for g in gelu), "GELU forward: one thread per element")
+gelu = [kc.cost_function("gelu_forward_kernel", counts["headers"]["llmc/gelu.cuh"])(S, l.ctx)
+        for l in launches if l.name == "gelu_forward_kernel"]
+packs = -(-B * T * 4 * C // 8)
+check(all(g.grid * g.block >= packs > (g.grid - 1) * g.block for g in gelu),
+      "GELU forward: one thread per 16-byte pack of 8 bf16 (the tree's llmc/gelu.cuh)")
 ln = [(l.ctx["fused"], kc.layernorm_forward_kernel(S, l.ctx)) for l in launches if l.name == "layernorm_forward_kernel"]
 check([f for f, _ in ln].count(False) == 1 and ln[0][0] is False,
       "layernorm forward: only block 0's ln1 is plain, the 2 L others fuse the residual add")
@@ -170,6 +177,23 @@ for stage in range(4):
     p = plan[stage]
     check(rs == float(p["reduce_scatter"]) and ag == float(p["all_gather"]) and calls == (int(p["rs_calls"]), int(p["ag_calls"])),
           "stage %d at N=8: the timeline's collectives = zero_plan_print's bytes and calls (%d RS, %d AG)" % (stage, *calls))
+# stages 1-2 (train_gpt2.cu params_all_gather, unit_params): after the update every unit's
+# all-gather is queued and the compute does not wait for them; the next forward waits for each
+# unit's own at its first use: one wait per unit, each before the unit's first compute
+def per_unit_waits(ev, units):
+    first_use = {0: "compute encoder"}
+    first_use.update({u: "compute block %d" % u for u in range(1, units)})
+    lines = [" ".join(e) for e in ev]
+    upd = lines.index("compute update")
+    return (all(lines.count("wait_gather %d" % u) == 1 and lines.index("wait_gather %d" % u) + 1 == lines.index(first_use[u])
+                for u in range(units)) and "compute_waits_comm" not in lines[upd:])
+
+
+for stage in (1, 2):
+    check(per_unit_waits(zero_step.walk_events(stage, 8, 12), 13),
+          "stage %d at N=8: the compute waits for each unit's all-gather at its first use, not for all after the update" % stage)
+old_schedule = [e for e in zero_step.walk_events(1, 8, 12) if e[0] != "wait_gather"] + [["compute_waits_comm"]]
+mutant_caught("stage 1 waiting for every all-gather after the update (before issue 22)", lambda: per_unit_waits(old_schedule, 13))
 _, units8 = pm.layout(kc.Shape(32, 1024), 8)
 check(sum(units8) * 2 == int(plan[0]["params"]), "the model's padded units at N=8 = the plan's parameter bytes / 2")
 mutant_caught("a layout without lnf's 2 C parameters", lambda: (sum(units8) - 2 * 768) * 2 == int(plan[0]["params"]))

@@ -124,8 +124,8 @@ def simulate(events, seg, update_time, busbw, dev, unit_bytes, steps=3):
                 t_comm = max(t_comm, slot_free.get(slot, 0.0)) + d
                 gathered[u] = t_comm
                 comm_busy += d
-            elif kind == "wait_gather":
-                t_compute = max(t_compute, gathered[int(ev[1])])
+            elif kind == "wait_gather":  # the first step has no update before it: nothing to wait for
+                t_compute = max(t_compute, gathered.get(int(ev[1]), 0.0))
             elif kind == "release":
                 slot_free[int(ev[1])] = last_compute
             elif kind == "grads":
@@ -147,6 +147,7 @@ def simulate(events, seg, update_time, busbw, dev, unit_bytes, steps=3):
                 b = float(ev[2])
                 d = b / busbw["all_gather"]
                 t_comm += d
+                gathered[int(ev[1])] = t_comm  # stages 1-2: the next forward's wait_gather
                 comm_busy += d
             elif kind == "comm_waits_compute":
                 t_comm = max(t_comm, last_compute)
@@ -157,8 +158,10 @@ def simulate(events, seg, update_time, busbw, dev, unit_bytes, steps=3):
                 pass
             else:
                 raise SystemExit("dev/perf: zero_walk_print said %r" % ev)
-        # the host's syncs end the step (comm_sync "the update"): both streams drained
-        t_compute = t_comm = last_compute = max(t_compute, t_comm)
+        # the host's sync ends the step (wait_for_gpu "the update"): the compute stream drained; the
+        # comm stream goes on (stages 1-2: the parameters' all-gathers, which the next forward waits
+        # for per unit; at stages 0 and 3 nothing is queued there after the compute by then)
+        last_compute = t_compute
         ends.append(t_compute)
     return ends, comm_busy, memsets
 

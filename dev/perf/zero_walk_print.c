@@ -12,12 +12,14 @@ One line per event, in issue order:
                                     head, head_bwd, block_bwd u, encoder_bwd, update
     gather U SLOT                   all-gather of unit U's params into gather buffer SLOT (stage 3),
                                     on the comm stream, after the compute that last read SLOT
-    wait_gather U                   the compute stream waits for unit U's gather
+    wait_gather U                   the compute stream waits for unit U's gather (stage 3), or for
+                                    its all-gather after the last update (stages 1-2)
     release SLOT                    the compute queued so far is SLOT's last reader (stage 3)
     grads U PREV                    unit U's gradient slot is reused: the compute waits for block
                                     PREV's reduce-scatter (-1: none); the slot is zeroed (memset)
     reduce_scatter U BYTES          on the comm stream, after the compute queued so far
-    all_gather U BYTES              on the comm stream, in order after what is queued there
+    all_gather U BYTES              on the comm stream, in order after what is queued there (stages
+                                    1-2 after the update: unit U's parameters, waited by wait_gather U)
     compute_waits_comm              the compute stream waits for everything queued on the comm stream
     comm_waits_compute              the comm stream waits for the compute queued so far
 BYTES are the collective's bus bytes per rank (zero_plan.h's bus_bytes), so they add up to the
@@ -29,6 +31,10 @@ plan's comm_reduce_scatter and comm_all_gather (dev/perf/test_perf_model.py chec
 
 static ZeroPlan plan;
 static ZeroWalk walk;
+// stages 1-2 (train_gpt2.cu params_gathering): unit u's all-gather after the update is queued and
+// the compute has not waited for it yet. The step printed is one of many, so at its start every
+// unit is still being gathered from the step before.
+static int params_gathering[MAX_UNITS];
 
 static double unit_bus_bytes(int u, int elem_bytes) {
     return bus_bytes((double)plan.layout.unit_size[u] * elem_bytes, plan.group_size);
@@ -37,9 +43,13 @@ static double unit_bus_bytes(int u, int elem_bytes) {
 static int gather_slot(int u) { return u == 0 ? -1 : zero_gather_slot(&plan, u); } // -1: unit 0's own buffer
 
 // train_gpt2.cu unit_params: the walk's gathers (each after its buffer's last reader), then the
-// compute waits for the unit's own gather when it is still in flight
+// compute waits for the unit's own gather when it is still in flight; stages 1-2: the first use
+// after an update waits for the unit's all-gather
 static void unit_params(int u) {
-    if (plan.stage < 3) { return; }
+    if (plan.stage < 3) {
+        if (params_gathering[u]) { printf("wait_gather %d\n", u); params_gathering[u] = 0; }
+        return;
+    }
     ZeroUse use = zero_walk_use(&walk, &plan, u);
     for (int k = 0; k < use.num_gather; k++) {
         int g = use.gather[k];
@@ -83,6 +93,7 @@ int main(int argc, char** argv) {
     zero_walk_init(&walk, plan.block_units);
     zero_walk_begin_micro_step(&walk);
     int nb = plan.block_units;
+    for (int u = 0; u < plan.layout.num_units; u++) { params_gathering[u] = stage == 1 || stage == 2; }
     // gpt2_forward
     unit_params(0);
     printf("compute encoder\n");
@@ -113,12 +124,12 @@ int main(int argc, char** argv) {
     // grads_finish_reduction, then gpt2_update
     printf("compute_waits_comm\n");
     printf("compute update\n");
-    if (stage == 1 || stage == 2) { // params_all_gather: every unit queued at once, the compute waits for all
+    if (stage == 1 || stage == 2) { // params_all_gather: every unit queued at once; each unit's next use waits for its own
         printf("comm_waits_compute\n");
         for (int u = 0; u < plan.layout.num_units; u++) {
             printf("all_gather %d %.0f\n", u, unit_bus_bytes(u, plan.bytes.param));
+            params_gathering[u] = 1;
         }
-        printf("compute_waits_comm\n");
     }
     if (stage == 3) { printf("comm_waits_compute\n"); } // the next step's gathers read the updated shard
     printf("plan %.0f %.0f %d %d\n", plan.comm_reduce_scatter, plan.comm_all_gather, plan.calls_reduce_scatter,

@@ -70,6 +70,7 @@ if [ -x ./train_gpt2cu ]; then
     run_test "bf16 attention on tensor cores: PTX and ptxas spills (sm_80, sm_90)" bash dev/test/test_attention_ptx.sh
     run_test "CUDA layernorm, encoder, GELU math (host)" ./dev/test/test_layers_host
     run_test "CUDA classifier, AdamW, norm math (host)" ./dev/test/test_update_host
+    run_test "16-byte kernels: PTX vector loads and stores, no spills (nvcc, ptxas)" bash dev/test/test_ptx_16byte.sh
     run_test "train_gpt2cu bad input" env TRAIN_GPT2=./train_gpt2cu bash dev/test/test_bad_input.sh
 else
     echo "=== CUDA tests skipped: no train_gpt2cu (nvcc not found when building)"
@@ -94,6 +95,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
     run_test "emulated ZeRO stages over NCCL (eager schedule)" env EMU_SCHEDULE=eager bash dev/test/test_zero_emu.sh
     run_test "emulated optimizer offload -zo 1 (random schedule)" env EMU_SCHEDULE=random EMU_SEED=3 bash dev/test/test_offload_emu.sh
+    run_test "emulated launches and host syncs per step, 16-byte alignment refused" bash dev/test/test_step_sync.sh
     run_test "-z auto (emulated CUDA)" env TRAIN=./train_gpt2cu_emu EMU_THREADS=2 bash dev/test/test_zero_auto.sh
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu
     run_test "unit size -zu K (emulated CUDA, fp32 and bf16)" env UNIT_SIZE_SECTIONS=D bash dev/test/test_unit_size.sh

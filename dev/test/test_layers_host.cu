@@ -3,8 +3,9 @@ Host tests of the CUDA layer kernels' per-element math (DESIGN.md §6, level 7):
 
 llmc/layernorm.cuh, encoder.cuh and gelu.cuh keep their math in __host__ __device__ helpers and
 their encoder buckets in a host function. Here the kernels are replayed with plain loops on the
-host, in the kernels' own summation orders (lane-strided partial sums, then warp_sum's butterfly;
-row chunks then chunk order), and compared with train_gpt2.c's CPU kernels on random data.
+host, in the kernels' own summation orders (each thread's pack of columns, then block_sum's
+butterflies; rows in order within a chunk, then chunk order), and compared with train_gpt2.c's
+CPU kernels on random data.
 What stays unchecked without a GPU is the thread/block indexing itself.
 
     nvcc -DENABLE_BF16 -O2 -std=c++17 -I. -Xcompiler -fopenmp dev/test/test_layers_host.cu -o test_layers_host -lm
@@ -72,85 +73,93 @@ static float warp_sum_host(const float lanes[32]) {
     return x[0];
 }
 
+// block_sum of cuda_common.cuh over nthreads (a multiple of 32) threads' values: each warp's
+// butterfly, then the butterfly over the warps' results (lanes past the last warp hold 0)
+static float block_sum_host(const float* threads, int nthreads) {
+    float lanes[32];
+    int warps = nthreads / 32;
+    for (int l = 0; l < 32; l++) { lanes[l] = l < warps ? warp_sum_host(threads + 32 * l) : 0.0f; }
+    return warp_sum_host(lanes);
+}
+
 // ----------------------------------------------------------------------------
-// layernorm: the kernels replayed row by row
+// layernorm: the kernels replayed, thread by thread of a block (thread t owns pack t of a row:
+// the columns [t * PACKX_SIZE, (t + 1) * PACKX_SIZE) below C)
 
 // layernorm_forward_kernel on one row (already the rounded residual in the fused case)
 static void layernorm_forward_row_host(float* out, float* mean, float* rstd, const float* x, const float* weight,
                                        const float* bias, int C) {
-    float lanes[32];
-    for (int l = 0; l < 32; l++) {
-        lanes[l] = 0.0f;
-        for (int i = l; i < C; i += 32) { lanes[l] += x[i]; }
+    int nthreads = layernorm_threads(C);
+    float* part = (float*)mallocCheck(nthreads * sizeof(float));
+    for (int t = 0; t < nthreads; t++) {
+        part[t] = 0.0f;
+        for (int i = t * PACKX_SIZE; i < (t + 1) * PACKX_SIZE && i < C; i++) { part[t] += x[i]; }
     }
-    float m = layernorm_mean(warp_sum_host(lanes), C);
-    for (int l = 0; l < 32; l++) {
-        lanes[l] = 0.0f;
-        for (int i = l; i < C; i += 32) { float d = x[i] - m; lanes[l] += d * d; }
+    float m = layernorm_mean(block_sum_host(part, nthreads), C);
+    for (int t = 0; t < nthreads; t++) {
+        part[t] = 0.0f;
+        for (int i = t * PACKX_SIZE; i < (t + 1) * PACKX_SIZE && i < C; i++) { float d = x[i] - m; part[t] += d * d; }
     }
-    float s = layernorm_rstd(warp_sum_host(lanes), C);
+    float s = layernorm_rstd(block_sum_host(part, nthreads), C);
     for (int i = 0; i < C; i++) { out[i] = layernorm_normalize(x[i], m, s, weight[i], bias[i]); }
     *mean = m;
     *rstd = s;
+    free(part);
 }
 
-// layernorm_backward_dinp_kernel on one row: dx (C) += (before the kernel's rounding to floatX)
-static void layernorm_backward_dinp_row_host(float* dx, const float* dout, const float* x, const float* weight,
-                                             float m, float s, int C) {
-    float dnorm_lanes[32], dnorm_norm_lanes[32];
-    for (int l = 0; l < 32; l++) {
-        dnorm_lanes[l] = dnorm_norm_lanes[l] = 0.0f;
-        for (int i = l; i < C; i += 32) {
-            float norm = layernorm_norm(x[i], m, s);
-            float dnorm = weight[i] * dout[i];
-            dnorm_lanes[l] += dnorm;
-            dnorm_norm_lanes[l] += dnorm * norm;
-        }
-    }
-    float dnorm_mean = warp_sum_host(dnorm_lanes) / C;
-    float dnorm_norm_mean = warp_sum_host(dnorm_norm_lanes) / C;
-    for (int i = 0; i < C; i++) {
-        float norm = layernorm_norm(x[i], m, s);
-        float dnorm = weight[i] * dout[i];
-        dx[i] += layernorm_dinp(dnorm, norm, dnorm_mean, dnorm_norm_mean, s);
-    }
-}
-
-// the dweight/dbias partial and finish kernels: chunks of rows, 8 row lanes per chunk, then in order
-static void layernorm_backward_dweight_host(float* dweight, float* dbias, const float* dout, const float* inp,
-                                            const float* mean, const float* rstd, int N, int C) {
+// layernorm_backward_kernel and layernorm_backward_dweight_kernel: the rows in chunks of
+// LAYERNORM_BWD_ROWS; per row the threads' sums and the block sums, dinp (before the kernel's
+// rounding to floatX) +=, each column's dweight/dbias terms in row order; then the chunks, by lane
+static void layernorm_backward_host(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                    const float* weight, const float* mean, const float* rstd, int N, int C) {
+    int nthreads = layernorm_threads(C), chunks = layernorm_backward_chunks(N);
     size_t scratch_floats = layernorm_backward_scratch_floats(N, C);
+    if (scratch_floats < (size_t)chunks * 2 * C) { fail("scratch too small"); }
     float* partial = (float*)mallocCheck(scratch_floats * sizeof(float));
-    int rows_per_chunk = (N + LAYERNORM_CHUNKS - 1) / LAYERNORM_CHUNKS;
-    for (int chunk = 0; chunk < LAYERNORM_CHUNKS; chunk++) {
-        int r0 = chunk * rows_per_chunk, r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
-        for (int col = 0; col < C; col++) {
-            float dw_total = 0.0f, db_total = 0.0f;
-            for (int y = 0; y < LAYERNORM_ROW_LANES; y++) {
-                float dw = 0.0f, db = 0.0f;
-                for (int r = r0 + y; r < r1; r += LAYERNORM_ROW_LANES) {
-                    float d = dout[(size_t)r * C + col];
-                    dw += layernorm_norm(inp[(size_t)r * C + col], mean[r], rstd[r]) * d;
-                    db += d;
+    float* dnorm_part = (float*)mallocCheck(nthreads * sizeof(float));
+    float* dnorm_norm_part = (float*)mallocCheck(nthreads * sizeof(float));
+    for (int chunk = 0; chunk < chunks; chunk++) {
+        float* dw = partial + (size_t)chunk * 2 * C; // one thread's registers per column
+        float* db = dw + C;
+        for (int col = 0; col < C; col++) { dw[col] = db[col] = 0.0f; }
+        int r0 = chunk * LAYERNORM_BWD_ROWS, r1 = r0 + LAYERNORM_BWD_ROWS < N ? r0 + LAYERNORM_BWD_ROWS : N;
+        for (int r = r0; r < r1; r++) {
+            const float* x = inp + (size_t)r * C;
+            const float* d = dout + (size_t)r * C;
+            float m = mean[r], s = rstd[r];
+            for (int t = 0; t < nthreads; t++) {
+                dnorm_part[t] = dnorm_norm_part[t] = 0.0f;
+                for (int i = t * PACKX_SIZE; i < (t + 1) * PACKX_SIZE && i < C; i++) {
+                    float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
+                    dnorm_part[t] += dnorm;
+                    dnorm_norm_part[t] += dnorm * norm;
                 }
-                dw_total += dw;
-                db_total += db;
             }
-            if ((size_t)(chunk * 2 + 1) * C + col >= scratch_floats) { fail("scratch too small"); }
-            partial[(size_t)chunk * 2 * C + col] = dw_total;
-            partial[(size_t)chunk * 2 * C + C + col] = db_total;
+            float dnorm_mean = block_sum_host(dnorm_part, nthreads) / C;
+            float dnorm_norm_mean = block_sum_host(dnorm_norm_part, nthreads) / C;
+            for (int i = 0; i < C; i++) {
+                float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
+                dinp[(size_t)r * C + i] += layernorm_dinp(dnorm, norm, dnorm_mean, dnorm_norm_mean, s);
+                dw[i] += norm * d[i];
+                db[i] += d[i];
+            }
         }
     }
-    for (int col = 0; col < C; col++) {
+    for (int col = 0; col < C; col++) { // layernorm_backward_dweight_kernel: chunk lanes, then the lanes in order
         float dw = 0.0f, db = 0.0f;
-        for (int chunk = 0; chunk < LAYERNORM_CHUNKS; chunk++) {
-            dw += partial[(size_t)chunk * 2 * C + col];
-            db += partial[(size_t)chunk * 2 * C + C + col];
+        for (int y = 0; y < LAYERNORM_CHUNK_LANES; y++) {
+            float dw_lane = 0.0f, db_lane = 0.0f;
+            for (int chunk = y; chunk < chunks; chunk += LAYERNORM_CHUNK_LANES) {
+                dw_lane += partial[(size_t)chunk * 2 * C + col];
+                db_lane += partial[(size_t)chunk * 2 * C + C + col];
+            }
+            dw += dw_lane;
+            db += db_lane;
         }
         dweight[col] += dw;
         dbias[col] += db;
     }
-    free(partial);
+    free(partial); free(dnorm_part); free(dnorm_norm_part);
 }
 
 // Forward and backward at one shape, emulated kernels vs train_gpt2.c.
@@ -197,11 +206,7 @@ static void test_layernorm(const char* shape, int N, int C, uint64_t seed) {
     float* dinp = copy_of(dinp0, NC);
     float* dweight = copy_of(dweight0, C);
     float* dbias = copy_of(dbias0, C);
-    for (int r = 0; r < N; r++) {
-        layernorm_backward_dinp_row_host(dinp + (size_t)r * C, dout + (size_t)r * C, inp + (size_t)r * C, weight,
-                                         mean_ref[r], rstd_ref[r], C);
-    }
-    layernorm_backward_dweight_host(dweight, dbias, dout, inp, mean_ref, rstd_ref, N, C);
+    layernorm_backward_host(dinp, dweight, dbias, dout, inp, weight, mean_ref, rstd_ref, N, C);
     snprintf(name, sizeof(name), "layernorm backward dinp %s", shape);
     check_close(name, dinp, dinp_ref, NC, 1e-5f, 1e-5f);
     // dweight/dbias sum N terms of size ~1 (the CPU sequentially): the partial sums grow to
@@ -258,14 +263,15 @@ static void test_fused_residual_layernorm(int N, int C, uint64_t seed) {
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) { free(all[i]); }
 }
 
-// A shape the launchers must refuse is refused before any launch: checked by the shape check only
-// (calling it with a bad C would exit; so this checks the boundary arithmetic of the constants).
+// The limits of the launch shape: one thread per 16-byte pack of a row fits a block of
+// LAYERNORM_MAX_THREADS (the kernels' __launch_bounds__) up to LAYERNORM_MAX_C, which covers
+// GPT-2's largest C (1600), in this build.
 static void test_layernorm_limits(void) {
-    size_t cache_bytes = (size_t)LAYERNORM_WARPS * LAYERNORM_MAX_C * sizeof(float);
     char detail[100];
-    snprintf(detail, sizeof(detail), "(%zu bytes at C=%d)", cache_bytes, LAYERNORM_MAX_C);
-    report("layernorm row cache fits 48 KiB at LAYERNORM_MAX_C", cache_bytes <= 48 * 1024 && 1600 <= LAYERNORM_MAX_C,
-           detail);
+    snprintf(detail, sizeof(detail), "(%d threads at C=%d, %d-element packs)", layernorm_threads(LAYERNORM_MAX_C),
+             LAYERNORM_MAX_C, PACKX_SIZE);
+    report("layernorm: a block holds a row of LAYERNORM_MAX_C >= 1600 channels", layernorm_threads(LAYERNORM_MAX_C) <= LAYERNORM_MAX_THREADS &&
+           layernorm_threads(LAYERNORM_MAX_C) % 32 == 0 && 1600 <= LAYERNORM_MAX_C, detail);
 }
 
 // ----------------------------------------------------------------------------
@@ -433,7 +439,8 @@ int main(void) {
     printf("test_layers_host (%s build)\n", PRECISION_NAME);
     test_layernorm("N=7 C=96", 7, 96, 1);
     test_layernorm("N=7 C=768", 7, 768, 2);
-    test_layernorm("N=1100 C=50", 1100, 50, 3); // C not a multiple of 32; 18 rows per chunk
+    test_layernorm("N=1100 C=50", 1100, 50, 3); // C not a multiple of the pack; 35 chunks, the last of 12 rows
+    test_layernorm("N=40 C=64", 40, 64, 7);     // the tiny model's C: 8 bf16 packs in a block of 32 threads
     test_fused_residual_layernorm(7, 768, 4);
     test_layernorm_limits();
     test_gelu();

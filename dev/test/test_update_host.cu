@@ -89,7 +89,9 @@ static void test_adamw(float weight_decay, float grad_scale, float beta2) {
             adamw_element(&master[i], &m[i], &v[i], to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,
                           weight_decay);
         }
-        adamw_update_host(params_h, master_h, grads, m_h, v_h, n, lr, beta1, beta2, bc1, bc2, eps, weight_decay, grad_scale);
+        AdamWTensors one = adamw_one_tensor(n, 1);
+        adamw_update_host(params_h, master_h, grads, m_h, v_h, n, 0, &one, lr, beta1, beta2, bc1, bc2, eps, weight_decay,
+                          grad_scale);
         for (size_t i = 0; i < n && mismatch_step == 0; i++) {
             if (float_bits(master[i]) != float_bits(p_cpu[i]) || float_bits(m[i]) != float_bits(m_cpu[i]) ||
                 float_bits(v[i]) != float_bits(v_cpu[i]) || float_bits(master_h[i]) != float_bits(p_cpu[i]) ||
@@ -108,6 +110,83 @@ static void test_adamw(float weight_decay, float grad_scale, float beta2) {
     report(name, mismatch_step == 0, detail);
     free(p_cpu); free(m_cpu); free(v_cpu); free(master); free(m); free(v); free(grads); free(grads_cpu);
     free(master_h); free(m_h); free(v_h); free(params_h);
+}
+
+// AdamW over a unit of several tensors in one call (the table of llmc/adamw.cuh, as the trainer
+// makes one per unit): a block unit of -zu 2 (two pieces of GPT-2's 12 block tensors at C = 8,
+// weight decay on the four matrices) plus padding, updated from a shard's start inside a tensor
+// to the end. adamw_decay_at and adamw_update_host against the CPU's adamw_update run tensor by
+// tensor with each one's decay: bit for bit; the padding and the elements before the shard keep
+// their bits (their m and v start nonzero).
+static void test_adamw_table(void) {
+    const int C = 8, pieces = 2, padding = 19;
+    const size_t sizes[12] = {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    const int decays[12] = {0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0};
+    AdamWTensors t;
+    memset(&t, 0, sizeof(t));
+    size_t piece = 0;
+    for (int k = 0; k < 12; k++) {
+        piece += sizes[k];
+        t.end[k] = (unsigned int)piece;
+        t.decay[k] = decays[k];
+    }
+    t.num_tensors = 12;
+    t.piece = (unsigned int)piece;
+    t.real = (unsigned int)(pieces * piece);
+    size_t total = pieces * piece + padding, lo = 100; // the shard starts inside qkvw
+    const float lr = 6e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f, grad_scale = 0.7f;
+    float* p_cpu = (float*)mallocCheck(total * sizeof(float));
+    float* m_cpu = (float*)mallocCheck(total * sizeof(float));
+    float* v_cpu = (float*)mallocCheck(total * sizeof(float));
+    float* master = (float*)mallocCheck(total * sizeof(float));
+    float* m = (float*)mallocCheck(total * sizeof(float));
+    float* v = (float*)mallocCheck(total * sizeof(float));
+    floatX* params = (floatX*)callocCheck(total, sizeof(floatX));
+    floatX* grads = (floatX*)mallocCheck(total * sizeof(floatX));
+    float* grads_cpu = (float*)mallocCheck(total * sizeof(float));
+    Rng rng;
+    rng_init(&rng, 4321);
+    for (size_t i = 0; i < total; i++) {
+        p_cpu[i] = master[i] = rng_normal(&rng, 0.0f, 0.02f);
+        m_cpu[i] = m[i] = rng_normal(&rng, 0.0f, 1e-3f);
+        v_cpu[i] = v[i] = 1e-6f * rng_uniform(&rng);
+    }
+    int ok = 1, decay_ok = 1;
+    char detail[200] = "";
+    for (int step = 1; step <= 5 && ok; step++) {
+        for (size_t i = 0; i < total; i++) { grads[i] = from_float(rng_normal(&rng, 0.0f, 1e-2f)); grads_cpu[i] = to_float(grads[i]); }
+        AdamWParams hp = {lr, beta1, beta2, eps, wd, step, grad_scale};
+        size_t t0 = 0;
+        for (int p = 0; p < pieces; p++) {
+            for (int k = 0; k < 12; k++) {
+                size_t t1 = t0 + sizes[k], a = t0 > lo ? t0 : lo;
+                if (a < t1) { adamw_update(p_cpu + a, grads_cpu + a, m_cpu + a, v_cpu + a, t1 - a, decays[k] ? wd : 0.0f, &hp); }
+                t0 = t1;
+            }
+        }
+        float bc1 = adamw_bias_correction(beta1, step), bc2 = adamw_bias_correction(beta2, step);
+        adamw_update_host(params + lo, master + lo, grads + lo, m + lo, v + lo, total - lo, lo, &t, lr, beta1, beta2, bc1, bc2,
+                          eps, wd, grad_scale);
+        for (size_t i = 0; i < total && ok; i++) {
+            ok = float_bits(master[i]) == float_bits(p_cpu[i]) && float_bits(m[i]) == float_bits(m_cpu[i]) &&
+                 float_bits(v[i]) == float_bits(v_cpu[i]);
+            if (!ok) { snprintf(detail, sizeof(detail), "step %d element %zu: master %.9g vs %.9g", step, i, master[i], p_cpu[i]); }
+        }
+    }
+    // the decay of every element of the unit, straight from the table
+    size_t t0 = 0;
+    for (int p = 0; p < pieces; p++) {
+        for (int k = 0; k < 12; k++) {
+            for (size_t i = t0; i < t0 + sizes[k]; i++) { decay_ok &= adamw_decay_at(&t, (unsigned int)i) == decays[k]; }
+            t0 += sizes[k];
+        }
+    }
+    for (size_t i = t0; i < total; i++) { decay_ok &= adamw_decay_at(&t, (unsigned int)i) == -1; }
+    report("adamw_decay_at: every element's tensor decay over two 12-tensor pieces, -1 in the padding", decay_ok,
+           "a wrong decay flag");
+    report("adamw_update_host with a unit's table (2 blocks of 12 tensors, a shard from inside qkvw, padding) == CPU "
+           "adamw_update tensor by tensor, bitwise, 5 steps; untouched elements keep their bits", ok, detail);
+    free(p_cpu); free(m_cpu); free(v_cpu); free(master); free(m); free(v); free(params); free(grads); free(grads_cpu);
 }
 
 // ----------------------------------------------------------------------------
@@ -356,6 +435,7 @@ static void test_merge_algebra(void) {
 // ----------------------------------------------------------------------------
 // global norm: the kernels' split of x over threads and blocks, replayed
 
+// The slices (parts) of n elements are cut from one array: sizes n/2, 0 (an empty slice), the rest.
 static void test_global_norm(size_t n, int all_ones) {
     floatX* x = (floatX*)mallocCheck((n > 0 ? n : 1) * sizeof(floatX));
     float* xf = (float*)mallocCheck((n > 0 ? n : 1) * sizeof(float));
@@ -365,21 +445,22 @@ static void test_global_norm(size_t n, int all_ones) {
         x[i] = from_float(all_ones ? 1.0f : rng_normal(&rng, 0.0f, 0.01f));
         xf[i] = to_float(x[i]);
     }
-    // first pass: each block's threads; second: the partials (the order within a block's sum is
-    // the device's butterfly, not this loop's, which the 1e-12 tolerance allows for)
+    GlobalNormPart parts[3] = {{x, n / 2}, {x + n / 2, 0}, {x + n / 2, n - n / 2}};
+    // first pass: each block's threads over every part; second: the partials (the order within a
+    // block's sum is the device's butterfly, not this loop's, which the 1e-12 tolerance allows for)
     const size_t nthreads = (size_t)GLOBAL_NORM_BLOCKS * GLOBAL_NORM_THREADS;
     double partial[GLOBAL_NORM_SCRATCH];
     for (int b = 0; b < GLOBAL_NORM_BLOCKS; b++) {
         partial[b] = 0.0;
         for (int t = 0; t < GLOBAL_NORM_THREADS; t++) {
-            partial[b] += global_norm_thread_sum(x, n, (size_t)b * GLOBAL_NORM_THREADS + t, nthreads);
+            partial[b] += global_norm_thread_sum<floatX>(parts, 3, (size_t)b * GLOBAL_NORM_THREADS + t, nthreads);
         }
     }
     double total = 0.0;
     for (int b = 0; b < GLOBAL_NORM_BLOCKS; b++) { total += partial[b]; }
     double ref = all_ones ? (double)n : sum_of_squares(xf, n);
-    char name[128], detail[128];
-    snprintf(name, sizeof(name), "global_norm_thread_sum over the fixed grid, n %zu%s vs CPU sum_of_squares", n,
+    char name[160], detail[128];
+    snprintf(name, sizeof(name), "global_norm_thread_sum over the fixed grid, 3 slices (one empty) of n %zu%s vs CPU sum_of_squares", n,
              all_ones ? " (all ones: each element once)" : "");
     snprintf(detail, sizeof(detail), "%.17g vs %.17g", total, ref);
     report(name, all_ones ? total == ref : close_enough(total, ref, 0.0, 1e-12), detail);
@@ -470,6 +551,7 @@ int main(void) {
         for (int gs = 0; gs < 2; gs++) { test_adamw(wd ? 0.1f : 0.0f, gs ? 0.5f : 1.0f, 0.95f); }
     }
     test_adamw(0.1f, 1.0f, 0.999f);
+    test_adamw_table();
 
     test_merge_algebra();
     ClassifierCase gpt2, small;

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The 16-byte kernels (cuda_common.cuh's Pack128) as nvcc builds them, sm_80 and sm_90, bf16 and
+# fp32 (needs nvcc; no GPU): in the PTX each one loads with ld.global.v4 and, where it writes a
+# floatX tensor, stores with st.global...v4 (nvcc once split such a store into four 4-byte ones,
+# see store128); ptxas -v reports no spills for any of them.
+# usage: dev/test/test_ptx_16byte.sh
+set -u
+cd "$(dirname "$0")/../.."
+source dev/test/lib.sh
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+PTXAS=$(dirname "$NVCC")/ptxas
+[ -x "$NVCC" ] && [ -x "$PTXAS" ] || { echo "nvcc or ptxas not found: nothing checked"; echo "ptx_16byte: 0 passed, 1 failed"; exit 1; }
+# kernel: 1 if it writes a floatX tensor 16 bytes at a time (dbias_partial writes fp32 sums)
+KERNELS="gelu_forward_kernel:1 gelu_backward_kernel:1 layernorm_forward_kernel:1 layernorm_backward_kernel:1
+encoder_forward_kernel:1 encoder_backward_dwte_kernel:1 encoder_backward_dwpe_kernel:1 dbias_partial_kernel:0
+fused_classifier_kernel:1"
+for prec in BF16 FP32; do
+    for arch in 80 90; do
+        ptx="$tmp/k_${prec}_$arch.ptx"
+        "$NVCC" -O3 -std=c++17 -I. -DENABLE_$prec -arch=sm_$arch -ptx dev/test/ptx_16byte.cu -o "$ptx" 2> "$tmp/nvcc.txt" \
+            || { bad "$prec sm_$arch: nvcc"; tail -n 3 "$tmp/nvcc.txt"; continue; }
+        "$PTXAS" -arch=sm_$arch -v "$ptx" -o "$tmp/k.cubin" > "$tmp/ptxas_${prec}_$arch.txt" 2>&1 || { bad "$prec sm_$arch: ptxas"; continue; }
+        for entry in $KERNELS; do
+            k=${entry%:*} writes=${entry#*:}
+            body=$(awk -v k="$k" '/^\.visible \.entry/ { inside = index($0, k "P") > 0 || index($0, k "I") > 0 } inside' "$ptx")
+            ld=$(grep -cE 'ld\.global(\.[a-z0-9]+)*\.v4' <<< "$body")
+            st=$(grep -cE 'st\.global(\.[a-z0-9]+)*\.v4' <<< "$body")
+            spill=$(awk -v k="$k" '/Compiling entry function/ { inside = index($0, k "P") > 0 || index($0, k "I") > 0 }
+                inside && /bytes spill stores/ { match($0, /[0-9]+ bytes spill stores, [0-9]+ bytes spill loads/); print substr($0, RSTART, RLENGTH); exit }' "$tmp/ptxas_${prec}_$arch.txt")
+            regs=$(awk -v k="$k" '/Compiling entry function/ { inside = index($0, k "P") > 0 || index($0, k "I") > 0 }
+                inside && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print substr($0, RSTART + 5, RLENGTH - 15); exit }' "$tmp/ptxas_${prec}_$arch.txt")
+            if [ -n "$body" ] && [ "$ld" -ge 1 ] && { [ "$writes" = 0 ] || [ "$st" -ge 1 ]; } && [ "$spill" = "0 bytes spill stores, 0 bytes spill loads" ]; then
+                ok "$prec sm_$arch $k: $ld ld.global.v4, $st st.global.v4, $regs registers, no spills"
+            else bad "$prec sm_$arch $k: ld.v4 $ld, st.v4 $st (writes: $writes), ptxas '$spill' (found: ${body:+yes})"; fi
+        done
+    done
+done
+summary ptx_16byte

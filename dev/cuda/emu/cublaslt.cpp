@@ -799,6 +799,20 @@ void check_memory(const void* ptr, const Layout& l, const char* name) {
     emu::check_device_range(ptr, elems * type_size(l.type), "cublasLtMatmul", what);
 }
 
+// The bytes the operand occupies, for the stream-order check: each column's rows (one range when
+// the columns touch, ld == rows), not the gaps between columns that another op may own.
+void matrix_ranges(std::vector<emu::OpRange>* out, const void* ptr, const Layout& l, bool write) {
+    size_t es = type_size(l.type);
+    if (l.rows == 0 || l.cols == 0) { return; }
+    if ((uint64_t)l.ld == l.rows) {
+        out->push_back(emu::OpRange{ptr, (size_t)(l.rows * l.cols * es), write});
+        return;
+    }
+    for (uint64_t j = 0; j < l.cols; j++) {
+        out->push_back(emu::OpRange{(const char*)ptr + j * (uint64_t)l.ld * es, (size_t)(l.rows * es), write});
+    }
+}
+
 // alpha and beta (pointer mode host) as floats, read now as cuBLASLt does.
 cublasStatus_t read_scalars(const void* alpha, const void* beta, float* a, float* b) {
     if (alpha == nullptr || beta == nullptr) { return invalid("alpha or beta is NULL"); }
@@ -1138,6 +1152,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     job.bias = bias;
     char what[128];
     describe(job, what, sizeof what);
+    emu::OpDetails details; // for the stream-order check: the caller's line, what it reads and writes
+    details.source.pc = __builtin_return_address(0);
+    matrix_ranges(&details.ranges, A, p.a, false);
+    matrix_ranges(&details.ranges, B, p.b, false);
+    if (reads_c) { matrix_ranges(&details.ranges, C, p.c, false); }
+    if (p.bias) { details.ranges.push_back(emu::OpRange{bias, (size_t)p.m * type_size(p.type), false}); }
+    matrix_ranges(&details.ranges, D, p.d, true);
     cudaError_t e = emu::enqueue(stream, what, [job]() {
         if (job.type == CUDA_R_16BF) {
             run_product<__nv_bfloat16>(job);
@@ -1145,7 +1166,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
             run_product<float>(job);
         }
         return true;
-    });
+    }, std::move(details));
     if (e != cudaSuccess) {
         emu::warn("cuBLASLt: cublasLtMatmul could not be queued on stream %p (cudaError %d)", (void*)stream, (int)e);
         return CUBLAS_STATUS_EXECUTION_FAILED;

@@ -793,6 +793,9 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 
 void record_launch_error(cudaError_t err, const std::string& why); // runtime.cpp
 
+// The pinned host pointers among the arguments of the launch being made (check_kernel_pointer).
+static thread_local std::vector<const void*> tl_pinned_args;
+
 // EMU_TRACE=1: what the launch ran on tensor cores and as asynchronous copies (when it ran any)
 static void trace_ptx_counters(const Grid& g) {
     static bool trace = [] {
@@ -811,6 +814,8 @@ static void trace_ptx_counters(const Grid& g) {
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,
                  void* closure, std::shared_ptr<void> hold) {
     ApiScope scope("kernel launch");
+    std::vector<const void*> pinned_args;
+    pinned_args.swap(tl_pinned_args);
     char why[512];
     dim3 g = cfg.grid, b = cfg.block;
     size_t threads = (size_t)b.x * b.y * b.z;
@@ -839,18 +844,27 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
         return;
     }
     auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure, std::make_shared<PtxCounters>()});
+    OpDetails details; // for the stream-order check: its line, and the bytes its threads touch
+    details.source.file = site.file;
+    details.source.line = site.line;
+    details.footprint = true;
+    details.pinned_args.swap(pinned_args);
     cudaError_t err = enqueue(cfg.stream, std::string("kernel ") + name, [grid, hold]() {
         run_grid(*grid);
         trace_ptx_counters(*grid);
         return true;
-    });
+    }, std::move(details));
     if (err != cudaSuccess) {
         record_launch_error(err, std::string("kernel ") + name + " at " + site_text(site) + ": invalid stream");
     }
 }
 
 void check_kernel_pointer(const char* name, Site site, int index, const void* p) {
-    if (p == nullptr || device_range(p, 0) || pinned_range(p, 0)) { return; }
+    if (p == nullptr || device_range(p, 0)) { return; }
+    if (pinned_range(p, 0)) { // the launch that follows (launch_grid) passes it to the stream-order check
+        tl_pinned_args.push_back(p);
+        return;
+    }
     if (freed_device_memory(p)) {
         fatal("kernel %s launched at %s: argument %d is %p, in device memory that was freed (cudaFree)", name,
               site_text(site).c_str(), index, p);

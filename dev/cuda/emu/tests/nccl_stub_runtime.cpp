@@ -107,6 +107,9 @@ cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn) {
     return cudaSuccess;
 }
 
+// (what the op touches is for the real runtime's stream-order check)
+cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails) { return enqueue(s, what, std::move(fn)); }
+
 cudaError_t stream_wait_all(cudaStream_t s) {
     CUstream_st* st = lookup(s);
     if (st == nullptr) { return cudaErrorInvalidResourceHandle; }

@@ -27,6 +27,9 @@ namespace emu {
 // the process with exit status 86. Used for every error a GPU would not report as a status
 // (a broken barrier, a host read of device memory, a kernel argument into pageable memory).
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Runs fn in fatal(), before the process ends (nccl.cpp: this rank leaves its communicators, so
+// their shared-memory segments do not outlive the last rank).
+void on_fatal(void (*fn)());
 // A warning on stderr, once per distinct text.
 void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -965,7 +965,9 @@ ncclResult_t init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
     st->device = emu::current_device();
     emu::set_rank_label(rank);
     static bool at_exit = atexit(abort_all_at_exit) == 0;
+    static bool at_fatal = (emu::on_fatal(abort_all_at_exit), true);
     (void)at_exit;
+    (void)at_fatal;
     if ((rc = join(*st)) != ncclSuccess) { st->error = rc; } // reported like any init error (async when non-blocking)
     ncclComm_t comm = new ncclComm{st};
     live_comms().insert(st.get());

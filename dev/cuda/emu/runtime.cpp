@@ -73,12 +73,21 @@ static void vmessage(const char* kind, const char* fmt, va_list ap) {
     fflush(stderr);
 }
 
+static std::vector<void (*)()> g_fatal_hooks;
+
+void on_fatal(void (*fn)()) { g_fatal_hooks.push_back(fn); }
+
 void fatal(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vmessage("", fmt, ap);
     va_end(ap);
     fflush(stdout);
+    static bool ending = false; // a hook that ends in fatal() itself does not start them again
+    if (!ending) {
+        ending = true;
+        for (auto fn : g_fatal_hooks) { fn(); }
+    }
     _exit(86);
 }
 

@@ -18,6 +18,7 @@ yet (a collective whose peers have not arrived): it is then tried again later, f
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -209,7 +210,7 @@ void streams_protect_pinned();   // at the end of every outermost API call
 void streams_unprotect_pinned(); // at its start
 // The fault handler's question: a host access to a protected pinned page? Then it is checked
 // and recorded, and the access goes on (one instruction with the page open); true.
-bool streams_pinned_fault(void* addr, bool write, void* ucontext);
+bool streams_pinned_fault(void* addr, bool write, void* ucontext, std::recursive_mutex* lock);
 // An allocation (device or pinned) is freed: its bookkeeping goes.
 void streams_forget(const void* base);
 // The address ranges runtime.cpp reserves for device and pinned memory (kernel footprints).

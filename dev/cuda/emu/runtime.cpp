@@ -309,7 +309,7 @@ void install_signal_stack() {
 }
 
 static void init_streams(); // below
-static void at_exit();
+static void at_exit(int status, void*);
 
 static void init_once() {
     static bool done = false;
@@ -336,7 +336,7 @@ static void init_once() {
     if (g_pinned_arena == nullptr) { fatal("cannot reserve an address range for pinned host memory"); }
     streams_arenas(g_arena, g_arena_bytes, g_pinned_arena, g_pinned_arena_bytes);
     init_streams();
-    atexit(at_exit);
+    on_exit(at_exit, nullptr); // (glibc's atexit with the exit status)
     install_signal_stack();
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -355,7 +355,8 @@ static void segv_handler(int sig, siginfo_t* info, void* ctx) {
     text[0] = '\0';
     // a host access to pinned pages that an op the host has not waited for touches (streams.cpp)
     bool writes = ctx != nullptr && (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
-    if (sig == SIGSEGV && streams_check() && streams_pinned_fault((void*)addr, writes, ctx)) { return; }
+    bool in_pinned = g_pinned_arena && (const char*)addr >= g_pinned_arena && (const char*)addr < g_pinned_arena + g_pinned_arena_bytes;
+    if (sig == SIGSEGV && in_pinned && streams_check() && streams_pinned_fault((void*)addr, writes, ctx, &g_lock)) { return; }
     const Allocation* al = allocation_at(addr); // no lock: the process is ending anyway
     std::string where = current_kernel_text();
     const char* by = where.empty() ? "host code" : where.c_str();
@@ -732,13 +733,14 @@ static void synchronize_device(const char* api) {
     for (Stream* st : g_all_streams) { host_joins(st->vc); }
 }
 
-// At exit (atexit, registered at the first API call): work the host never waited for. A GPU
+// At a successful exit (on_exit, registered at the first API call): work the host never waited for. A GPU
 // finishes queued work before the process ends (unless it dies), so a program that exits without
 // synchronizing still has its kernels run; under lazy they would not have run yet. Without the
 // stream-order check, the ops that never ran are named (one line) and stay unrun. With it, they
 // run now, so that their own errors (a broken barrier, a race) show, and then every op the host
 // never waited for is an error: whatever it computed, the program never looked at it.
-static void at_exit() {
+static void at_exit(int status, void*) {
+    if (status != 0) { return; } // the program is failing already: its work need not be complete
     ApiScope scope("exit");
     std::vector<std::shared_ptr<Op>> never;
     for (Stream* st : all_streams()) {

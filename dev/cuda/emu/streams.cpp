@@ -301,7 +301,10 @@ struct PageRun {
     int prot;
 };
 static std::map<uintptr_t, PageRun>* g_protected = new std::map<uintptr_t, PageRun>(); // applied now, by start
-static std::vector<uintptr_t>* g_stepping = new std::vector<uintptr_t>(); // pages opened for one instruction
+// Pages this host thread opened for one instruction (host code may run several threads, each
+// stepping its own instruction: OpenMP loops over pinned buffers)
+static thread_local std::vector<uintptr_t> tl_stepping;
+static std::recursive_mutex* g_fault_lock = nullptr; // runtime.cpp's lock, for the fault handler
 
 void streams_note_pinned(const OpRecordRef& op) {
     bool pinned = !op->pinned_args.empty();
@@ -359,21 +362,26 @@ static const PageRun* protected_run(uintptr_t page, uintptr_t* start) {
 }
 
 static void trap_handler(int sig, siginfo_t*, void* ctx) {
-    if (g_stepping->empty()) { // not ours
+    greg_t& flags = ((ucontext_t*)ctx)->uc_mcontext.gregs[REG_EFL];
+    if (tl_stepping.empty() && !(flags & 0x100)) { // not ours (a breakpoint): the default action
         signal(sig, SIG_DFL);
         raise(sig);
         return;
     }
-    for (uintptr_t page : *g_stepping) {
+    std::lock_guard<std::recursive_mutex> lock(*g_fault_lock);
+    for (uintptr_t page : tl_stepping) {
         uintptr_t start;
         const PageRun* r = protected_run(page, &start);
         if (r != nullptr) { mprotect((void*)page, g_page, r->prot); }
     }
-    g_stepping->clear();
-    ((ucontext_t*)ctx)->uc_mcontext.gregs[REG_EFL] &= ~0x100ll; // the trap flag
+    tl_stepping.clear();
+    flags &= ~0x100ll; // the trap flag
 }
 
-bool streams_pinned_fault(void* addr, bool write, void* ctx) {
+bool streams_pinned_fault(void* addr, bool write, void* ctx, std::recursive_mutex* lock) {
+    g_fault_lock = lock;
+    // Host code never faults here while it holds the lock: the pages are open during API calls.
+    std::lock_guard<std::recursive_mutex> hold(*lock);
     uintptr_t page = (uintptr_t)addr & ~(g_page - 1), start;
     if (protected_run(page, &start) == nullptr) { return false; }
     ucontext_t* uc = (ucontext_t*)ctx;
@@ -392,7 +400,7 @@ bool streams_pinned_fault(void* addr, bool write, void* ctx) {
         sigaction(SIGTRAP, &sa, nullptr);
     }
     mprotect((void*)page, g_page, PROT_READ | PROT_WRITE);
-    g_stepping->push_back(page);
+    tl_stepping.push_back(page);
     uc->uc_mcontext.gregs[REG_EFL] |= 0x100; // trap after this one instruction
     return true;
 }

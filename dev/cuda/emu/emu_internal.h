@@ -61,6 +61,7 @@ struct OpRange {             // bytes of device or pinned host memory an op read
     const void* p;
     size_t bytes;
     bool write;
+    bool atomic = false;     // a kernel's atomics (read-modify-writes that need no order among themselves)
 };
 struct OpDetails {
     OpSource source;
@@ -218,7 +219,7 @@ void streams_arenas(char* device_lo, size_t device_bytes, char* pinned_lo, size_
 // Kernel footprints: check.cpp's hook calls footprint_access for every load and store of a
 // kernel's threads that lies in device or pinned memory; runtime.cpp brackets the kernel's op.
 void footprint_begin();
-void footprint_access(uintptr_t a, size_t n, bool write);
+void footprint_access(uintptr_t a, size_t n, bool write, bool atomic);
 void footprint_end(std::vector<OpRange>* out);
 // "train_gpt2.cu:512" for a code address (a return address), for messages.
 std::string source_line(const void* pc);

@@ -112,22 +112,38 @@ struct Access { // one op's (or the host's) access, as a range remembers it
 
 struct State { // of a byte range
     bool written = false;
-    Access writer;                // the last write
+    Access writer;                // the last plain write
     std::vector<Access> readers;  // since that write: the latest read on each clock
+    std::vector<Access> atomics;  // since that write: the latest kernel atomics on each clock
 };
 typedef std::shared_ptr<const State> StateRef;
 
 static bool same_access(const Access& a, const Access& b) { return a.clock == b.clock && a.time == b.time && a.op == b.op; }
 
+static bool same_accesses(const std::vector<Access>& a, const std::vector<Access>& b) {
+    if (a.size() != b.size()) { return false; }
+    for (size_t i = 0; i < a.size(); i++) {
+        if (!same_access(a[i], b[i])) { return false; }
+    }
+    return true;
+}
+
 static bool same_state(const State* a, const State* b) {
     if (a == b) { return true; }
     if (a == nullptr || b == nullptr || a->written != b->written) { return false; }
     if (a->written && !same_access(a->writer, b->writer)) { return false; }
-    if (a->readers.size() != b->readers.size()) { return false; }
-    for (size_t i = 0; i < a->readers.size(); i++) {
-        if (!same_access(a->readers[i], b->readers[i])) { return false; }
+    return same_accesses(a->readers, b->readers) && same_accesses(a->atomics, b->atomics);
+}
+
+// the latest access of each clock: me replaces my clock's
+static void note_access(std::vector<Access>& list, const Access& me) {
+    for (Access& r : list) {
+        if (r.clock == me.clock) {
+            r = me;
+            return;
+        }
     }
-    return true;
+    list.push_back(me);
 }
 
 struct Segment {
@@ -163,9 +179,17 @@ static Tracked* tracked_for(const void* p, size_t n) {
 
 void streams_forget(const void* base) { g_tracked->erase((uintptr_t)base); }
 
+enum Kind { READ, WRITE, ATOMIC };
+
+static const char* kind_verb(Kind k, bool past) {
+    if (k == ATOMIC) { return past ? "updated atomically" : "updates atomically"; }
+    if (k == WRITE) { return past ? "wrote" : "writes"; }
+    return past ? "read" : "reads";
+}
+
 // [lo, hi) of t: who touches it, and the earlier access it is not ordered after
-[[noreturn]] static void report(const Tracked& t, uintptr_t lo, uintptr_t hi, bool write, const OpRecord& who,
-                                const Access& other, bool other_wrote) {
+[[noreturn]] static void report(const Tracked& t, uintptr_t lo, uintptr_t hi, Kind kind, const OpRecord& who,
+                                const Access& other, Kind other_kind) {
     std::string hint;
     if (who.clock == 0 || other.clock == 0) {
         hint = "the host must wait for the op (cudaStreamSynchronize, cudaEventSynchronize, a blocking copy) before it "
@@ -174,9 +198,9 @@ void streams_forget(const void* base) { g_tracked->erase((uintptr_t)base); }
         hint = "no stream order, event wait (cudaEventRecord + cudaStreamWaitEvent) or synchronization orders one after "
                "the other";
     }
-    fatal("streams: %s %s bytes [%zu, %zu) of %s, which %s %s; %s", op_text(who).c_str(), write ? "writes" : "reads",
+    fatal("streams: %s %s bytes [%zu, %zu) of %s, which %s %s; %s", op_text(who).c_str(), kind_verb(kind, false),
           (size_t)(lo - t.base), (size_t)(hi - t.base), allocation_words(t.pinned, t.base, t.bytes).c_str(),
-          op_text(*other.op).c_str(), other_wrote ? "wrote" : "read", hint.c_str());
+          op_text(*other.op).c_str(), kind_verb(other_kind, true), hint.c_str());
 }
 
 static void split(Tracked& t, uintptr_t x) { // a segment boundary at x
@@ -190,8 +214,11 @@ static void split(Tracked& t, uintptr_t x) { // a segment boundary at x
     }
 }
 
-// Checks and records one access of [lo, hi) by `who` (an op that ran, or the host).
-static void apply(Tracked& t, uintptr_t lo, uintptr_t hi, bool write, const std::shared_ptr<const OpRecord>& who) {
+// Checks and records one access of [lo, hi) by `who` (an op that ran, or the host). A read must
+// be ordered after the last write and the atomics since; a write after everything since the
+// last write; a kernel's atomic after the last write and the plain reads since, not after other
+// atomics (two kernels may update one counter atomically at once).
+static void apply(Tracked& t, uintptr_t lo, uintptr_t hi, Kind kind, const std::shared_ptr<const OpRecord>& who) {
     if (lo >= hi) { return; }
     split(t, lo);
     split(t, hi);
@@ -205,28 +232,28 @@ static void apply(Tracked& t, uintptr_t lo, uintptr_t hi, bool write, const std:
             if (m.first == old.get()) { return m.second; }
         }
         const State* o = old.get();
-        if (o != nullptr && o->written && !v.covers(o->writer.clock, o->writer.time)) { report(t, a, b, write, *who, o->writer, true); }
-        if (write && o != nullptr) {
-            for (const Access& r : o->readers) {
-                if (!v.covers(r.clock, r.time)) { report(t, a, b, write, *who, r, false); }
+        if (o != nullptr) {
+            if (o->written && !v.covers(o->writer.clock, o->writer.time)) { report(t, a, b, kind, *who, o->writer, WRITE); }
+            if (kind != READ) {
+                for (const Access& r : o->readers) {
+                    if (!v.covers(r.clock, r.time)) { report(t, a, b, kind, *who, r, READ); }
+                }
+            }
+            if (kind != ATOMIC) {
+                for (const Access& r : o->atomics) {
+                    if (!v.covers(r.clock, r.time)) { report(t, a, b, kind, *who, r, ATOMIC); }
+                }
             }
         }
         StateRef n;
-        if (write) {
+        if (kind == WRITE) {
             auto s = std::make_shared<State>();
             s->written = true;
             s->writer = me;
             n = s;
         } else {
             auto s = std::make_shared<State>(o ? *o : State());
-            bool found = false;
-            for (Access& r : s->readers) {
-                if (r.clock == me.clock) {
-                    r = me;
-                    found = true;
-                }
-            }
-            if (!found) { s->readers.push_back(me); }
+            note_access(kind == READ ? s->readers : s->atomics, me);
             n = s;
         }
         memo.push_back({o, n});
@@ -258,21 +285,22 @@ static void apply(Tracked& t, uintptr_t lo, uintptr_t hi, bool write, const std:
     }
 }
 
-static void apply_range(const void* p, size_t n, bool write, const std::shared_ptr<const OpRecord>& who) {
+static void apply_range(const void* p, size_t n, Kind kind, const std::shared_ptr<const OpRecord>& who) {
     if (n == 0) { return; }
     Tracked* t = tracked_for(p, n);
     if (t == nullptr) { return; }
-    apply(*t, (uintptr_t)p, (uintptr_t)p + n, write, who);
+    apply(*t, (uintptr_t)p, (uintptr_t)p + n, kind, who);
 }
+
+static Kind kind_of(const OpRange& r) { return r.atomic ? ATOMIC : r.write ? WRITE : READ; }
 
 void streams_op_ran(const OpRecordRef& op) {
     op->ran = true;
     if (op->footprint) { footprint_end(&op->ranges); }
-    for (const OpRange& r : op->ranges) {
-        if (!r.write) { apply_range(r.p, r.bytes, false, op); }
-    }
-    for (const OpRange& r : op->ranges) {
-        if (r.write) { apply_range(r.p, r.bytes, true, op); }
+    for (Kind k : {READ, ATOMIC, WRITE}) { // its own reads and writes of one byte do not conflict
+        for (const OpRange& r : op->ranges) {
+            if (kind_of(r) == k) { apply_range(r.p, r.bytes, k, op); }
+        }
     }
 }
 
@@ -288,7 +316,7 @@ static std::shared_ptr<const OpRecord> host_record(const void* pc) {
 }
 
 void streams_host_access(const void* p, size_t n, bool write, const void* pc) {
-    apply_range(p, n, write, host_record(pc));
+    apply_range(p, n, write ? WRITE : READ, host_record(pc));
 }
 
 // ----------------------------------------------------------------------------
@@ -334,7 +362,7 @@ void streams_protect_pinned() {
         }
     };
     for (const OpRecordRef& o : ops) {
-        for (const OpRange& r : o->ranges) { mark(r.p, r.bytes, r.write); }
+        for (const OpRange& r : o->ranges) { mark(r.p, r.bytes, r.write || r.atomic); }
         if (o->footprint && !o->ran) { // not run yet: all of each pinned allocation it was given
             for (const void* p : o->pinned_args) {
                 const void* base;
@@ -411,8 +439,8 @@ bool streams_pinned_fault(void* addr, bool write, void* ctx, std::recursive_mute
 struct Region {
     uintptr_t lo = 0;
     size_t bytes = 0;
-    uint64_t* rd = nullptr; // bit b of word w: byte 64 w + b was read in this launch
-    uint64_t* wr = nullptr;
+    uint64_t* bits[3] = {nullptr, nullptr, nullptr}; // read, written, updated atomically: bit b of
+                                                      // word w is byte 64 w + b, in this launch
     uint32_t* stamp = nullptr; // per page: the launch that last touched it
 };
 static Region g_regions[2];   // device memory, pinned memory
@@ -436,17 +464,18 @@ void streams_arenas(char* device_lo, size_t device_bytes, char* pinned_lo, size_
         Region& r = g_regions[i];
         r.lo = (uintptr_t)lo[i];
         r.bytes = bytes[i];
-        r.rd = (uint64_t*)reserve_zeroed(bytes[i] / 8);
-        r.wr = (uint64_t*)reserve_zeroed(bytes[i] / 8);
+        for (int k = 0; k < 3; k++) { r.bits[k] = (uint64_t*)reserve_zeroed(bytes[i] / 8); }
         r.stamp = (uint32_t*)reserve_zeroed(bytes[i] / 4096 * sizeof(uint32_t));
     }
 }
 
 void footprint_begin() {
-    if (++g_launch == 0) { g_launch = 1; }
+    static uint32_t launches = 0; // the page stamps need a new number for every launch
+    if (++launches == 0) { launches = 1; }
+    g_launch = launches;
 }
 
-void footprint_access(uintptr_t a, size_t n, bool write) {
+void footprint_access(uintptr_t a, size_t n, bool write, bool atomic) {
     uint32_t launch = __atomic_load_n(&g_launch, __ATOMIC_RELAXED);
     if (launch == 0 || n == 0) { return; }
     for (int i = 0; i < 2; i++) {
@@ -464,7 +493,7 @@ void footprint_access(uintptr_t a, size_t n, bool write) {
                 tl_pages->push_back(((uint64_t)i << 62) | pg);
             }
         }
-        uint64_t* bm = write ? r.wr : r.rd;
+        uint64_t* bm = r.bits[atomic ? ATOMIC : write ? WRITE : READ];
         for (size_t b = off, end = off + n; b < end;) {
             size_t sh = b & 63, k = std::min<size_t>(64 - sh, end - b);
             uint64_t mask = (k == 64 ? ~0ull : ((1ull << k) - 1)) << sh;
@@ -491,16 +520,16 @@ void footprint_end(std::vector<OpRange>* out) {
     }
     std::sort(pages.begin(), pages.end());
     pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-    for (int write = 0; write < 2; write++) {
+    for (int k = READ; k <= ATOMIC; k++) {
         uintptr_t run_lo = 0, run_hi = 0;
         auto flush = [&] {
-            if (run_hi > run_lo) { out->push_back(OpRange{(const void*)run_lo, run_hi - run_lo, write == 1}); }
+            if (run_hi > run_lo) { out->push_back(OpRange{(const void*)run_lo, run_hi - run_lo, k == WRITE, k == ATOMIC}); }
             run_lo = run_hi = 0;
         };
         for (uint64_t key : pages) {
             Region& r = g_regions[key >> 62];
             size_t pg = key & ((1ull << 62) - 1);
-            uint64_t* bm = (write ? r.wr : r.rd) + pg * (4096 / 64);
+            uint64_t* bm = r.bits[k] + pg * (4096 / 64);
             for (size_t w = 0; w < 4096 / 64; w++) {
                 uint64_t bits = bm[w];
                 if (bits == 0) { continue; }

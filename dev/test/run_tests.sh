@@ -79,7 +79,7 @@ fi
 if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulator: broken programs caught" bash dev/cuda/emu/tests/test_catalogue.sh
     run_test "emulator: cuBLASLt subset" bash dev/cuda/emu/tests/cublaslt_test.sh
-    run_test "emulator: NCCL across processes" env EMU_RUNTIME_SRCS="dev/cuda/emu/runtime.cpp dev/cuda/emu/kernel.cpp" bash dev/cuda/emu/tests/nccl_test.sh
+    run_test "emulator: NCCL across processes" env EMU_RUNTIME_SRCS="dev/cuda/emu/runtime.cpp dev/cuda/emu/streams.cpp dev/cuda/emu/kernel.cpp" bash dev/cuda/emu/tests/nccl_test.sh
     run_test "emulated CUDA kernels (fp32, threads forward)" env EMU_THREADS=2 ./dev/cuda/test_kernels_fp32_emu
     run_test "emulated CUDA kernels (fp32, threads reverse)" env EMU_THREADS=2 EMU_THREAD_ORDER=reverse ./dev/cuda/test_kernels_fp32_emu
     run_test "emulated CUDA kernels (bf16, threads forward)" env EMU_THREADS=2 ./dev/cuda/test_kernels_emu

@@ -755,9 +755,9 @@ static void at_exit(int status, void*) {
             list += (i ? "; " : "") + never[i]->what + " on " + never[i]->stream->name;
         }
         if (never.size() > 3) { list += "; ..."; }
-        fprintf(stderr, "cuda-emu: at exit, %zu queued ops never ran (the host never waited for them): %s. A GPU runs them "
-                "before the process ends: EMU_CHECK=1 runs them here and reports the missing synchronization\n",
-                never.size(), list.c_str());
+        fprintf(stderr, "cuda-emu: at exit, %zu queued op%s never ran (the host never waited): %s. A GPU runs queued work "
+                "before the process ends: EMU_CHECK=1 runs it here and reports the missing synchronization\n",
+                never.size(), never.size() == 1 ? "" : "s", list.c_str());
         return;
     }
     for (Stream* st : all_streams()) { wait_for(st->last, "the end of the program"); }
@@ -769,9 +769,9 @@ static void at_exit(int status, void*) {
     std::string list;
     for (size_t i = 0; i < unwaited.size() && i < 4; i++) { list += (i ? "; " : "") + op_text(*unwaited[i]); }
     if (unwaited.size() > 4) { list += "; ..."; }
-    fatal("streams: the program ended without waiting for %zu queued ops (%zu of them had not run: they ran at exit): "
-          "%s. Synchronize (cudaDeviceSynchronize, cudaStreamSynchronize) before the end",
-          unwaited.size(), never.size(), list.c_str());
+    fatal("streams: the program ended without waiting for %zu queued op%s (%zu had not run yet: they ran at exit): %s. "
+          "Synchronize (cudaDeviceSynchronize, cudaStreamSynchronize) before the end",
+          unwaited.size(), unwaited.size() == 1 ? "" : "s", never.size(), list.c_str());
 }
 
 // A synchronization on one op: the host waits for it (and is ordered after it).

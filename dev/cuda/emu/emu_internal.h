@@ -60,14 +60,12 @@ struct OpSource {            // where the op was issued, for messages
 struct OpRange {             // bytes of device or pinned host memory an op reads or writes
     const void* p;
     size_t bytes;
-    bool write;
-    bool atomic = false;     // a kernel's atomics (read-modify-writes that need no order among themselves)
+    bool write;              // read and written (a kernel's non-const pointer: may write)
 };
 struct OpDetails {
     OpSource source;
-    std::vector<OpRange> ranges;          // known when it is queued: copies, memsets, products, collectives
-    bool footprint = false;               // a kernel: its bytes become known as it runs (footprint_access)
-    std::vector<const void*> pinned_args; // a kernel's pointer arguments into pinned host memory
+    std::vector<OpRange> ranges; // known when it is queued: copies, memsets, products, collectives, and a
+                                 // kernel's pointer arguments (kernel.cpp, check_kernel_pointer)
 };
 cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails details);
 
@@ -187,11 +185,9 @@ struct OpRecord {
     int clock = 0;                    // its epoch: the clock of its stream and its time there
     uint32_t time = 0;
     VClock vc;                        // everything ordered before it, itself included
-    std::vector<OpRange> ranges;      // what it reads and writes (a kernel's after it ran)
-    bool footprint = false;           // a kernel whose ranges come from running it
+    std::vector<OpRange> ranges;      // what it reads and writes
     bool ran = false;
     bool work = true;                 // false for event records and waits
-    std::vector<const void*> pinned_args;
 };
 typedef std::shared_ptr<OpRecord> OpRecordRef;
 
@@ -199,8 +195,7 @@ typedef std::shared_ptr<OpRecord> OpRecordRef;
 std::string op_text(const OpRecord& op);
 // runtime.cpp: the host's clock now.
 const VClock& host_clock();
-// An op ran: its ranges (a kernel: the bytes its threads touched) are checked against the
-// accesses it is not ordered after, then recorded.
+// An op ran: its ranges are checked against the accesses it is not ordered after, then recorded.
 void streams_op_ran(const OpRecordRef& op);
 // The host read or wrote [p, p + n) of pinned memory itself (a host-to-host cudaMemcpy).
 void streams_host_access(const void* p, size_t n, bool write, const void* pc);
@@ -214,13 +209,6 @@ void streams_unprotect_pinned(); // at its start
 bool streams_pinned_fault(void* addr, bool write, void* ucontext, std::recursive_mutex* lock);
 // An allocation (device or pinned) is freed: its bookkeeping goes.
 void streams_forget(const void* base);
-// The address ranges runtime.cpp reserves for device and pinned memory (kernel footprints).
-void streams_arenas(char* device_lo, size_t device_bytes, char* pinned_lo, size_t pinned_bytes);
-// Kernel footprints: check.cpp's hook calls footprint_access for every load and store of a
-// kernel's threads that lies in device or pinned memory; runtime.cpp brackets the kernel's op.
-void footprint_begin();
-void footprint_access(uintptr_t a, size_t n, bool write, bool atomic);
-void footprint_end(std::vector<OpRange>* out);
 // "train_gpt2.cu:512" for a code address (a return address), for messages.
 std::string source_line(const void* pc);
 

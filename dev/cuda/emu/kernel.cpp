@@ -793,8 +793,9 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 
 void record_launch_error(cudaError_t err, const std::string& why); // runtime.cpp
 
-// The pinned host pointers among the arguments of the launch being made (check_kernel_pointer).
-static thread_local std::vector<const void*> tl_pinned_args;
+// The launch being made: what its pointer arguments let it touch (check_kernel_pointer), for the
+// stream-order check.
+static thread_local std::vector<OpRange> tl_arg_ranges;
 
 // EMU_TRACE=1: what the launch ran on tensor cores and as asynchronous copies (when it ran any)
 static void trace_ptx_counters(const Grid& g) {
@@ -814,8 +815,8 @@ static void trace_ptx_counters(const Grid& g) {
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,
                  void* closure, std::shared_ptr<void> hold) {
     ApiScope scope("kernel launch");
-    std::vector<const void*> pinned_args;
-    pinned_args.swap(tl_pinned_args);
+    std::vector<OpRange> arg_ranges;
+    arg_ranges.swap(tl_arg_ranges);
     char why[512];
     dim3 g = cfg.grid, b = cfg.block;
     size_t threads = (size_t)b.x * b.y * b.z;
@@ -844,11 +845,10 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
         return;
     }
     auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure, std::make_shared<PtxCounters>()});
-    OpDetails details; // for the stream-order check: its line, and the bytes its threads touch
+    OpDetails details; // for the stream-order check: its line, and the bytes it may touch
     details.source.file = site.file;
     details.source.line = site.line;
-    details.footprint = true;
-    details.pinned_args.swap(pinned_args);
+    details.ranges.swap(arg_ranges);
     cudaError_t err = enqueue(cfg.stream, std::string("kernel ") + name, [grid, hold]() {
         run_grid(*grid);
         trace_ptx_counters(*grid);
@@ -859,10 +859,17 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
     }
 }
 
-void check_kernel_pointer(const char* name, Site site, int index, const void* p) {
-    if (p == nullptr || device_range(p, 0)) { return; }
-    if (pinned_range(p, 0)) { // the launch that follows (launch_grid) passes it to the stream-order check
-        tl_pinned_args.push_back(p);
+// A kernel's footprint, as the stream-order check takes it: from each pointer argument into
+// device or pinned memory to the end of its allocation (a kernel indexes forward from the
+// pointers it is given), read when the argument points to const, read and written otherwise.
+// Wider than what the threads touch: pointers to two parts of one allocation each reach its end.
+void check_kernel_pointer(const char* name, Site site, int index, const void* p, bool to_const) {
+    if (p == nullptr) { return; }
+    const void* base = nullptr;
+    size_t bytes = 0;
+    if (device_range(p, 0, &base, &bytes) || pinned_allocation(p, &base, &bytes)) {
+        size_t n = (const char*)base + bytes - (const char*)p;
+        if (streams_check() && n > 0) { tl_arg_ranges.push_back(OpRange{p, n, !to_const}); }
         return;
     }
     if (freed_device_memory(p)) {

@@ -334,7 +334,6 @@ static void init_once() {
         }
     }
     if (g_pinned_arena == nullptr) { fatal("cannot reserve an address range for pinned host memory"); }
-    streams_arenas(g_arena, g_arena_bytes, g_pinned_arena, g_pinned_arena_bytes);
     init_streams();
     on_exit(at_exit, nullptr); // (glibc's atexit with the exit status)
     install_signal_stack();
@@ -562,8 +561,6 @@ static std::shared_ptr<Op> enqueue_op(Stream* st, const std::string& what, OpFn 
         if (details != nullptr) {
             rec->source = details->source;
             rec->ranges = std::move(details->ranges);
-            rec->footprint = details->footprint;
-            rec->pinned_args = std::move(details->pinned_args);
         }
         VClock vc = st->vc;
         vc.join(g_host);
@@ -617,7 +614,6 @@ static bool advance_to(std::shared_ptr<Op> op, long* budget) {
         }
         if (*budget == 0) { return false; }
         double t0 = trace() ? now_s() : 0.0;
-        if (head->rec && head->rec->footprint) { footprint_begin(); } // a kernel: gather what its threads touch
         if (!head->fn()) { return false; } // waits for something outside this process
         if (head->rec) { streams_op_ran(head->rec); } // checks and records the bytes it touched
         if (trace()) {

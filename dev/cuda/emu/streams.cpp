@@ -20,19 +20,19 @@ the last writer and, since that write, the latest reader on each clock. An op's 
 checked and recorded when it has run, in the order ops run (an order the program's own orderings
 allow, whatever the schedule): a read must be ordered after the last writer; a write after the
 last writer and every reader since. Known at the call: copies, memsets, cuBLASLt's A/B/C/D/bias
-(column by column when ld > rows), NCCL's send and receive buffers. A kernel's: exactly the bytes
-its threads loaded and stored (check.cpp's hook calls footprint_access; a bitmap per arena byte,
-gathered per 4 KiB page at the end of the launch into ranges), never its whole allocations: the
-trainers' slabs are single allocations whose disjoint parts two streams use at once.
+(column by column when ld > rows), NCCL's send and receive buffers. A kernel's, from its launch
+arguments (kernel.cpp): each pointer into device or pinned memory, from there to the end of its
+allocation, read if it points to const, read and written otherwise. That is wider than what the
+threads touch (no hook sees a kernel's loads and stores here): a kernel given a pointer into the
+middle of a slab is taken to reach the slab's end.
 
 The host and pinned memory. The host has no hook on its loads and stores; instead, while an op
 that the host has not waited for touches pinned memory, the pages it touches are protected
 outside API calls (no access if it writes them, read-only if it only reads them). A host access
 there faults; the handler records it as an access by the host (its first byte: the faulting
 address) and checks it like any other, then lets that one instruction run with the page open
-(the x86 trap flag: SIGTRAP after it closes the page again). A kernel that has not run yet
-protects the whole pinned allocations it was given as pointer arguments; the host accesses
-recorded meanwhile are checked when it runs. So both orders are caught: the op ran before the
+(the x86 trap flag: SIGTRAP after it closes the page again). An op that has not run yet checks
+the host accesses recorded meanwhile when it runs. So both orders are caught: the op ran before the
 host's access (the access is checked against it) or after (the op is checked against the access).
 
 Every report is fatal: "cuda-emu: streams: <op> reads|writes bytes [a, b) of <allocation>, which
@@ -112,9 +112,8 @@ struct Access { // one op's (or the host's) access, as a range remembers it
 
 struct State { // of a byte range
     bool written = false;
-    Access writer;                // the last plain write
+    Access writer;                // the last write
     std::vector<Access> readers;  // since that write: the latest read on each clock
-    std::vector<Access> atomics;  // since that write: the latest kernel atomics on each clock
 };
 typedef std::shared_ptr<const State> StateRef;
 
@@ -132,7 +131,7 @@ static bool same_state(const State* a, const State* b) {
     if (a == b) { return true; }
     if (a == nullptr || b == nullptr || a->written != b->written) { return false; }
     if (a->written && !same_access(a->writer, b->writer)) { return false; }
-    return same_accesses(a->readers, b->readers) && same_accesses(a->atomics, b->atomics);
+    return same_accesses(a->readers, b->readers);
 }
 
 // the latest access of each clock: me replaces my clock's
@@ -179,10 +178,9 @@ static Tracked* tracked_for(const void* p, size_t n) {
 
 void streams_forget(const void* base) { g_tracked->erase((uintptr_t)base); }
 
-enum Kind { READ, WRITE, ATOMIC };
+enum Kind { READ, WRITE };
 
 static const char* kind_verb(Kind k, bool past) {
-    if (k == ATOMIC) { return past ? "updated atomically" : "updates atomically"; }
     if (k == WRITE) { return past ? "wrote" : "writes"; }
     return past ? "read" : "reads";
 }
@@ -215,9 +213,7 @@ static void split(Tracked& t, uintptr_t x) { // a segment boundary at x
 }
 
 // Checks and records one access of [lo, hi) by `who` (an op that ran, or the host). A read must
-// be ordered after the last write and the atomics since; a write after everything since the
-// last write; a kernel's atomic after the last write and the plain reads since, not after other
-// atomics (two kernels may update one counter atomically at once).
+// be ordered after the last write; a write after the last write and every read since.
 static void apply(Tracked& t, uintptr_t lo, uintptr_t hi, Kind kind, const std::shared_ptr<const OpRecord>& who) {
     if (lo >= hi) { return; }
     split(t, lo);
@@ -234,14 +230,9 @@ static void apply(Tracked& t, uintptr_t lo, uintptr_t hi, Kind kind, const std::
         const State* o = old.get();
         if (o != nullptr) {
             if (o->written && !v.covers(o->writer.clock, o->writer.time)) { report(t, a, b, kind, *who, o->writer, WRITE); }
-            if (kind != READ) {
+            if (kind == WRITE) {
                 for (const Access& r : o->readers) {
                     if (!v.covers(r.clock, r.time)) { report(t, a, b, kind, *who, r, READ); }
-                }
-            }
-            if (kind != ATOMIC) {
-                for (const Access& r : o->atomics) {
-                    if (!v.covers(r.clock, r.time)) { report(t, a, b, kind, *who, r, ATOMIC); }
                 }
             }
         }
@@ -253,7 +244,7 @@ static void apply(Tracked& t, uintptr_t lo, uintptr_t hi, Kind kind, const std::
             n = s;
         } else {
             auto s = std::make_shared<State>(o ? *o : State());
-            note_access(kind == READ ? s->readers : s->atomics, me);
+            note_access(s->readers, me);
             n = s;
         }
         memo.push_back({o, n});
@@ -292,14 +283,11 @@ static void apply_range(const void* p, size_t n, Kind kind, const std::shared_pt
     apply(*t, (uintptr_t)p, (uintptr_t)p + n, kind, who);
 }
 
-static Kind kind_of(const OpRange& r) { return r.atomic ? ATOMIC : r.write ? WRITE : READ; }
-
 void streams_op_ran(const OpRecordRef& op) {
     op->ran = true;
-    if (op->footprint) { footprint_end(&op->ranges); }
-    for (Kind k : {READ, ATOMIC, WRITE}) { // its own reads and writes of one byte do not conflict
+    for (Kind k : {READ, WRITE}) { // its own reads and writes of one byte do not conflict
         for (const OpRange& r : op->ranges) {
-            if (kind_of(r) == k) { apply_range(r.p, r.bytes, k, op); }
+            if ((r.write ? WRITE : READ) == k) { apply_range(r.p, r.bytes, k, op); }
         }
     }
 }
@@ -322,7 +310,7 @@ void streams_host_access(const void* p, size_t n, bool write, const void* pc) {
 // ----------------------------------------------------------------------------
 // the host and pinned memory: protected pages while ops the host has not waited for touch them
 
-static size_t g_page = 4096;
+static const size_t g_page = (size_t)sysconf(_SC_PAGESIZE);
 static std::vector<OpRecordRef>* g_pinned_ops = new std::vector<OpRecordRef>(); // not waited for by the host
 struct PageRun {
     uintptr_t end;
@@ -335,7 +323,7 @@ static thread_local std::vector<uintptr_t> tl_stepping;
 static std::recursive_mutex* g_fault_lock = nullptr; // runtime.cpp's lock, for the fault handler
 
 void streams_note_pinned(const OpRecordRef& op) {
-    bool pinned = !op->pinned_args.empty();
+    bool pinned = false;
     for (const OpRange& r : op->ranges) { pinned = pinned || pinned_range(r.p, 0); }
     if (pinned) { g_pinned_ops->push_back(op); }
 }
@@ -362,14 +350,7 @@ void streams_protect_pinned() {
         }
     };
     for (const OpRecordRef& o : ops) {
-        for (const OpRange& r : o->ranges) { mark(r.p, r.bytes, r.write || r.atomic); }
-        if (o->footprint && !o->ran) { // not run yet: all of each pinned allocation it was given
-            for (const void* p : o->pinned_args) {
-                const void* base;
-                size_t bytes;
-                if (pinned_allocation(p, &base, &bytes)) { mark(base, bytes, true); }
-            }
-        }
+        for (const OpRange& r : o->ranges) { mark(r.p, r.bytes, r.write); }
     }
     for (auto it = want.begin(); it != want.end();) { // runs of pages with one protection
         uintptr_t lo = it->first, hi = lo + g_page;
@@ -431,127 +412,6 @@ bool streams_pinned_fault(void* addr, bool write, void* ctx, std::recursive_mute
     tl_stepping.push_back(page);
     uc->uc_mcontext.gregs[REG_EFL] |= 0x100; // trap after this one instruction
     return true;
-}
-
-// ----------------------------------------------------------------------------
-// kernel footprints: one bit per byte read and per byte written, per 4 KiB page a stamp
-
-struct Region {
-    uintptr_t lo = 0;
-    size_t bytes = 0;
-    uint64_t* bits[3] = {nullptr, nullptr, nullptr}; // read, written, updated atomically: bit b of
-                                                      // word w is byte 64 w + b, in this launch
-    uint32_t* stamp = nullptr; // per page: the launch that last touched it
-};
-static Region g_regions[2];   // device memory, pinned memory
-static uint32_t g_launch = 0; // the launch being gathered (0: none)
-static std::mutex g_lists_mutex;
-static std::vector<std::vector<uint64_t>*>* g_lists = new std::vector<std::vector<uint64_t>*>(); // every OS thread's
-static thread_local std::vector<uint64_t>* tl_pages = nullptr; // (region << 62) | page, first touches this launch
-
-static void* reserve_zeroed(size_t bytes) { // untouched pages cost nothing
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) { fatal("streams: cannot reserve %zu bytes of address space for kernel footprints", bytes); }
-    return p;
-}
-
-void streams_arenas(char* device_lo, size_t device_bytes, char* pinned_lo, size_t pinned_bytes) {
-    g_page = (size_t)sysconf(_SC_PAGESIZE);
-    if (!streams_check()) { return; }
-    char* lo[2] = {device_lo, pinned_lo};
-    size_t bytes[2] = {device_bytes, pinned_bytes};
-    for (int i = 0; i < 2; i++) {
-        Region& r = g_regions[i];
-        r.lo = (uintptr_t)lo[i];
-        r.bytes = bytes[i];
-        for (int k = 0; k < 3; k++) { r.bits[k] = (uint64_t*)reserve_zeroed(bytes[i] / 8); }
-        r.stamp = (uint32_t*)reserve_zeroed(bytes[i] / 4096 * sizeof(uint32_t));
-    }
-}
-
-void footprint_begin() {
-    static uint32_t launches = 0; // the page stamps need a new number for every launch
-    if (++launches == 0) { launches = 1; }
-    g_launch = launches;
-}
-
-void footprint_access(uintptr_t a, size_t n, bool write, bool atomic) {
-    uint32_t launch = __atomic_load_n(&g_launch, __ATOMIC_RELAXED);
-    if (launch == 0 || n == 0) { return; }
-    for (int i = 0; i < 2; i++) {
-        Region& r = g_regions[i];
-        size_t off = a - r.lo;
-        if (off >= r.bytes || n > r.bytes - off) { continue; }
-        for (size_t pg = off >> 12; pg <= (off + n - 1) >> 12; pg++) {
-            if (__atomic_load_n(&r.stamp[pg], __ATOMIC_RELAXED) != launch &&
-                __atomic_exchange_n(&r.stamp[pg], launch, __ATOMIC_RELAXED) != launch) {
-                if (tl_pages == nullptr) {
-                    tl_pages = new std::vector<uint64_t>();
-                    std::lock_guard<std::mutex> lock(g_lists_mutex);
-                    g_lists->push_back(tl_pages);
-                }
-                tl_pages->push_back(((uint64_t)i << 62) | pg);
-            }
-        }
-        uint64_t* bm = r.bits[atomic ? ATOMIC : write ? WRITE : READ];
-        for (size_t b = off, end = off + n; b < end;) {
-            size_t sh = b & 63, k = std::min<size_t>(64 - sh, end - b);
-            uint64_t mask = (k == 64 ? ~0ull : ((1ull << k) - 1)) << sh;
-            if ((__atomic_load_n(&bm[b >> 6], __ATOMIC_RELAXED) & mask) != mask) {
-                __atomic_fetch_or(&bm[b >> 6], mask, __ATOMIC_RELAXED);
-            }
-            b += k;
-        }
-        return;
-    }
-}
-
-// The launch's ranges, read and written, from the pages its threads touched (and the bitmaps
-// cleared for the next launch). Called on the host thread once every block has run.
-void footprint_end(std::vector<OpRange>* out) {
-    __atomic_store_n(&g_launch, 0u, __ATOMIC_RELAXED);
-    std::vector<uint64_t> pages;
-    {
-        std::lock_guard<std::mutex> lock(g_lists_mutex);
-        for (std::vector<uint64_t>* l : *g_lists) {
-            pages.insert(pages.end(), l->begin(), l->end());
-            l->clear();
-        }
-    }
-    std::sort(pages.begin(), pages.end());
-    pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-    for (int k = READ; k <= ATOMIC; k++) {
-        uintptr_t run_lo = 0, run_hi = 0;
-        auto flush = [&] {
-            if (run_hi > run_lo) { out->push_back(OpRange{(const void*)run_lo, run_hi - run_lo, k == WRITE, k == ATOMIC}); }
-            run_lo = run_hi = 0;
-        };
-        for (uint64_t key : pages) {
-            Region& r = g_regions[key >> 62];
-            size_t pg = key & ((1ull << 62) - 1);
-            uint64_t* bm = r.bits[k] + pg * (4096 / 64);
-            for (size_t w = 0; w < 4096 / 64; w++) {
-                uint64_t bits = bm[w];
-                if (bits == 0) { continue; }
-                bm[w] = 0;
-                uintptr_t word_lo = r.lo + (pg * 4096 + w * 64);
-                while (bits != 0) { // each run of set bits is a range
-                    int s = __builtin_ctzll(bits);
-                    uint64_t from = bits >> s;
-                    int len = (~from == 0) ? 64 - s : __builtin_ctzll(~from);
-                    uintptr_t a = word_lo + s, b = a + len;
-                    if (a == run_hi) {
-                        run_hi = b;
-                    } else {
-                        flush();
-                        run_lo = a, run_hi = b;
-                    }
-                    bits = len + s >= 64 ? 0 : bits & ~(((1ull << len) - 1) << s);
-                }
-            }
-        }
-        flush();
-    }
 }
 
 // ----------------------------------------------------------------------------

@@ -62,10 +62,17 @@ struct OpRange {             // bytes of device or pinned host memory an op read
     size_t bytes;
     bool write;              // read and written (a kernel's non-const pointer: may write)
 };
+struct KernelPointer {       // a kernel's pointer argument into device or pinned memory
+    const void* p;
+    const void* base;        // its allocation
+    size_t bytes;
+    bool to_const;
+};
 struct OpDetails {
     OpSource source;
-    std::vector<OpRange> ranges; // known when it is queued: copies, memsets, products, collectives, and a
-                                 // kernel's pointer arguments (kernel.cpp, check_kernel_pointer)
+    std::vector<OpRange> ranges;         // known when it is queued: copies, memsets, products, collectives;
+                                         // a kernel's: from its pointers (their reach as known now)
+    std::vector<KernelPointer> pointers; // a kernel's (streams.cpp redoes their reach when it runs)
 };
 cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails details);
 
@@ -186,6 +193,7 @@ struct OpRecord {
     uint32_t time = 0;
     VClock vc;                        // everything ordered before it, itself included
     std::vector<OpRange> ranges;      // what it reads and writes
+    std::vector<KernelPointer> pointers; // a kernel's pointer arguments
     bool ran = false;
     bool work = true;                 // false for event records and waits
 };
@@ -207,6 +215,14 @@ void streams_unprotect_pinned(); // at its start
 // The fault handler's question: a host access to a protected pinned page? Then it is checked
 // and recorded, and the access goes on (one instruction with the page open); true.
 bool streams_pinned_fault(void* addr, bool write, void* ucontext, std::recursive_mutex* lock);
+// p, inside the allocation at base, is where some op's buffer starts (every op's ranges, a
+// kernel's pointer arguments); a kernel's pointer argument p reaches up to the next such start
+// after p, or the allocation's end: the bytes it may touch from p.
+// A kernel's ranges from its pointers, each to its reach as known now: at the launch, again when
+// it runs (buffer starts queued meanwhile), and once more when another op would conflict with
+// it (starts that op's own queueing added).
+void streams_note_start(const void* p, const void* base);
+void streams_kernel_ranges(const std::vector<KernelPointer>& pointers, std::vector<OpRange>* out);
 // An allocation (device or pinned) is freed: its bookkeeping goes.
 void streams_forget(const void* base);
 // "train_gpt2.cu:512" for a code address (a return address), for messages.

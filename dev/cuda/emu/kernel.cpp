@@ -793,9 +793,9 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 
 void record_launch_error(cudaError_t err, const std::string& why); // runtime.cpp
 
-// The launch being made: what its pointer arguments let it touch (check_kernel_pointer), for the
-// stream-order check.
-static thread_local std::vector<OpRange> tl_arg_ranges;
+// The launch being made: its pointer arguments into device or pinned memory (check_kernel_pointer),
+// for the stream-order check.
+static thread_local std::vector<KernelPointer> tl_pointer_args;
 
 // EMU_TRACE=1: what the launch ran on tensor cores and as asynchronous copies (when it ran any)
 static void trace_ptx_counters(const Grid& g) {
@@ -815,8 +815,8 @@ static void trace_ptx_counters(const Grid& g) {
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,
                  void* closure, std::shared_ptr<void> hold) {
     ApiScope scope("kernel launch");
-    std::vector<OpRange> arg_ranges;
-    arg_ranges.swap(tl_arg_ranges);
+    std::vector<KernelPointer> pointer_args;
+    pointer_args.swap(tl_pointer_args);
     char why[512];
     dim3 g = cfg.grid, b = cfg.block;
     size_t threads = (size_t)b.x * b.y * b.z;
@@ -848,7 +848,11 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
     OpDetails details; // for the stream-order check: its line, and the bytes it may touch
     details.source.file = site.file;
     details.source.line = site.line;
-    details.ranges.swap(arg_ranges);
+    if (streams_check()) { // every pointer a buffer start first, then each one's reach (to the next start)
+        for (const KernelPointer& a : pointer_args) { streams_note_start(a.p, a.base); }
+        streams_kernel_ranges(pointer_args, &details.ranges);
+        details.pointers.swap(pointer_args);
+    }
     cudaError_t err = enqueue(cfg.stream, std::string("kernel ") + name, [grid, hold]() {
         run_grid(*grid);
         trace_ptx_counters(*grid);
@@ -859,17 +863,16 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
     }
 }
 
-// A kernel's footprint, as the stream-order check takes it: from each pointer argument into
-// device or pinned memory to the end of its allocation (a kernel indexes forward from the
-// pointers it is given), read when the argument points to const, read and written otherwise.
-// Wider than what the threads touch: pointers to two parts of one allocation each reach its end.
+// A kernel's footprint, as the stream-order check takes it (streams.cpp): from each pointer
+// argument into device or pinned memory forward to the next buffer start in its allocation (a
+// kernel indexes forward from the pointers it is given), read when the argument points to
+// const, read and written otherwise.
 void check_kernel_pointer(const char* name, Site site, int index, const void* p, bool to_const) {
     if (p == nullptr) { return; }
     const void* base = nullptr;
     size_t bytes = 0;
     if (device_range(p, 0, &base, &bytes) || pinned_allocation(p, &base, &bytes)) {
-        size_t n = (const char*)base + bytes - (const char*)p;
-        if (streams_check() && n > 0) { tl_arg_ranges.push_back(OpRange{p, n, !to_const}); }
+        if (streams_check()) { tl_pointer_args.push_back(KernelPointer{p, base, bytes, to_const}); }
         return;
     }
     if (freed_device_memory(p)) {

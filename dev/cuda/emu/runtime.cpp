@@ -561,6 +561,12 @@ static std::shared_ptr<Op> enqueue_op(Stream* st, const std::string& what, OpFn 
         if (details != nullptr) {
             rec->source = details->source;
             rec->ranges = std::move(details->ranges);
+            rec->pointers = std::move(details->pointers);
+            for (const OpRange& r : rec->ranges) { // buffer starts, for kernels' reach (streams.cpp)
+                const void* base = nullptr;
+                size_t bytes = 0;
+                if (device_range(r.p, 0, &base, &bytes) || pinned_allocation(r.p, &base, &bytes)) { streams_note_start(r.p, base); }
+            }
         }
         VClock vc = st->vc;
         vc.join(g_host);

@@ -21,10 +21,12 @@ checked and recorded when it has run, in the order ops run (an order the program
 allow, whatever the schedule): a read must be ordered after the last writer; a write after the
 last writer and every reader since. Known at the call: copies, memsets, cuBLASLt's A/B/C/D/bias
 (column by column when ld > rows), NCCL's send and receive buffers. A kernel's, from its launch
-arguments (kernel.cpp): each pointer into device or pinned memory, from there to the end of its
-allocation, read if it points to const, read and written otherwise. That is wider than what the
-threads touch (no hook sees a kernel's loads and stores here): a kernel given a pointer into the
-middle of a slab is taken to reach the slab's end.
+arguments (kernel.cpp): each pointer into device or pinned memory, from there to the next address
+in its allocation that some op was given (a buffer's start: streams_kernel_reach) or else the
+allocation's end, read if it points to const, read and written otherwise. No hook sees a kernel's
+loads and stores here, so that is a guess at its buffers: a kernel that indexes past the next
+buffer's start is taken not to touch it (missed), one that touches only part of its buffer is
+taken to touch all of it (a possible false report, seen nowhere yet).
 
 The host and pinned memory. The host has no hook on its loads and stores; instead, while an op
 that the host has not waited for touches pinned memory, the pages it touches are protected
@@ -53,6 +55,7 @@ Every report is fatal: "cuda-emu: streams: <op> reads|writes bytes [a, b) of <al
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -176,7 +179,48 @@ static Tracked* tracked_for(const void* p, size_t n) {
     return &t;
 }
 
-void streams_forget(const void* base) { g_tracked->erase((uintptr_t)base); }
+// Where the program's buffers start inside each allocation: every address an op was given
+// (a copy's, memset's, product's or collective's range, a kernel's pointer argument). A kernel's
+// pointer reaches up to the next of them (streams_kernel_reach): a program that carves one
+// allocation into buffers hands each buffer's start to the ops that use it.
+static std::unordered_map<uintptr_t, std::set<uintptr_t>>* g_starts = new std::unordered_map<uintptr_t, std::set<uintptr_t>>();
+
+void streams_note_start(const void* p, const void* base) { (*g_starts)[(uintptr_t)base].insert((uintptr_t)p); }
+
+static size_t kernel_reach(const KernelPointer& k) {
+    uintptr_t a = (uintptr_t)k.p, end = (uintptr_t)k.base + k.bytes;
+    auto it = g_starts->find((uintptr_t)k.base);
+    if (it != g_starts->end()) {
+        auto nx = it->second.upper_bound(a);
+        if (nx != it->second.end() && *nx < end) { end = *nx; }
+    }
+    return end - a;
+}
+
+void streams_kernel_ranges(const std::vector<KernelPointer>& pointers, std::vector<OpRange>* out) {
+    out->clear();
+    for (const KernelPointer& k : pointers) {
+        size_t n = kernel_reach(k);
+        if (n > 0) { out->push_back(OpRange{k.p, n, !k.to_const}); }
+    }
+}
+
+// Does the earlier op still touch [a, b) as `kind` with the buffer starts known now? Always for
+// an op with exact ranges; for a kernel, when one of its pointers reaches into [a, b) (starts
+// queued after it ran may have cut its reach short of those bytes).
+static bool still_touches(const OpRecord& op, uintptr_t a, uintptr_t b, bool write) {
+    if (op.pointers.empty()) { return true; }
+    for (const KernelPointer& k : op.pointers) {
+        uintptr_t lo = (uintptr_t)k.p, hi = lo + kernel_reach(k);
+        if ((!write || !k.to_const) && lo < b && a < hi) { return true; }
+    }
+    return false;
+}
+
+void streams_forget(const void* base) {
+    g_tracked->erase((uintptr_t)base);
+    g_starts->erase((uintptr_t)base);
+}
 
 enum Kind { READ, WRITE };
 
@@ -224,17 +268,19 @@ static void apply(Tracked& t, uintptr_t lo, uintptr_t hi, Kind kind, const std::
     // segments of a large write collapse into one.
     std::vector<std::pair<const State*, StateRef>> memo;
     auto next = [&](const StateRef& old, uintptr_t a, uintptr_t b) -> StateRef {
-        for (auto& m : memo) {
-            if (m.first == old.get()) { return m.second; }
-        }
         const State* o = old.get();
-        if (o != nullptr) {
-            if (o->written && !v.covers(o->writer.clock, o->writer.time)) { report(t, a, b, kind, *who, o->writer, WRITE); }
+        if (o != nullptr) { // checked per segment: whether a kernel still touches it depends on where it is
+            if (o->written && !v.covers(o->writer.clock, o->writer.time) && still_touches(*o->writer.op, a, b, true)) {
+                report(t, a, b, kind, *who, o->writer, WRITE);
+            }
             if (kind == WRITE) {
                 for (const Access& r : o->readers) {
-                    if (!v.covers(r.clock, r.time)) { report(t, a, b, kind, *who, r, READ); }
+                    if (!v.covers(r.clock, r.time) && still_touches(*r.op, a, b, false)) { report(t, a, b, kind, *who, r, READ); }
                 }
             }
+        }
+        for (auto& m : memo) {
+            if (m.first == o) { return m.second; }
         }
         StateRef n;
         if (kind == WRITE) {
@@ -285,6 +331,7 @@ static void apply_range(const void* p, size_t n, Kind kind, const std::shared_pt
 
 void streams_op_ran(const OpRecordRef& op) {
     op->ran = true;
+    if (!op->pointers.empty()) { streams_kernel_ranges(op->pointers, &op->ranges); } // starts queued since its launch
     for (Kind k : {READ, WRITE}) { // its own reads and writes of one byte do not conflict
         for (const OpRange& r : op->ranges) {
             if ((r.write ? WRITE : READ) == k) { apply_range(r.p, r.bytes, k, op); }

@@ -546,6 +546,20 @@ checks_stream_order_copies_ok() {
         silent_every_schedule stream_order_copies_ok "stream_order_copies_ok passed"
 }
 
+checks_stream_order_kernels() {
+    local m f=stream_order_kernels
+    for m in first second; do
+        check "$f: $m buffer of one allocation, both kernels' lines and streams named under every schedule" \
+            fatal_every_schedule $f $m ::: "streams:" "kernel fill" "kernel sum_pairs" "$f.cu:$(marker $f "// BUG-$m-write")" \
+            "$f.cu:$(marker $f "// BUG-$m-read")" "stream #1" "stream #2"
+    done
+}
+
+checks_stream_order_kernels_ok() {
+    check "stream_order_kernels_ok: silent under EMU_CHECK=1 and every schedule (two buffers of one allocation at once)" \
+        silent_every_schedule stream_order_kernels_ok "stream_order_kernels_ok passed"
+}
+
 checks_pinned_after_sync() {
     check "pinned_after_sync: silent under EMU_CHECK=1 and every schedule" \
         silent_every_schedule pinned_after_sync "pinned_after_sync passed"

@@ -86,11 +86,11 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated CUDA kernels (bf16, threads random)" env EMU_THREADS=2 EMU_THREAD_ORDER=random EMU_SEED=3 ./dev/cuda/test_kernels_emu
     run_test "emulated CUDA kernels (fp32, ASan, random schedule)" env EMU_THREADS=2 EMU_SCHEDULE=random ./dev/cuda/test_kernels_fp32_emu_asan
     run_test "emulated test_gpt2cu (tiny vs PyTorch, fp32, algorithms by alignment)" env EMU_THREADS=2 EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1 ./test_gpt2fp32cu_emu gpt2_tiny
-    run_test "emulated test_gpt2cu (tiny vs PyTorch, bf16, random schedule)" env EMU_THREADS=2 EMU_SCHEDULE=random ./test_gpt2cu_emu gpt2_tiny
+    run_test "emulated test_gpt2cu (tiny vs PyTorch, bf16, random schedule, stream-order check)" env EMU_THREADS=2 EMU_SCHEDULE=random EMU_CHECK_STREAMS=1 ./test_gpt2cu_emu gpt2_tiny
     run_test "emulated test_gpt2cu (fp32, ASan, device memory protected)" env EMU_THREADS=2 EMU_PROTECT=1 ./test_gpt2fp32cu_emu_asan gpt2_tiny
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
-    run_test "emulated ZeRO stages over NCCL (eager schedule)" env EMU_SCHEDULE=eager bash dev/test/test_zero_emu.sh
-    run_test "emulated optimizer offload -zo 1 (random schedule)" env EMU_SCHEDULE=random EMU_SEED=3 bash dev/test/test_offload_emu.sh
+    run_test "emulated ZeRO stages over NCCL (eager schedule, stream-order check)" env EMU_SCHEDULE=eager EMU_CHECK_STREAMS=1 bash dev/test/test_zero_emu.sh
+    run_test "emulated optimizer offload -zo 1 (random schedule, stream-order check)" env EMU_SCHEDULE=random EMU_SEED=3 EMU_CHECK_STREAMS=1 bash dev/test/test_offload_emu.sh
     run_test "-z auto (emulated CUDA)" env TRAIN=./train_gpt2cu_emu EMU_THREADS=2 bash dev/test/test_zero_auto.sh
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu
     run_test "unit size -zu K (emulated CUDA, fp32 and bf16)" env UNIT_SIZE_SECTIONS=D bash dev/test/test_unit_size.sh

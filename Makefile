@@ -166,7 +166,13 @@ dev/test/test_%_host: dev/test/test_%_host.cu dev/test/cpu_reference.h train_gpt
 EMU_NVCC = dev/cuda/emu/nvcc-cpu
 EMU_SOURCES = $(EMU_NVCC) $(wildcard dev/cuda/emu/*.cpp dev/cuda/emu/*.h dev/cuda/emu/include/*.h dev/cuda/emu/include/*/*.h)
 EMU_TARGETS = train_gpt2cu_emu test_gpt2cu_emu train_gpt2fp32cu_emu test_gpt2fp32cu_emu \
-              dev/cuda/test_kernels_emu dev/cuda/test_kernels_fp32_emu test_gpt2fp32cu_emu_asan dev/cuda/test_kernels_fp32_emu_asan
+              dev/cuda/test_kernels_emu dev/cuda/test_kernels_fp32_emu test_gpt2fp32cu_emu_asan dev/cuda/test_kernels_fp32_emu_asan \
+              $(EMU_CHECK_TARGETS)
+# The same programs with the access hooks that EMU_CHECK and EMU_COUNTERS need (nvcc-cpu --emu-check):
+# the hooks slow a run even with every check off (dev/cuda/emu/README.md), so only the runs under
+# EMU_CHECK use these. train_gpt2cu_emu_check (dev/test/test_emu_check.sh) and
+# dev/cuda/test_kernels_fp32_emu_check are built on request.
+EMU_CHECK_TARGETS = test_gpt2cu_emu_check dev/cuda/test_kernels_emu_check
 CUDA_INCLUDE ?= /usr/local/cuda/include
 ifneq ($(wildcard $(CUDA_INCLUDE)/cuda_runtime.h),)
 emu: $(EMU_TARGETS)
@@ -195,6 +201,18 @@ dev/cuda/test_kernels_emu: dev/cuda/test_kernels.cu dev/test/cpu_reference.h tra
 
 dev/cuda/test_kernels_fp32_emu: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
 	$(EMU_NVCC) $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
+
+train_gpt2cu_emu_check: train_gpt2.cu $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --emu-check $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
+
+test_gpt2cu_emu_check: test_gpt2.cu train_gpt2.cu dev/test/reference.h $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --emu-check $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
+
+dev/cuda/test_kernels_emu_check: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --emu-check $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) -lm
+
+dev/cuda/test_kernels_fp32_emu_check: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --emu-check $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
 
 dev/cuda/test_kernels_fp32_emu_asan: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
 	$(EMU_NVCC) --emu-asan $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
@@ -264,5 +282,5 @@ profile: data
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print
 	rm -f train_gpt2cu test_gpt2cu train_gpt2fp32cu test_gpt2fp32cu dev/cuda/test_kernels dev/cuda/test_kernels_fp32 $(CUDA_HOST_TESTS)
-	rm -f $(EMU_TARGETS)
+	rm -f $(EMU_TARGETS) train_gpt2cu_emu_check dev/cuda/test_kernels_fp32_emu_check
 	rm -rf dev/cuda/emu/build

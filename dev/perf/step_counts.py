@@ -100,7 +100,8 @@ def build_emulated(root, out):
     N = 1 are no-ops either way, and no NCCL or MPI is needed)."""
     cmd = [os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16", "-DNO_MULTI_GPU",
            "train_gpt2.cu", "-o", out, "-lcublasLt", "-lcudart"]
-    run(cmd, cwd=root, what="building the emulated trainer of %s" % root)
+    # EMU_HOOKS=1: the access hooks EMU_COUNTERS needs (nvcc-cpu --emu-check; an older nvcc-cpu ignores it)
+    run(cmd, cwd=root, env=dict(os.environ, EMU_HOOKS="1"), what="building the emulated trainer of %s" % root)
 
 
 def trace_ops(binary, steps, recompute, counters_file=None, model=MODEL):

@@ -813,6 +813,22 @@ void matrix_ranges(std::vector<emu::OpRange>* out, const void* ptr, const Layout
     }
 }
 
+// initcheck (EMU_CHECK): an operand's elements must have been written (column by column: the
+// rows between a column's end and the next column's start are not read), and D is written.
+void operand_read(const void* ptr, const Layout& l, const char* name, const char* what, const void* caller) {
+    if (!emu::check_settings().initcheck || ptr == nullptr) { return; }
+    char who[256];
+    snprintf(who, sizeof who, "%s reading matrix %s", what, name);
+    size_t es = type_size(l.type);
+    for (uint64_t j = 0; j < l.cols; j++) { emu::device_bytes_read((const char*)ptr + j * l.ld * es, l.rows * es, who, caller); }
+}
+
+void operand_written(void* ptr, const Layout& l) {
+    if (!emu::check_settings().initcheck) { return; }
+    size_t es = type_size(l.type);
+    for (uint64_t j = 0; j < l.cols; j++) { emu::device_bytes_written((char*)ptr + j * l.ld * es, l.rows * es); }
+}
+
 // alpha and beta (pointer mode host) as floats, read now as cuBLASLt does.
 cublasStatus_t read_scalars(const void* alpha, const void* beta, float* a, float* b) {
     if (alpha == nullptr || beta == nullptr) { return invalid("alpha or beta is NULL"); }
@@ -1159,12 +1175,22 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (reads_c) { matrix_ranges(&details.ranges, C, p.c, false); }
     if (p.bias) { details.ranges.push_back(emu::OpRange{bias, (size_t)p.m * type_size(p.type), false}); }
     matrix_ranges(&details.ranges, D, p.d, true);
-    cudaError_t e = emu::enqueue(stream, what, [job]() {
+    std::string who = what;
+    const void* caller = __builtin_return_address(0);
+    cudaError_t e = emu::enqueue(stream, what, [job, p, who, caller]() {
+        operand_read(job.a, p.a, "A", who.c_str(), caller);
+        operand_read(job.b, p.b, "B", who.c_str(), caller);
+        operand_read(job.c, p.c, "C", who.c_str(), caller);
+        if (job.bias != nullptr) {
+            emu::device_bytes_read(job.bias, (size_t)p.m * type_size(p.type), (who + " reading the bias vector").c_str(),
+                                   caller);
+        }
         if (job.type == CUDA_R_16BF) {
             run_product<__nv_bfloat16>(job);
         } else {
             run_product<float>(job);
         }
+        operand_written(job.d, p.d);
         return true;
     }, std::move(details));
     if (e != cudaSuccess) {

@@ -47,7 +47,12 @@ struct Site { const char* file; int line; };
 // kernel.cpp
 bool kernel_entry(int max_threads_bound);      // the prologue the driver puts in every kernel
 void* dynamic_shared();                        // this block's `extern __shared__` memory
-bool shared_register(void* p, size_t bytes);   // a static __shared__ variable, refilled per block
+// A static `__shared__ T name[N];` (nvcc-cpu rewrites it into a reference to this): the block's
+// copy of the variable whose key is `key` (a static of the declaring function), placed in the
+// block's shared memory by the first thread that reaches the declaration and filled with 0xFF.
+void* static_shared(const void* key, size_t bytes, size_t align, const char* name, Site site);
+void count_mma_flops(uint64_t flops);          // EMU_COUNTERS: tensor-core FLOPs of this thread's mma
+bool note_instrumented_unit();                 // check.cpp: this .cu file has the access hooks
 void syncthreads(Site site);
 void barrier_sync(unsigned id, Site site);     // bar.sync id with every thread of the block
 void syncwarp(unsigned mask, Site site);
@@ -118,6 +123,10 @@ inline void launch(void (*kernel)(P...), const char* name, Site site, const Laun
 }
 
 } // namespace emu
+
+#ifdef EMU_ACCESS_HOOKS // nvcc-cpu compiled this file with the access hooks (check.cpp)
+inline const bool emu_hooked_unit = emu::note_instrumented_unit();
+#endif
 
 // inline (defined in every file), not extern: GCC's UBSan mistakes an extern thread_local for a
 // null pointer

@@ -91,6 +91,17 @@ bool pinned_range(const void* p, size_t n);
 
 // Pinned host memory holding p (n = 0 asks only for p): its base and size, or false.
 bool pinned_allocation(const void* p, const void** base, size_t* bytes);
+// The same question from the OS threads that run blocks, while the host thread holds the
+// runtime's lock for the kernel's whole run (allocations cannot change meanwhile): no lock taken.
+// Any allocation, live or freed, whose pages or guard page hold p.
+struct AllocationView {
+    const char* base;  // what cudaMalloc returned
+    size_t bytes;      // what was asked for
+    bool live;
+};
+bool allocation_at_unlocked(const void* p, AllocationView* out);
+// "a 1024-byte allocation at 0x... (cudaMalloc at train_gpt2.cu:512)", for messages.
+std::string allocation_text(const void* base);
 
 // Gives this OS thread a stack for the fault handler (threads that run kernels call it).
 void install_signal_stack();
@@ -105,6 +116,64 @@ void set_rank_label(int rank);
 // Number of emulated devices (EMU_DEVICES, default 1) and the current one (cudaSetDevice).
 int device_count();
 int current_device();
+
+// ----------------------------------------------------------------------------
+// check.cpp: what every load and store of a kernel is checked against (EMU_CHECK: memcheck,
+// initcheck, racecheck) and counted for (EMU_COUNTERS). The hooks nvcc-cpu compiles into the
+// program call it; kernel.cpp tells it what runs; runtime.cpp, cublaslt.cpp and nccl.cpp tell
+// it which device bytes their copies, products and collectives read and write.
+
+struct CheckSettings {
+    bool memcheck = false, initcheck = false, racecheck = false, counters = false;
+    bool streams = false; // the stream-order check (streams.cpp); needs no hooks, so not in any()
+    bool protect = false; // EMU_CHECK=1 also turns on EMU_PROTECT
+    bool any() const { return memcheck || initcheck || racecheck || counters; }
+};
+const CheckSettings& check_settings(); // from EMU_CHECK and EMU_COUNTERS, read once
+void refuse_without_hooks(); // fatal if a check is on but the program has no access hooks
+
+struct LaunchCounters; // check.cpp
+struct LaunchInfo {    // one kernel launch as the checks and counters see it
+    const void* kernel;
+    const char* name;
+    const char* file; // the launch's source line
+    int line;
+    dim3 grid, block;
+    size_t dynamic_shared, static_shared;
+    uint64_t id;                // 1, 2, ... in the order launches run
+    LaunchCounters* counters;   // this launch's totals (EMU_COUNTERS)
+};
+void check_launch_begin(LaunchInfo* launch);
+void check_launch_end(LaunchInfo* launch);
+// A block starts on this OS thread. Its shared memory is [shared, shared + capacity), followed by
+// an inaccessible page; kernel.cpp places the dynamic array and the static variables in it.
+void check_block_begin(const LaunchInfo* launch, uint3 block, int nthreads, char* shared, size_t capacity);
+void check_block_end();
+void check_worker_done(LaunchInfo* launch); // this OS thread ran its last block of the launch
+void check_thread(int linear);              // the CUDA thread that runs now (index in its block)
+// Bytes [offset, offset + bytes) of shared memory now belong to region `region` (0: the dynamic
+// array, k > 0: the k-th static variable placed in this block): an access must stay in one region.
+void check_shared_region(size_t offset, size_t bytes, int region);
+void check_warp_step_end(int warp);          // the warp's lanes each ran to their next synchronization
+void check_warp_sync(int warp, unsigned mask); // a warp intrinsic completed for the lanes of mask
+void check_barrier();                          // a __syncthreads completed
+// kernel.cpp: "static __shared__ k_tile (llmc/attention.cuh:159, 16384 bytes)" for messages
+std::string describe_shared(size_t offset);
+
+// Device memory: the address range runtime.cpp reserves, and the pages it maps for an allocation.
+void check_device_arena(char* lo, size_t bytes);
+void check_device_mapped(char* lo, size_t bytes);
+void check_device_unmapped(char* lo, size_t bytes); // freed: its shadow pages are given back
+// initcheck: [p, p + n) of device memory now holds written bytes (a copy, memset, product or
+// collective wrote it), or is read by `who`, called at code address `caller` (for the message's
+// line; may be null): an error if any byte was never written.
+void device_bytes_written(const void* p, size_t n);
+void device_bytes_read(const void* p, size_t n, const char* who, const void* caller = nullptr);
+
+// "train_gpt2.cu:512" for a code address (addr2line on this program, cached); frames inside the
+// emulator and the toolkit's headers are skipped, so an access in atomicAdd names its caller.
+std::string source_line(const void* pc);
+bool program_code(const void* pc); // pc lies in the program itself, not in a shared library
 
 // ----------------------------------------------------------------------------
 // What kernel.cpp offers ptx.cpp (the PTX instructions that inline asm in a kernel becomes)
@@ -227,6 +296,10 @@ void streams_kernel_ranges(const std::vector<KernelPointer>& pointers, std::vect
 void streams_forget(const void* base);
 // "train_gpt2.cu:512" for a code address (a return address), for messages.
 std::string source_line(const void* pc);
+// check.cpp, for ptx.cpp: what an inline PTX instruction touches (cp.async's global read and its
+// shared write when it lands, ldmatrix's rows), as if thread `linear` of the running block had
+// loaded or stored [p, p + n) at code address pc: checked and counted like the hooks' accesses.
+void check_ptx_access(int linear, const void* p, size_t n, bool write, const void* pc);
 
 } // namespace emu
 

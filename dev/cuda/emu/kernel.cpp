@@ -20,10 +20,15 @@ Whatever breaks CUDA's rules is an error naming the kernel, the block and the so
 Blocks run in grid order (or reversed or shuffled, as the threads), one at a time per OS thread;
 EMU_THREADS > 1 runs that many blocks at once.
 
-Shared memory: static __shared__ variables are thread_local statics (one copy per OS thread, so
-per block in flight), refilled with 0xFF bytes (NaN for floats) before each block; the dynamic
-`extern __shared__` array is a per-block buffer of exactly the launch's size, also 0xFF. PTX sees
-them through one window of offsets (the .shared state space): shared_window_offset/_pointer.
+Shared memory: each OS thread has one arena, reused by every block it runs, and ending at an
+inaccessible page. A block's dynamic `extern __shared__` array starts the arena (exactly the
+launch's size); each static __shared__ variable is placed after it by the first thread of the
+block that reaches its declaration, 256 unused bytes apart, so that with EMU_CHECK an access
+running off one variable lands in no variable and is reported. Everything is filled with 0xFF
+bytes (NaN for floats) before use. Static variables over 48 KiB in all, and static + dynamic
+over the kernel's limit, are refused as on a GPU (the static size of a kernel is known once one
+of its blocks has run: the first launch ends the process, later ones fail at the launch). PTX
+sees them through one window of offsets (the .shared state space): shared_window_offset/_pointer.
 */
 #include "emu_device.h" // first: it defines __global__ and friends before the toolkit headers do
 #include "emu_internal.h"
@@ -126,6 +131,20 @@ struct EmuThread {
 
 struct Block; // the block a worker runs now
 
+struct SharedVar { // a static __shared__ variable, placed in this block's arena
+    const void* key;
+    size_t offset, bytes;
+    const char* name;
+    Site site;
+};
+
+struct SharedArena { // this OS thread's shared memory, [base, base + CAPACITY), then a guard page
+    char* base = nullptr;
+    size_t end = 0;                // bytes in use by the running block
+    size_t static_bytes = 0;       // its static variables' sizes, summed
+    std::vector<SharedVar> vars;
+};
+
 struct Worker {
     void* sched_sp = nullptr;
     const void* sched_stack_lo = nullptr;
@@ -133,8 +152,7 @@ struct Worker {
     std::vector<EmuThread> threads; // stacks kept from block to block
     EmuThread* current = nullptr;
     Block* block = nullptr;
-    std::vector<std::pair<void*, size_t>> shared_vars; // static __shared__ of this OS thread
-    std::vector<unsigned char> dynamic_shared;
+    SharedArena shared;
     std::mt19937_64 rng;
 };
 static thread_local Worker* tl_worker = nullptr;
@@ -146,6 +164,7 @@ struct Grid { // one launch
     size_t shared_bytes;
     ThreadBody body;
     void* closure;
+    LaunchInfo info; // what the checks and counters see of it
     std::shared_ptr<PtxCounters> counters;
 };
 
@@ -165,9 +184,10 @@ static size_t stack_bytes() {
     return bytes;
 }
 
-// Stacks of kernel threads, with a guard page below each, for the SIGSEGV handler's message.
+// Stacks of kernel threads, with a guard page below each, and the guard pages after the shared
+// memory arenas, for the SIGSEGV handler's message.
 static std::mutex g_stack_mutex;
-static std::vector<std::pair<char*, char*>> g_guard_pages;
+static std::vector<std::pair<char*, char*>> g_guard_pages, g_shared_guard_pages;
 
 static void allocate_stack(EmuThread* t) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = stack_bytes();
@@ -188,6 +208,31 @@ bool address_in_kernel_stack_guard(const void* p) {
     return false;
 }
 
+bool address_in_shared_guard(const void* p) {
+    std::lock_guard<std::mutex> lock(g_stack_mutex);
+    for (auto& g : g_shared_guard_pages) {
+        if ((const char*)p >= g.first && (const char*)p < g.second) { return true; }
+    }
+    return false;
+}
+
+// ----------------------------------------------------------------------------
+// shared memory: the arena of this OS thread (see the top of the file)
+
+static const size_t SHARED_CAPACITY = 320 * 1024;  // 227 KiB of dynamic + 48 KiB of static + gaps
+static const size_t SHARED_GAP = 256;              // unused bytes between two variables
+static const size_t STATIC_SHARED_LIMIT = 48 * 1024, DEFAULT_DYNAMIC_SHARED = 48 * 1024, MAX_SHARED = 227 * 1024;
+
+static void map_shared_arena(SharedArena* a) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char* p = (char*)mmap(nullptr, SHARED_CAPACITY + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { fatal("cannot map %zu bytes of shared memory for a kernel", SHARED_CAPACITY); }
+    mprotect(p + SHARED_CAPACITY, page, PROT_NONE);
+    a->base = p;
+    std::lock_guard<std::mutex> lock(g_stack_mutex);
+    g_shared_guard_pages.push_back({p + SHARED_CAPACITY, p + SHARED_CAPACITY + page});
+}
+
 // ----------------------------------------------------------------------------
 // switching between the block's scheduler and its threads (with AddressSanitizer told about
 // every stack switch, so it follows the fibers)
@@ -195,6 +240,7 @@ bool address_in_kernel_stack_guard(const void* p) {
 static void switch_to_thread(Worker* w, EmuThread* t) {
     w->current = t;
     emu_threadIdx = t->idx;
+    check_thread(t->linear);
 #if EMU_ASAN
     void* fake = nullptr;
     __sanitizer_start_switch_fiber(&fake, t->stack_lo, t->stack_bytes);
@@ -291,6 +337,42 @@ static const char* warp_kind_name(WarpKind k) {
 
 static const char* op_name(const WarpWait& w) { return w.kind == WARP_COLLECTIVE ? w.what : warp_kind_name(w.kind); }
 
+// For messages: what holds shared-memory offset `offset` in the running block, or what is nearest.
+std::string describe_shared(size_t offset) {
+    Worker* w = tl_worker;
+    const Grid* g = w->block->grid;
+    char s[512];
+    if (offset < g->shared_bytes) {
+        snprintf(s, sizeof(s), "byte %zu of the %zu-byte extern __shared__ array", offset, g->shared_bytes);
+        return s;
+    }
+    // the variable holding offset (distance 0), else the nearest one ("0 bytes past the end": the
+    // first byte after it)
+    const SharedVar* best = nullptr;
+    size_t best_distance = (size_t)-1;
+    bool inside = false;
+    for (const SharedVar& v : w->shared.vars) {
+        bool in = offset >= v.offset && offset < v.offset + v.bytes;
+        size_t d = in ? 0 : offset < v.offset ? v.offset - offset : offset - (v.offset + v.bytes) + 1;
+        if (d < best_distance) { best = &v, best_distance = d, inside = in; }
+    }
+    if (g->shared_bytes > 0 && (best == nullptr || offset - g->shared_bytes + 1 < best_distance)) {
+        snprintf(s, sizeof(s), "%zu bytes past the end of the %zu-byte extern __shared__ array", offset - g->shared_bytes,
+                 g->shared_bytes);
+    } else if (best == nullptr) {
+        snprintf(s, sizeof(s), "no shared variable at all");
+    } else if (inside) {
+        snprintf(s, sizeof(s), "byte %zu of static __shared__ %s (%zu bytes, declared at %s:%d)", offset - best->offset,
+                 best->name, best->bytes, best->site.file, best->site.line);
+    } else {
+        bool before = offset < best->offset;
+        snprintf(s, sizeof(s), "%zu bytes %s static __shared__ %s (%zu bytes, declared at %s:%d)",
+                 before ? best_distance : best_distance - 1, before ? "before" : "past the end of", best->name, best->bytes,
+                 best->site.file, best->site.line);
+    }
+    return s;
+}
+
 static std::string where_is(const EmuThread* t) {
     switch (t->state) {
     case RUNNABLE: return "running";
@@ -335,15 +417,69 @@ void* dynamic_shared() {
     if (w->block->grid->shared_bytes == 0) {
         fatal("%s uses extern __shared__ memory but was launched with 0 bytes of it", describe_block(w->block).c_str());
     }
-    return w->dynamic_shared.data();
+    return w->shared.base;
 }
 
-bool shared_register(void* p, size_t bytes) {
+static std::mutex g_attr_mutex;
+static std::map<const void*, int> g_max_dynamic_shared; // cudaFuncAttributeMaxDynamicSharedMemorySize
+static std::map<const void*, size_t> g_static_shared;   // static __shared__ bytes, once a block has run
+
+// Why a launch of `kernel` with `dynamic` bytes fails, given its static shared memory, or "".
+// A GPU's rule: the dynamic part may be at most 48 KiB minus the static part, unless
+// cudaFuncSetAttribute(MaxDynamicSharedMemorySize, D) raised it to D, which it refuses when
+// D + static exceeds 227 KiB (cudaFuncSetAttribute's documentation).
+static std::string shared_limit_error(const void* kernel, size_t static_bytes, size_t dynamic) {
+    int opted = -1;
+    {
+        std::lock_guard<std::mutex> lock(g_attr_mutex);
+        auto it = g_max_dynamic_shared.find(kernel);
+        if (it != g_max_dynamic_shared.end()) { opted = it->second; }
+    }
+    char why[400];
+    why[0] = '\0';
+    if (static_bytes > STATIC_SHARED_LIMIT) {
+        snprintf(why, sizeof(why), "%zu bytes of static __shared__ variables (ptxas refuses more than 48 KiB)", static_bytes);
+    } else if (opted >= 0 && static_bytes + (size_t)opted > MAX_SHARED) {
+        snprintf(why, sizeof(why),
+                 "cudaFuncSetAttribute(MaxDynamicSharedMemorySize, %d) fails on a GPU for this kernel: with its %zu "
+                 "bytes of static __shared__ it exceeds 227 KiB",
+                 opted, static_bytes);
+    } else if (opted < 0 && static_bytes + dynamic > DEFAULT_DYNAMIC_SHARED) {
+        snprintf(why, sizeof(why),
+                 "%zu bytes of static __shared__ + %zu of dynamic exceed 48 KiB (cudaFuncSetAttribute raises the dynamic "
+                 "limit)",
+                 static_bytes, dynamic);
+    }
+    return why;
+}
+
+void* static_shared(const void* key, size_t bytes, size_t align, const char* name, Site site) {
     Worker* w = tl_worker;
-    if (w == nullptr) { fatal("__shared__ variable declared outside a kernel"); }
-    w->shared_vars.push_back({p, bytes});
-    memset(p, 0xFF, bytes);
-    return true;
+    if (w == nullptr || w->block == nullptr) { fatal("__shared__ variable %s (%s:%d) used outside a kernel", name, site.file, site.line); }
+    SharedArena& a = w->shared;
+    for (const SharedVar& v : a.vars) {
+        if (v.key == key) { return a.base + v.offset; }
+    }
+    // the first thread of the block here: place it
+    const Grid* g = w->block->grid;
+    a.static_bytes += bytes;
+    std::string why = shared_limit_error(g->info.kernel, a.static_bytes, g->shared_bytes);
+    if (!why.empty()) {
+        fatal("kernel %s (launched at %s:%d): %s, counting %s (%s:%d): a GPU refuses this launch "
+              "(cudaErrorInvalidConfiguration)",
+              g->name, g->site.file, g->site.line, why.c_str(), name, site.file, site.line);
+    }
+    if (align < 16) { align = 16; }
+    size_t offset = (a.end + SHARED_GAP + align - 1) / align * align;
+    if (offset + bytes > SHARED_CAPACITY) { fatal("internal: the shared memory arena is full (%s)", name); }
+    a.vars.push_back(SharedVar{key, offset, bytes, name, site});
+    a.end = offset + bytes;
+#if EMU_ASAN
+    __asan_unpoison_memory_region(a.base + offset, bytes);
+#endif
+    memset(a.base + offset, 0xFF, bytes);
+    check_shared_region(offset, bytes, (int)a.vars.size());
+    return a.base + offset;
 }
 
 void syncthreads(Site site) { barrier_sync(0, site); }
@@ -405,50 +541,40 @@ PtxCounters* current_launch_counters() {
     return w == nullptr || w->block == nullptr ? nullptr : w->block->grid->counters.get();
 }
 
-// The .shared window of the running block. Where each part sits (all in one place, so that a
-// different arrangement of shared memory changes only these two functions):
-//   [1024, 1024 + dynamic bytes)  the dynamic `extern __shared__` array (1 KiB below it is left
-//                                 out, as sm_80 and later reserve it for the system: no valid
-//                                 offset is small, and an offset of 0 is never valid);
-//   from 256 KiB                  the static __shared__ variables this OS thread has registered,
-//                                 in registration order, each at a 128-byte boundary plus the
-//                                 variable's own address mod 128 (so alignment seen through the
-//                                 window is the variable's real alignment).
-// These are not a GPU's offsets; code must not depend on them beyond alignment (nor may it on a GPU).
-static const uint64_t WINDOW_DYNAMIC = 1024, WINDOW_STATIC = 256 * 1024;
+// The .shared window of the running block: offset = 1024 + (the byte's place in this OS thread's
+// arena). The first 1 KiB is left out, as sm_80 and later reserve it for the system: no valid
+// offset is small, and an offset of 0 is never valid. Alignment seen through the window is the
+// byte's real alignment (the arena starts on a page). A range must lie inside one part: the
+// dynamic `extern __shared__` array or one static __shared__ variable placed in this block (the
+// gaps between them belong to none). These are not a GPU's offsets; code must not depend on them
+// beyond alignment (nor may it on a GPU).
+static const uint64_t WINDOW_BASE = 1024;
 
-template <typename F> static bool for_each_shared_part(F f) { // f(host pointer, bytes, window offset): true stops
-    Worker* w = tl_worker;
-    if (w == nullptr || w->block == nullptr) { return false; }
-    if (w->block->grid->shared_bytes > 0 && f((char*)w->dynamic_shared.data(), w->block->grid->shared_bytes, WINDOW_DYNAMIC)) {
-        return true;
-    }
-    uint64_t cursor = WINDOW_STATIC;
-    for (auto& v : w->shared_vars) {
-        uint64_t offset = ((cursor + 127) & ~(uint64_t)127) + ((uintptr_t)v.first & 127);
-        if (f((char*)v.first, v.second, offset)) { return true; }
-        cursor = offset + v.second;
+// The part of the running block's arena holding [off, off + n) (n = 0: off may be the part's end).
+static bool shared_part_holds(const Worker* w, uint64_t off, size_t n) {
+    auto holds = [&](uint64_t lo, size_t bytes) { return off >= lo && off <= lo + bytes && off - lo + n <= bytes; };
+    if (w->block->grid->shared_bytes > 0 && holds(0, w->block->grid->shared_bytes)) { return true; }
+    for (const SharedVar& v : w->shared.vars) {
+        if (holds(v.offset, v.bytes)) { return true; }
     }
     return false;
 }
 
 bool shared_window_offset(const void* p, size_t n, uint64_t* offset) {
-    const char* c = (const char*)p;
-    return for_each_shared_part([&](char* base, size_t bytes, uint64_t at) {
-        if (c < base || c > base + bytes || (size_t)(c - base) + n > bytes) { return false; }
-        *offset = at + (uint64_t)(c - base);
-        return true;
-    });
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr || w->shared.base == nullptr) { return false; }
+    uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)w->shared.base);
+    if ((uintptr_t)p < (uintptr_t)w->shared.base || off > SHARED_CAPACITY || !shared_part_holds(w, off, n)) { return false; }
+    *offset = WINDOW_BASE + off;
+    return true;
 }
 
 void* shared_window_pointer(uint64_t offset, size_t n) {
-    void* found = nullptr;
-    for_each_shared_part([&](char* base, size_t bytes, uint64_t at) {
-        if (offset < at || offset > at + bytes || offset - at + n > bytes) { return false; }
-        found = base + (offset - at);
-        return true;
-    });
-    return found;
+    Worker* w = tl_worker;
+    if (w == nullptr || w->block == nullptr || w->shared.base == nullptr || offset < WINDOW_BASE) { return nullptr; }
+    uint64_t off = offset - WINDOW_BASE;
+    if (off > SHARED_CAPACITY || !shared_part_holds(w, off, n)) { return nullptr; }
+    return w->shared.base + off;
 }
 
 void syncwarp(unsigned mask, Site site) {
@@ -540,6 +666,7 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
         me.collective(lanes, warp0 / 32, describe_block(b) + " warp " + std::to_string(warp0 / 32) + ": " + me.what + " at " +
                                              site_text(t->site));
         for (int lane = 0; lane < 32; lane++) { w->threads[warp0 + lane].state = RUNNABLE; }
+        check_warp_sync(warp0 / 32, 0xffffffffu); // .sync: the lanes wait for each other, as at __syncwarp
         return true;
     }
     // every named lane is here: compute each one's answer
@@ -570,6 +697,7 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
         if (me.kind > WARP_SHFL_XOR) { memcpy(ow.result, &ow.answer, std::min(ow.bytes, sizeof(unsigned))); }
         o->state = RUNNABLE;
     }
+    check_warp_sync(warp0 / 32, mask);
     return true;
 }
 
@@ -631,15 +759,18 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
     emu_blockIdx = idx;
     emu_blockDim = g->block;
     emu_gridDim = g->grid;
-    for (auto& v : w->shared_vars) { memset(v.first, 0xFF, v.second); }
-#if EMU_ASAN // reading past this launch's dynamic shared memory is an error, even inside the buffer
-    __asan_unpoison_memory_region(w->dynamic_shared.data(), w->dynamic_shared.size());
+    SharedArena& arena = w->shared;
+    if (arena.base == nullptr) { map_shared_arena(&arena); }
+    arena.vars.clear();
+    arena.static_bytes = 0;
+    arena.end = g->shared_bytes;
+#if EMU_ASAN // with ASan (no access hooks): everything but the dynamic array is poisoned until placed
+    __asan_unpoison_memory_region(arena.base, SHARED_CAPACITY);
+    __asan_poison_memory_region(arena.base + g->shared_bytes, SHARED_CAPACITY - g->shared_bytes);
 #endif
-    if (w->dynamic_shared.size() < g->shared_bytes) { w->dynamic_shared.resize(g->shared_bytes); }
-#if EMU_ASAN
-    __asan_poison_memory_region(w->dynamic_shared.data() + g->shared_bytes, w->dynamic_shared.size() - g->shared_bytes);
-#endif
-    if (g->shared_bytes > 0) { memset(w->dynamic_shared.data(), 0xFF, g->shared_bytes); }
+    if (g->shared_bytes > 0) { memset(arena.base, 0xFF, g->shared_bytes); }
+    check_block_begin(&g->info, idx, b.nthreads, arena.base, SHARED_CAPACITY);
+    if (g->shared_bytes > 0) { check_shared_region(0, g->shared_bytes, 0); }
     if ((int)w->threads.size() < b.nthreads) { w->threads.resize(b.nthreads); }
     for (int i = 0; i < b.nthreads; i++) {
         EmuThread* t = &w->threads[i];
@@ -664,6 +795,7 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
                     EmuThread* t = &w->threads[first + l];
                     if (l < n && t->state == RUNNABLE) { switch_to_thread(w, t); }
                 }
+                check_warp_step_end(wi);
                 for (int l : lanes) {
                     EmuThread* t = &w->threads[first + l];
                     if (l < n && t->state == AT_WARP_OP && resolve_warp_op(w, &b, t)) { again = true; }
@@ -676,6 +808,13 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
         }
         if (all_exited) { break; }
         resolve_barrier(w, &b);
+        check_barrier();
+    }
+    check_block_end();
+    if (arena.static_bytes > 0) { // the kernel's static shared memory is now known, for its next launches
+        std::lock_guard<std::mutex> lock(g_attr_mutex);
+        size_t& known = g_static_shared[g->info.kernel];
+        known = std::max(known, arena.static_bytes);
     }
     w->block = nullptr;
 }
@@ -750,7 +889,7 @@ static void pool_run(int helpers, const std::function<void()>& job) {
     g_pool.done.wait(lock, [] { return g_pool.running == 0; });
 }
 
-static void run_grid(const Grid& g) {
+static void run_grid(Grid& g) {
     size_t blocks = (size_t)g.grid.x * g.grid.y * g.grid.z;
     std::vector<uint3> order(blocks);
     for (size_t i = 0; i < blocks; i++) {
@@ -768,24 +907,27 @@ static void run_grid(const Grid& g) {
     auto work = [&] {
         Worker* w = this_worker();
         for (size_t i; (i = next.fetch_add(1)) < blocks;) { run_block(w, &g, order[i]); }
+        check_worker_done(&g.info);
     };
+    check_launch_begin(&g.info);
     if (nworkers <= 1) {
         work();
-        return;
+    } else {
+        pool_run(nworkers - 1, work);
     }
-    pool_run(nworkers - 1, work);
+    {
+        std::lock_guard<std::mutex> lock(g_attr_mutex);
+        auto it = g_static_shared.find(g.info.kernel);
+        g.info.static_shared = it == g_static_shared.end() ? 0 : it->second;
+    }
+    check_launch_end(&g.info);
 }
 
 // ----------------------------------------------------------------------------
 // the launch: configuration checks (a bad one is a launch error, as on a GPU), then the queue
 
-static std::mutex g_attr_mutex;
-static std::map<const void*, int> g_max_dynamic_shared; // cudaFuncAttributeMaxDynamicSharedMemorySize
-
-static const size_t DEFAULT_DYNAMIC_SHARED = 48 * 1024, MAX_DYNAMIC_SHARED = 227 * 1024;
-
 cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
-    if (bytes < 0 || (size_t)bytes > MAX_DYNAMIC_SHARED) { return cudaErrorInvalidValue; }
+    if (bytes < 0 || (size_t)bytes > MAX_SHARED) { return cudaErrorInvalidValue; }
     std::lock_guard<std::mutex> lock(g_attr_mutex);
     g_max_dynamic_shared[kernel] = bytes;
     return cudaSuccess;
@@ -838,13 +980,25 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
     } else if (cfg.shared_bytes > max_shared) {
         snprintf(why, sizeof(why), "%zu bytes of dynamic shared memory (the limit is %zu%s)", cfg.shared_bytes, max_shared,
                  max_shared == DEFAULT_DYNAMIC_SHARED ? " unless cudaFuncSetAttribute raises it, to at most 227 KiB" : "");
+    } else {
+        size_t static_bytes = 0;
+        {
+            std::lock_guard<std::mutex> lock(g_attr_mutex);
+            auto it = g_static_shared.find(kernel);
+            if (it != g_static_shared.end()) { static_bytes = it->second; }
+        }
+        std::string e = shared_limit_error(kernel, static_bytes, cfg.shared_bytes);
+        snprintf(why, sizeof(why), "%s", e.c_str());
     }
     if (why[0] != '\0') {
         std::string text = std::string("kernel ") + name + " at " + site_text(site) + ": " + why;
         record_launch_error(cudaErrorInvalidConfiguration, text);
         return;
     }
-    auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure, std::make_shared<PtxCounters>()});
+    static uint64_t launches = 0; // under the runtime's lock (ApiScope)
+    LaunchInfo info{kernel, name, site.file, site.line, g, b, cfg.shared_bytes, 0, 0, nullptr};
+    auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure, info,
+                                                             std::make_shared<PtxCounters>()});
     OpDetails details; // for the stream-order check: its line, and the bytes it may touch
     details.source.file = site.file;
     details.source.line = site.line;
@@ -854,6 +1008,7 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
         details.pointers.swap(pointer_args);
     }
     cudaError_t err = enqueue(cfg.stream, std::string("kernel ") + name, [grid, hold]() {
+        grid->info.id = ++launches; // in the order launches run
         run_grid(*grid);
         trace_ptx_counters(*grid);
         return true;

@@ -583,7 +583,10 @@ void CollRun::contribute() {
     me.desc = d;
     size_t bytes = contribution_bytes(d, nranks());
     bool sends = d.kind != BROADCAST || c.rank == d.root; // only the root's data is broadcast
-    if (sends && bytes == h->contribution) { memcpy(data() + c.rank * bytes, send, bytes); }
+    if (sends && bytes == h->contribution) {
+        emu::device_bytes_read(send, bytes, ("nccl " + describe(d) + " reading its sendbuff").c_str()); // initcheck
+        memcpy(data() + c.rank * bytes, send, bytes);
+    }
     me.arrived.store(1, std::memory_order_release);
     h->arrived.fetch_add(1, std::memory_order_acq_rel);
     contributed = true;
@@ -651,6 +654,9 @@ void CollRun::deliver() {
         case ALL_GATHER: memcpy(recv, data(), n * bytes); break;
         case BROADCAST: memcpy(recv, data() + d.root * bytes, bytes); break;
     }
+    // initcheck (EMU_CHECK): what recvbuff now holds counts as written
+    if (d.kind == ALL_GATHER) { emu::device_bytes_written(recv, n * bytes); }
+    else if (d.kind != REDUCE || rank == d.root) { emu::device_bytes_written(recv, d.count * es); }
 }
 
 // Ends this rank's part. `remove` unlinks the object: the last rank out does it, and so does a

@@ -171,6 +171,7 @@ template <bool BF16> static void mma_run(void* const lanes[32], int warp, const 
         c->mma++;
         c->mma_flops += 2 * 16 * 8 * 16;
     }
+    count_mma_flops(2 * 16 * 8 * 16); // EMU_COUNTERS' column (check.cpp)
 }
 
 void ptx_mma_m16n8k16(PtxType ab, float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4], Site site) {
@@ -196,6 +197,7 @@ struct Copy {
     unsigned char data[16]; // the source bytes when the copy was issued
     Site site;
     int thread;             // linear index in the block
+    const void* pc;         // the issuing instruction's code address (EMU_CHECK, EMU_COUNTERS)
 };
 
 struct ThreadCopies {
@@ -246,6 +248,7 @@ static const Copy* copy_in_flight(uint64_t offset, size_t n) {
 }
 
 bool cp_async_in_flight(const void* p, size_t n, Site* issued_at, int* thread) {
+    if (tl_copies.in_flight.empty()) { return false; } // the common case, first: check.cpp asks on every shared access
     uint64_t offset = 0;
     if (!shared_window_offset(p, n, &offset)) { return false; }
     const Copy* c = copy_in_flight(offset, n);
@@ -292,7 +295,11 @@ void ptx_cp_async(bool cg, uint64_t dst, uint64_t src, long long cp_size, long l
                   who().c_str(), op, site_str(site).c_str(), site_str(o.site).c_str());
         }
     }
-    Copy c{tl_copies.next_id++, dst, dst_ptr, (const unsigned char*)src, (int)cp_size, (int)src_size, {0}, site, linear};
+    // EMU_CHECK sees the copy's global read now, by this thread (bounds, written bytes, races
+    // with other blocks), and its shared write when it lands (below)
+    const void* pc = __builtin_return_address(0);
+    if (src_size > 0) { check_ptx_access(linear, (const void*)src, (size_t)src_size, false, pc); }
+    Copy c{tl_copies.next_id++, dst, dst_ptr, (const unsigned char*)src, (int)cp_size, (int)src_size, {0}, site, linear, pc};
     memcpy(c.data, c.src, (size_t)src_size);
     memset(dst_ptr, 0xFF, (size_t)cp_size); // in flight: what a read before the wait sees
     mine.open.push_back(c);
@@ -328,6 +335,9 @@ static void land(const std::vector<Copy>& group, Site wait_site) {
                 break;
             }
         }
+        // EMU_CHECK: a shared store of all cp-size bytes (the zero fill too) by the issuing thread,
+        // which runs this wait, now: after it, other threads may read them only past a barrier
+        check_ptx_access(c.thread, c.dst_ptr, (size_t)c.cp_size, true, c.pc);
     }
 }
 
@@ -360,6 +370,7 @@ struct LdmatrixLane {
     uint32_t* d;
     int num;
     bool trans;
+    const void* pc; // the instruction's code address (EMU_CHECK, EMU_COUNTERS)
 };
 
 static void ldmatrix_run(void* const lanes[32], int warp, const std::string& where) {
@@ -386,6 +397,7 @@ static void ldmatrix_run(void* const lanes[32], int warp, const std::string& whe
                       where.c_str(), lane_text(warp, lane).c_str(), r, m, (unsigned long long)addr, c->site.file,
                       c->site.line, c->thread);
             }
+            check_ptx_access(warp * 32 + lane, p, 16, false, ((const LdmatrixLane*)lanes[lane])->pc); // a shared load by that lane
             memcpy(rows[m][r], p, 16);
         }
     }
@@ -405,7 +417,7 @@ static void ldmatrix_run(void* const lanes[32], int warp, const std::string& whe
 }
 
 void ptx_ldmatrix(int num, bool trans, uint64_t addr, uint32_t* d, Site site) {
-    LdmatrixLane lane{addr, d, num, trans};
+    LdmatrixLane lane{addr, d, num, trans, __builtin_return_address(0)};
     static const char* names[2][3] = {
         {"ldmatrix.sync.aligned.m8n8.x1.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
          "ldmatrix.sync.aligned.m8n8.x4.shared.b16"},

@@ -72,10 +72,7 @@ bool streams_check() {
             if (strcmp(e, "0") != 0 && strcmp(e, "1") != 0) { fatal("EMU_CHECK_STREAMS=%s: expected 0 or 1", e); }
             return strcmp(e, "1") == 0;
         }
-        const char* c = getenv("EMU_CHECK"); // 1 or all: every check; or a comma list naming "streams"
-        if (c == nullptr) { return false; }
-        std::string list = std::string(",") + c + ",";
-        return strcmp(c, "1") == 0 || strcmp(c, "all") == 0 || list.find(",streams,") != std::string::npos;
+        return check_settings().streams; // EMU_CHECK=1 (every check) or a list naming "streams" (check.cpp)
     }();
     return on;
 }

@@ -9,7 +9,7 @@ root, with the synchronous stub runtime:
   /tmp/cublaslt_test --bench   also times the GPT-2 124M LM-head shapes (fp32 and bf16)
 
 With the emulator's own runtime (queued ops, EMU_SCHEDULE, EMU_PROTECT): put
-dev/cuda/emu/runtime.cpp dev/cuda/emu/kernel.cpp in place of tests/cublaslt_stub_runtime.cpp.
+dev/cuda/emu/runtime.cpp dev/cuda/emu/kernel.cpp dev/cuda/emu/check.cpp in place of tests/cublaslt_stub_runtime.cpp.
 
 What it checks
   - products: the call sequence of llmc/matmul.cuh (forward with bias, backward dinp, dweight

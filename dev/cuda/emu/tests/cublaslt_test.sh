@@ -9,8 +9,8 @@ cd "$(dirname "$0")/../../../.."
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 CUDA_INCLUDE=${CUDA_HOME:-/usr/local/cuda}/include
 g++ -std=c++17 -O2 -Wall -Wextra -fopenmp -isystem "$CUDA_INCLUDE" -Idev/cuda/emu \
-    dev/cuda/emu/runtime.cpp dev/cuda/emu/streams.cpp dev/cuda/emu/kernel.cpp dev/cuda/emu/cublaslt.cpp \
-    dev/cuda/emu/tests/cublaslt_test.cpp \
+    dev/cuda/emu/runtime.cpp dev/cuda/emu/streams.cpp dev/cuda/emu/kernel.cpp dev/cuda/emu/ptx.cpp dev/cuda/emu/check.cpp \
+    dev/cuda/emu/cublaslt.cpp dev/cuda/emu/tests/cublaslt_test.cpp \
     -o "$tmp/cublaslt_test" -lrt -ldl || { echo "cublaslt: 0 passed, 1 failed (build)"; exit 1; }
 passed=0; failed=0
 for env in "EMU_SCHEDULE=lazy" "EMU_SCHEDULE=random EMU_SEED=5" "EMU_SCHEDULE=eager EMU_PROTECT=1" \

@@ -58,7 +58,7 @@ build_fails_launch_overload_args() { :; }
 
 # shellcheck disable=SC2016 # expanded by the inner shell
 printf '%s\n' "${names[@]}" | xargs -P 2 -I{} sh -c \
-    '"$0" -O1 -g "$1/{}.cu" -o "$2/{}" >"$2/{}.build.log" 2>&1 || echo "exit status $?" >>"$2/{}.build.log"' \
+    '"$0" --emu-check -O1 -g "$1/{}.cu" -o "$2/{}" >"$2/{}.build.log" 2>&1 || echo "exit status $?" >>"$2/{}.build.log"' \
     "$nvcc" "$cat_dir" "$build"
 built=0
 for n in "${names[@]}"; do
@@ -235,12 +235,18 @@ barrier_wrong_somewhere() {
 }
 
 checks_missing_barrier() {
+    local r w
     check "missing_barrier: wrong result under reverse or random thread order" barrier_wrong_somewhere
+    r=$(marker missing_barrier "// RACE:")
+    w=$(marker missing_barrier "// RACE-write")
+    check "missing_barrier: racecheck names the read and the write under forward order" \
+        fatal_case missing_barrier EMU_CHECK=1 ::: "racecheck" "static __shared__ s" "kernel normalize" \
+        "missing_barrier.cu:$r" "missing_barrier.cu:$w"
 }
 
 checks_missing_barrier_fixed() {
     local o
-    for o in forward reverse "random EMU_SEED=1" "random EMU_SEED=2"; do
+    for o in forward reverse "random EMU_SEED=1" "random EMU_SEED=2" "forward EMU_CHECK=1"; do
         # shellcheck disable=SC2086
         check "missing_barrier_fixed: right under EMU_THREAD_ORDER=$o" \
             eval 'run missing_barrier_fixed EMU_THREAD_ORDER='$o' && want_status 0 && want_out "result: right" && want_quiet'
@@ -421,19 +427,37 @@ checks_notready_unchecked() {
 }
 
 checks_uninitialized_shared() {
+    local l
     check "uninitialized_shared: never-written static and extern __shared__ memory reads as NaN" \
         eval 'run uninitialized_shared && want_status 1 && want_out "static __shared__: NaN" "extern __shared__: NaN"'
+    l=$(marker uninitialized_shared "// BUG-static")
+    check "uninitialized_shared: initcheck names the never-written static __shared__ total" \
+        fatal_case uninitialized_shared EMU_CHECK=1 ::: "initcheck" "never written" "static __shared__ total" \
+        "kernel block_total" "uninitialized_shared.cu:$l"
+    l=$(marker uninitialized_shared "// BUG-dynamic")
+    check "uninitialized_shared: initcheck names the never-written halo of the extern __shared__ array" \
+        fatal_case uninitialized_shared EMU_CHECK=1 -- dynamic ::: "initcheck" "never written" "extern __shared__" \
+        "kernel right_neighbour_diff" "uninitialized_shared.cu:$l"
 }
 
 checks_uninitialized_global() {
+    local l m
     check "uninitialized_global: a never-written cudaMalloc buffer reads as NaN" \
         eval 'run uninitialized_global && want_status 1 && want_out "NaN"'
+    l=$(marker uninitialized_global "// BUG:")
+    m=$(marker uninitialized_global "// MALLOC-acc")
+    check "uninitialized_global: initcheck names the kernel's read, the line and the allocation" \
+        fatal_case uninitialized_global EMU_CHECK=1 ::: "initcheck" "never written" "kernel add_into" \
+        "uninitialized_global.cu:$l" "1024-byte allocation" "(cudaMalloc at " "uninitialized_global.cu:$m"
+    check "uninitialized_global: initcheck names a cudaMemcpy of never-written bytes" \
+        fatal_case uninitialized_global EMU_CHECK=initcheck -- copy ::: "initcheck" "cudaMemcpy" "never written" \
+        "1024-byte allocation"
 }
 
 checks_warp_ok() {
     local how
     for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse "EMU_THREAD_ORDER=random EMU_SEED=3" \
-        "EMU_THREADS=2 EMU_THREAD_ORDER=random"; do
+        "EMU_THREADS=2 EMU_THREAD_ORDER=random" "EMU_CHECK=1 EMU_THREADS=2"; do
         # shellcheck disable=SC2086
         check "warp_ok: passes with $how" eval 'run warp_ok '"$how"' && want_status 0 && want_out "warp_ok passed"'
     done
@@ -442,7 +466,7 @@ checks_warp_ok() {
 checks_stream_semantics_ok() {
     local how
     for how in EMU_SCHEDULE=lazy EMU_SCHEDULE=eager "EMU_SCHEDULE=random EMU_SEED=1" "EMU_SCHEDULE=random EMU_SEED=2" \
-        "EMU_SCHEDULE=random EMU_SEED=3"; do
+        "EMU_SCHEDULE=random EMU_SEED=3" "EMU_SCHEDULE=random EMU_SEED=1 EMU_CHECK=1"; do
         check "stream_semantics_ok: passes with $how" \
             eval 'run stream_semantics_ok '"$how"' && want_status 0 && want_out "stream_semantics_ok passed" && want_quiet'
     done
@@ -650,6 +674,229 @@ checks_nccl_ordered() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# EMU_CHECK: memcheck, initcheck, racecheck. Each broken program must be caught with its line (and
+# the allocation or shared variable); its correct twin must pass silently under EMU_CHECK=1.
+
+# quiet_twin NAME: the correct twin passes under EMU_CHECK=1 with no cuda-emu line, saying "right"
+quiet_twin() {
+    check "$1: passes silently under EMU_CHECK=1" \
+        eval 'run '"$1"' EMU_CHECK=1 && want_status 0 && want_out "right" && want_quiet'
+}
+
+checks_slack_read() {
+    local l m
+    m=$(marker slack_read "// MALLOC")
+    l=$(marker slack_read "// BUG-past")
+    check "slack_read: without EMU_CHECK the read in the rounding slack goes unnoticed" \
+        eval 'run slack_read -- past && want_status 0 && want_quiet'
+    check "slack_read: a read in the 256-byte rounding slack past the end" \
+        fatal_case slack_read EMU_CHECK=1 -- past ::: "memcheck" "past the end of a 400-byte allocation" \
+        "(cudaMalloc at " "slack_read.cu:$m" "kernel max_past" "slack_read.cu:$l"
+    l=$(marker slack_read "// BUG-before")
+    check "slack_read: a read of the 4 bytes before the start" \
+        fatal_case slack_read EMU_CHECK=1 -- before ::: "memcheck" "4 bytes before the start of a 400-byte allocation" \
+        "(cudaMalloc at " "slack_read.cu:$m" "kernel max_before" "slack_read.cu:$l"
+    check "slack_read: memcheck alone (EMU_CHECK=memcheck) catches it" \
+        fatal_case slack_read EMU_CHECK=memcheck -- past ::: "memcheck" "slack_read.cu:$(marker slack_read "// BUG-past")"
+}
+
+checks_slack_read_fixed() {
+    check "slack_read_fixed: passes silently under EMU_CHECK=1" \
+        eval 'run slack_read_fixed EMU_CHECK=1 && want_status 0 && want_out "max = 16" && want_quiet'
+}
+
+checks_misaligned_vector() {
+    local l
+    l=$(marker misaligned_vector "// BUG-float4")
+    check "misaligned_vector: a float4 load at a 4-byte offset" \
+        fatal_case misaligned_vector EMU_CHECK=1 -- float4 ::: "memcheck" "misaligned 16-byte read" "misaligned address" \
+        "kernel sum4_float" "misaligned_vector.cu:$l"
+    l=$(marker misaligned_vector "// BUG-int4")
+    check "misaligned_vector: an int4 load at a 4-byte offset" \
+        fatal_case misaligned_vector EMU_CHECK=1 -- int4 ::: "memcheck" "misaligned 16-byte read" "kernel sum4_int" \
+        "misaligned_vector.cu:$l"
+}
+
+checks_misaligned_vector_fixed() { quiet_twin misaligned_vector_fixed; }
+
+checks_index_overflow() {
+    local l
+    l=$(marker index_overflow "// BUG")
+    check "index_overflow: a 32-bit index overflow named as an address in no allocation" \
+        fatal_case index_overflow EMU_CHECK=1 ::: "memcheck" "in no allocation" "kernel scale" "index_overflow.cu:$l"
+    check "index_overflow: without EMU_CHECK the fault names the kernel and the line" \
+        fatal_case index_overflow ::: "kernel scale" "no allocation" "index_overflow.cu:$l"
+}
+
+checks_index_overflow_fixed() { quiet_twin index_overflow_fixed; }
+
+checks_shared_overflow() {
+    local l
+    l=$(marker shared_overflow "// BUG-dynamic")
+    check "shared_overflow: a write past the extern __shared__ array" \
+        fatal_case shared_overflow EMU_CHECK=1 -- dynamic ::: "memcheck" "outside every shared variable" \
+        "past the end of the 260-byte extern __shared__ array" "kernel stencil" "shared_overflow.cu:$l"
+    l=$(marker shared_overflow "// BUG-static")
+    check "shared_overflow: an atomicAdd past a static __shared__ array" \
+        fatal_case shared_overflow EMU_CHECK=1 -- static ::: "memcheck" "outside every shared variable" \
+        "0 bytes past the end of static __shared__ bins (128 bytes" "kernel histogram" "shared_overflow.cu:$l"
+}
+
+checks_shared_overflow_fixed() { quiet_twin shared_overflow_fixed; }
+
+checks_shared_limit() {
+    local l
+    l=$(marker shared_limit "// BUG-static")
+    check "shared_limit: 64 KiB of static __shared__ refused at the first launch" \
+        fatal_case shared_limit -- static ::: "kernel too_much_static" "65536 bytes of static __shared__" "48 KiB" \
+        "shared_limit.cu:$l"
+    l=$(marker shared_limit "// BUG-first")
+    check "shared_limit: static + dynamic over 48 KiB at a kernel's first launch ends the run" \
+        fatal_case shared_limit -- first ::: "kernel static_and_dynamic" "shared_limit.cu:$l" \
+        "32768 bytes of static __shared__ + 24576 of dynamic exceed 48 KiB" "cudaErrorInvalidConfiguration"
+    l=$(marker shared_limit "// BUG-sum")
+    check "shared_limit: static + dynamic over 48 KiB at a later launch: cudaErrorInvalidConfiguration" \
+        eval 'run shared_limit -- sum && want_status 0 && want_out "sum launch: refused" &&
+              want_msg "launch error" "kernel static_and_dynamic" "shared_limit.cu:'"$l"'" "exceed 48 KiB"'
+    l=$(marker shared_limit "// BUG-optin")
+    check "shared_limit: static + the opted-in dynamic limit over 227 KiB: cudaErrorInvalidConfiguration" \
+        eval 'run shared_limit -- optin && want_status 0 && want_out "optin launch: refused" &&
+              want_msg "launch error" "shared_limit.cu:'"$l"'" "exceeds 227 KiB"'
+}
+
+checks_shared_limit_fixed() { quiet_twin shared_limit_fixed; }
+
+checks_uninitialized_global_fixed() { quiet_twin uninitialized_global_fixed; }
+checks_uninitialized_shared_fixed() { quiet_twin uninitialized_shared_fixed; }
+
+checks_uninitialized_padding() {
+    local l
+    l=$(marker uninitialized_padding "// BUG")
+    check "uninitialized_padding: without EMU_CHECK fmaxf hides the NaN padding" \
+        eval 'run uninitialized_padding && want_status 0 && want_out "row maxima 49 ... 49" && want_quiet'
+    check "uninitialized_padding: the padding read is named" \
+        fatal_case uninitialized_padding EMU_CHECK=1 ::: "initcheck" "never written" "2048-byte allocation" \
+        "kernel row_max" "uninitialized_padding.cu:$l"
+}
+
+checks_uninitialized_padding_fixed() { quiet_twin uninitialized_padding_fixed; }
+
+checks_shared_race_syncwarp() {
+    local r w how
+    r=$(marker shared_race_syncwarp "// BUG-read")
+    w=$(marker shared_race_syncwarp "// BUG-write")
+    for how in forward reverse "random EMU_SEED=2"; do
+        # shellcheck disable=SC2086
+        check "shared_race_syncwarp: no thread order shows the race ($how)" \
+            eval 'run shared_race_syncwarp EMU_THREAD_ORDER='$how' && want_status 0 && want_out "warps counted: 2"'
+    done
+    check "shared_race_syncwarp: the two warps' read and write named" \
+        fatal_case shared_race_syncwarp EMU_CHECK=1 ::: "racecheck" "static __shared__ count" "kernel count_warps" \
+        "shared_race_syncwarp.cu:$r" "shared_race_syncwarp.cu:$w"
+}
+
+checks_shared_race_syncwarp_fixed() { quiet_twin shared_race_syncwarp_fixed; }
+
+checks_warp_sync_missing() {
+    local l
+    l=$(marker warp_sync_missing "// BUG")
+    check "warp_sync_missing: lanes of one warp without __syncwarp" \
+        fatal_case warp_sync_missing EMU_CHECK=1 ::: "racecheck" "in one warp without a __syncwarp" \
+        "static __shared__ s" "kernel warp_sum" "warp_sync_missing.cu:$l"
+    check "warp_sync_missing: racecheck alone (EMU_CHECK=racecheck) catches it" \
+        fatal_case warp_sync_missing EMU_CHECK=racecheck ::: "racecheck" "warp_sync_missing.cu:$l"
+}
+
+checks_warp_sync_missing_fixed() {
+    local o
+    for o in forward reverse "random EMU_SEED=1"; do
+        # shellcheck disable=SC2086
+        check "warp_sync_missing_fixed: silent under EMU_CHECK=1, EMU_THREAD_ORDER=$o" \
+            eval 'run warp_sync_missing_fixed EMU_CHECK=1 EMU_THREAD_ORDER='$o' && want_status 0 && want_out right && want_quiet'
+    done
+}
+
+checks_global_race_blocks() {
+    local l
+    l=$(marker global_race_blocks "// BUG")
+    check "global_race_blocks: without EMU_CHECK one block at a time gives the right sum" \
+        eval 'run global_race_blocks && want_status 0 && want_out "sum: 512"'
+    check "global_race_blocks: two blocks' plain updates of one word named" \
+        fatal_case global_race_blocks EMU_CHECK=1 ::: "racecheck" "global memory" "4-byte allocation" \
+        "kernel block_sums" "block (0,0,0)" "global_race_blocks.cu:$l"
+    check "global_race_blocks: caught with EMU_THREADS=2 and reverse block order too" \
+        fatal_case global_race_blocks EMU_CHECK=1 EMU_THREADS=2 EMU_THREAD_ORDER=reverse ::: "racecheck" \
+        "global_race_blocks.cu:$l"
+}
+
+checks_global_race_blocks_fixed() {
+    quiet_twin global_race_blocks_fixed
+    check "global_race_blocks_fixed: silent under EMU_CHECK=1 with EMU_THREADS=2" \
+        eval 'run global_race_blocks_fixed EMU_CHECK=1 EMU_THREADS=2 && want_status 0 && want_out right && want_quiet'
+}
+
+# ---------------------------------------------------------------------------------------------
+# EMU_COUNTERS: counters_known.cu's kernels against counts derived here from their indexing
+
+# counter_row KERNEL COLUMN...: the named columns of KERNEL's row of the last run's CSV, one line
+counter_row() {
+    local kernel=$1
+    shift
+    awk -F, -v k="\"$kernel\"" -v cols="$*" '
+        NR == 1 { for (i = 1; i <= NF; i++) { idx[$i] = i }; next }
+        $2 == k { n = split(cols, c, " "); s = ""; for (j = 1; j <= n; j++) { s = s (j > 1 ? " " : "") $idx[c[j]] }; print s }' \
+        "$work/counters.csv"
+}
+
+# want_counters KERNEL "COLUMN=VALUE ...": the kernel's row has these values
+want_counters() {
+    local kernel=$1 pairs=$2 p cols=() want=() got
+    for p in $pairs; do cols+=("${p%%=*}"); want+=("${p#*=}"); done
+    got=$(counter_row "$kernel" "${cols[@]}")
+    if [ "$got" != "${want[*]}" ]; then
+        why="$kernel: ${cols[*]} = ${got:-no row}, expected ${want[*]}"
+        return 1
+    fi
+}
+
+checks_counters_known() {
+    local N=8192 warps
+    check "counters_known: runs with EMU_COUNTERS and writes a CSV and a summary" \
+        eval 'run counters_known EMU_COUNTERS="$work/counters.csv" && want_status 0 && want_out right && want_quiet &&
+              [ -s "$work/counters.csv.summary" ]'
+    # a float4 per thread: N/4 threads, a request per warp, 32 x 16 bytes = 16 sectors each
+    warps=$((N / 4 / 32))
+    check "counters_known: coalesced float4 copy: N/128 requests of 16 sectors, N*4/32 unique sectors each way" \
+        want_counters copy_float4 "gld_requests=$warps gld_sectors=$((warps * 16)) gst_requests=$warps \
+            gst_sectors=$((warps * 16)) dram_read_sectors=$((N * 4 / 32)) dram_write_sectors=$((N * 4 / 32)) \
+            shld_requests=0 global_atomics=0"
+    # 256 threads reading floats 128 bytes apart: 8 requests of 32 sectors; stores coalesced: 4 sectors
+    check "counters_known: stride-32 read: 32 sectors per request, 256 unique; coalesced store: 4" \
+        want_counters strided_read "gld_requests=8 gld_sectors=256 gst_requests=8 gst_sectors=32 \
+            dram_read_sectors=256 dram_write_sectors=32"
+    # 32 warps of a 32 x 32 tile: column stores hit one bank 32 times, row loads 32 banks once
+    check "counters_known: column stores to tile[32][32]: 32-way conflicts (32 wavefronts per request)" \
+        want_counters tile_conflicts "shst_requests=32 shst_wavefronts=1024 shld_requests=32 shld_wavefronts=32 \
+            gld_requests=32 gld_sectors=128 static_smem=4096"
+    check "counters_known: padded tile[32][33]: no conflicts (1 wavefront per request)" \
+        want_counters tile_padded "shst_requests=32 shst_wavefronts=32 shld_requests=32 shld_wavefronts=32 \
+            static_smem=4224"
+    # 2 warps all reading one word: one sector and one wavefront per request
+    check "counters_known: one word read by every lane: 1 sector, 1 wavefront per request" \
+        want_counters broadcast "gld_requests=2 gld_sectors=2 dram_read_sectors=1 shld_requests=2 shld_wavefronts=2 \
+            shst_requests=1 shst_wavefronts=1"
+    check "counters_known: atomics: 64 shared per block, 1 global per block, 4 blocks" \
+        want_counters atomics "shared_atomics=256 global_atomics=4 gld_requests=0"
+    check "counters_known: EMU_COUNTERS naming a file that cannot be written is refused" \
+        fatal_case counters_known EMU_COUNTERS=/nonexistent/dir/c.csv ::: "EMU_COUNTERS=/nonexistent/dir/c.csv" \
+        "cannot write"
+    check "counters_known: EMU_CHECK=bogus is refused with the values it takes" \
+        fatal_case counters_known EMU_CHECK=memcheck,bogus ::: "EMU_CHECK=memcheck,bogus" "memcheck, initcheck, racecheck"
+    check "counters_known: the summary has one line per kernel" \
+        eval '[ "$(grep -c "^copy_float4 \|^tile_padded \|^atomics " "$work/counters.csv.summary")" = 3 ]'
+}
+
+# ---------------------------------------------------------------------------------------------
 # inline PTX (ptx.cpp): tensor-core mma, ldmatrix, cp.async
 
 # nvcc_builds NAME: the real nvcc compiles the program for sm_80 and sm_90 in one run (ptxas
@@ -668,10 +915,10 @@ nvcc_builds() {
     fi
 }
 
-correct_everywhere() { # NAME: passes silently under four thread orders, and nvcc builds it
+correct_everywhere() { # NAME: passes silently under four thread orders and EMU_CHECK=1, and nvcc builds it
     local how
     for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse "EMU_THREAD_ORDER=random EMU_SEED=3" \
-        "EMU_THREADS=2 EMU_THREAD_ORDER=random"; do
+        "EMU_THREADS=2 EMU_THREAD_ORDER=random" "EMU_CHECK=1 EMU_THREADS=2 EMU_THREAD_ORDER=random"; do
         # shellcheck disable=SC2086
         check "$1: passes with $how" eval 'run '"$1"' '"$how"' && want_status 0 && want_out "'"$1"' passed" && want_quiet'
     done
@@ -680,11 +927,47 @@ correct_everywhere() { # NAME: passes silently under four thread orders, and nvc
 
 checks_mma_ok() {
     correct_everywhere mma_ok
+    checks_mma_ok_counters
     # gemm64: 4 warps x 2 chunks x 2 k-steps x (4 n-pairs x 2 mma, 1 + 4 ldmatrix.x4), 2 x 512 16-byte copies
     check "mma_ok: EMU_TRACE=1 counts gemm64's 128 mma (524288 FLOPs), 80 ldmatrix.x4, 1024 cp.async" \
         eval 'run mma_ok EMU_TRACE=1 && want_status 0 &&
               grep -q "kernel gemm64: 128 mma.sync (524288 tensor-core FLOPs), 80 ldmatrix (40960 bytes), 1024 cp.async (16384 bytes)" "$err" ||
               { why="no such trace line ($(grep -m1 "kernel gemm64:" "$err"))"; false; }'
+}
+
+checks_mma_ok_counters() {
+    # gemm64 (the comment above): 128 mma of 2*16*8*16 FLOPs; 80 ldmatrix.x4, each one warp-level
+    # shared load; 8 16-byte cp.async per thread = 32 warp-level global loads of 32 x 16 bytes
+    # (16 sectors each) and, when they land, 32 warp-level shared stores
+    check "mma_ok: EMU_COUNTERS: gemm64's mma FLOPs, ldmatrix as shared loads, cp.async as global loads and shared stores" \
+        eval 'run mma_ok EMU_COUNTERS="$work/counters.csv" && want_status 0 &&
+              want_counters gemm64 "mma_flops=524288 shld_requests=80 gld_requests=32 gld_sectors=512 shst_requests=32"'
+}
+
+checks_cp_async_race() {
+    local c m
+    c=$(marker cp_async_race "// CP")
+    m=$(marker cp_async_race "// MALLOC")
+    check "cp_async_race: without EMU_CHECK a read before the wait only gives a wrong result" \
+        eval 'run cp_async_race -- own && want_status 1 && want_out "result: WRONG" && want_quiet'
+    check "cp_async_race: a read of a copy's bytes before its wait (racecheck, both lines)" \
+        fatal_case cp_async_race EMU_CHECK=1 -- own ::: "racecheck" "static __shared__ s" "has not landed" \
+        "cp_async_race.cu:$(marker cp_async_race "// BUG-own")" "cp_async_race.cu:$c"
+    check "cp_async_race: a landed copy read by another thread with no barrier (racecheck, both lines)" \
+        fatal_case cp_async_race EMU_CHECK=1 -- neighbor ::: "racecheck" "static __shared__ s" \
+        "cp_async_race.cu:$(marker cp_async_race "// BUG-neighbor")" "cp_async_race.cu:$c" "in one warp without a __syncwarp"
+    check "cp_async_race: a copy from global memory never written (initcheck, the copy's line, the allocation)" \
+        fatal_case cp_async_race EMU_CHECK=1 -- uninit ::: "initcheck" "never written" "128-byte allocation" \
+        "(cudaMalloc at " "cp_async_race.cu:$m)" "cp_async_race.cu:$c"
+    check "cp_async_race: an ldmatrix of shared bytes never written (initcheck, its line)" \
+        fatal_case cp_async_race EMU_CHECK=1 -- ldmatrix ::: "initcheck" "static __shared__ never" "thread (0,0,0)" \
+        "cp_async_race.cu:$(marker cp_async_race "// BUG-ldmatrix")"
+}
+
+checks_cp_async_race_fixed() {
+    quiet_twin cp_async_race_fixed
+    check "cp_async_race_fixed: silent under EMU_CHECK=1 in reverse thread order" \
+        eval 'run cp_async_race_fixed EMU_CHECK=1 EMU_THREAD_ORDER=reverse && want_status 0 && want_out right && want_quiet'
 }
 
 checks_mma_wrong_layout() {

@@ -1,4 +1,4 @@
-// BROKEN: no __syncthreads between thread 0's last write of the block sum into s[0] and every thread's read of it; the emulator must make the result wrong under EMU_THREAD_ORDER=reverse or random (the program prints it and exits 1 when it differs from the CPU reference).
+// BROKEN: no __syncthreads between thread 0's last write of the block sum into s[0] and every thread's read of it; the emulator must make the result wrong under EMU_THREAD_ORDER=reverse or random (the program prints it and exits 1 when it differs from the CPU reference). Under EMU_CHECK=1, in any order, racecheck must name the read of s[0] and thread 0's write (exit 86).
 // A block-level reduction through shared memory (a tree sum), then every thread divides its input
 // by the block's sum. Under forward order thread 0 happens to finish the sum before the others read
 // it; under reverse the others read a partial sum.
@@ -17,10 +17,10 @@ __global__ void normalize(const float* in, float* out) {
     s[tid] = x[tid];
     for (int stride = N / 2; stride > 0; stride /= 2) {
         __syncthreads();
-        if (tid < stride) { s[tid] += s[tid + stride]; }
+        if (tid < stride) { s[tid] += s[tid + stride]; } // RACE-write
     }
     // BUG: the __syncthreads() that must come here is missing
-    out[blockIdx.x * N + tid] = x[tid] / s[0];
+    out[blockIdx.x * N + tid] = x[tid] / s[0]; // RACE: reads s[0] while thread 0 may still add into it
 }
 
 int main() {

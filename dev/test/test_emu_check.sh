@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The CUDA trainer on the emulator under EMU_CHECK=1 (dev/cuda/emu: memcheck, initcheck and
+# racecheck of every load and store of our kernels, and device memory protected from host code):
+# 2 ranks at ZeRO stage 3 with the optimizer state offloaded (-zo 1), evaluation, sampling, a
+# checkpoint at step 2 and a resume from it to step 4. Each run must end with status 0 and no
+# "cuda-emu:" report on any rank, and give the losses and norms of the same 4 steps run without
+# the checks (the checks only watch: they must not change what runs).
+# usage: dev/test/test_emu_check.sh [BIN]   (default ./train_gpt2cu_emu_check, the build with the access hooks: make train_gpt2cu_emu_check)
+set -u
+cd "$(dirname "$0")/../.."
+source dev/test/lib.sh
+BIN=${1:-./train_gpt2cu_emu_check}
+[ -x "$BIN" ] || { echo "$BIN missing (make train_gpt2cu_emu_check)"; echo "emu_check: 0 passed, 1 failed"; exit 1; }
+unset EMU_CHECK EMU_COUNTERS
+COMMON=(-e "$MODEL" "${DATA[@]}" -b 2 -t 32 -z 3 -zo 1 -wt 120)
+
+# run NAME ENV... -- ARGS...: 2 ranks into $tmp/ck (one output dir: the resume reads it), rank r's
+# output in $tmp/NAME.r<r>.txt
+run() {
+    local name=$1 envs=() pids=() r rc=0
+    shift
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    for r in 1 0; do
+        env "${envs[@]}" NCCL_HOSTID="emucheck-$name-$r" timeout 900 "$BIN" "${COMMON[@]}" -o "$tmp/$name.out" \
+            -pn 2 -pr $r -pi fs -pf "$tmp/rdv_$name" "$@" > "$tmp/$name.r$r.txt" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    [ $rc -eq 0 ] || { echo "     run $name exited $rc:"; tail -n 3 "$tmp/$name".r*.txt; }
+    return $rc
+}
+# "STEP LOSS NORM" per step printed (the step without its "/total")
+steps() { grep -ho 'step *[0-9]*/[0-9]*: train loss [0-9.]* norm [0-9.]*' "$@" | awk '{sub(/\/.*/, "", $2); print $2, $5, $7}'; }
+quiet() { ! grep -h '^\(\[rank [0-9]*\] \)\?cuda-emu: ' "$tmp/$1".r*.txt | grep -v 'launch error' | head -3 | grep .; }
+
+run plain EMU_CHECK=0 -- -x 4 -v 2 -s 2 -g 8 || bad "the run without checks failed"
+if run checked EMU_CHECK=1 -- -x 2 -v 2 -s 2 -g 8 -n 2 && quiet checked; then
+    ok "2 ranks, stage 3, -zo 1, eval, sampling, checkpoint at step 2: no report under EMU_CHECK=1"
+else
+    bad "the checked run to step 2 (a report or a failure above)"
+fi
+mv "$tmp/checked.out" "$tmp/resumed.out" 2>/dev/null
+if run resumed EMU_CHECK=1 -- -x 4 -v 2 -s 2 -g 8 -y 1 && quiet resumed; then
+    ok "the resume from step 2 to step 4: no report under EMU_CHECK=1"
+else
+    bad "the checked resume (a report or a failure above)"
+fi
+want=$(steps "$tmp/plain.r0.txt")
+got=$( (steps "$tmp/checked.r0.txt"; steps "$tmp/resumed.r0.txt") | sort -n -u)
+if [ -n "$want" ] && [ "$(echo "$want" | wc -l)" = 4 ] && [ "$got" = "$want" ]; then
+    ok "steps 1-4 under the checks (run, then resumed) = the run without them: $(echo "$want" | tr '\n' ' ')"
+else
+    bad "losses/norms differ: without checks [$(echo "$want" | tr '\n' ' ')], with [$(echo "$got" | tr '\n' ' ')]"
+fi
+summary emu_check

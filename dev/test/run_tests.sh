@@ -80,21 +80,21 @@ fi
 if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulator: broken programs caught" bash dev/cuda/emu/tests/test_catalogue.sh
     run_test "emulator: cuBLASLt subset" bash dev/cuda/emu/tests/cublaslt_test.sh
-    run_test "emulator: NCCL across processes" env EMU_RUNTIME_SRCS="dev/cuda/emu/runtime.cpp dev/cuda/emu/kernel.cpp dev/cuda/emu/ptx.cpp dev/cuda/emu/check.cpp" bash dev/cuda/emu/tests/nccl_test.sh
+    run_test "emulator: NCCL across processes" env EMU_RUNTIME_SRCS="dev/cuda/emu/runtime.cpp dev/cuda/emu/streams.cpp dev/cuda/emu/kernel.cpp dev/cuda/emu/ptx.cpp dev/cuda/emu/check.cpp" bash dev/cuda/emu/tests/nccl_test.sh
     run_test "emulated CUDA kernels (fp32, threads forward)" env EMU_THREADS=2 ./dev/cuda/test_kernels_fp32_emu
     run_test "emulated CUDA kernels (fp32, threads reverse)" env EMU_THREADS=2 EMU_THREAD_ORDER=reverse ./dev/cuda/test_kernels_fp32_emu
-    # EMU_CHECK=1 (memcheck, initcheck, racecheck of every load and store, EMU_PROTECT) on the bf16
+    # EMU_CHECK=1 (memcheck, initcheck, racecheck of every load and store, the stream-order check, EMU_PROTECT) on the bf16
     # kernels and test_gpt2cu, in the builds with the access hooks (dev/cuda/emu/README.md); the
     # fp32 kernels under it (make dev/cuda/test_kernels_fp32_emu_check) would add ~75 s here
     run_test "emulated CUDA kernels (bf16, threads forward)" env EMU_THREADS=2 ./dev/cuda/test_kernels_emu
     run_test "emulated CUDA kernels (bf16, threads random, EMU_CHECK=1)" env EMU_THREADS=2 EMU_THREAD_ORDER=random EMU_SEED=3 EMU_CHECK=1 ./dev/cuda/test_kernels_emu_check
     run_test "emulated CUDA kernels (fp32, ASan, random schedule)" env EMU_THREADS=2 EMU_SCHEDULE=random ./dev/cuda/test_kernels_fp32_emu_asan
     run_test "emulated test_gpt2cu (tiny vs PyTorch, fp32, algorithms by alignment)" env EMU_THREADS=2 EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1 ./test_gpt2fp32cu_emu gpt2_tiny
-    run_test "emulated test_gpt2cu (tiny vs PyTorch, bf16, random schedule, EMU_CHECK=1)" env EMU_THREADS=2 EMU_SCHEDULE=random EMU_CHECK=1 ./test_gpt2cu_emu_check gpt2_tiny
+    run_test "emulated test_gpt2cu (tiny vs PyTorch, bf16, random schedule, EMU_CHECK=1 incl. stream order)" env EMU_THREADS=2 EMU_SCHEDULE=random EMU_CHECK=1 ./test_gpt2cu_emu_check gpt2_tiny
     run_test "emulated test_gpt2cu (fp32, ASan, device memory protected)" env EMU_THREADS=2 EMU_PROTECT=1 ./test_gpt2fp32cu_emu_asan gpt2_tiny
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
-    run_test "emulated ZeRO stages over NCCL (eager schedule)" env EMU_SCHEDULE=eager bash dev/test/test_zero_emu.sh
-    run_test "emulated optimizer offload -zo 1 (random schedule)" env EMU_SCHEDULE=random EMU_SEED=3 bash dev/test/test_offload_emu.sh
+    run_test "emulated ZeRO stages over NCCL (eager schedule, stream-order check)" env EMU_SCHEDULE=eager EMU_CHECK_STREAMS=1 bash dev/test/test_zero_emu.sh
+    run_test "emulated optimizer offload -zo 1 (random schedule, stream-order check)" env EMU_SCHEDULE=random EMU_SEED=3 EMU_CHECK_STREAMS=1 bash dev/test/test_offload_emu.sh
     run_test "emulated launches and host syncs per step, 16-byte alignment refused" bash dev/test/test_step_sync.sh
     run_test "-z auto (emulated CUDA)" env TRAIN=./train_gpt2cu_emu EMU_THREADS=2 bash dev/test/test_zero_auto.sh
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu

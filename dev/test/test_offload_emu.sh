@@ -14,7 +14,8 @@
 #     stream's wait for the reduce-scatter before a grad shard goes down (stage 3, random
 #     schedule), without stage 3's wait for a param shard's copy up before its gather (lazy
 #     schedule: the copies up run only when something waits for them), and without stage 1-2's
-#     all-gather wait for it (stage 2, lazy) must train differently.
+#     all-gather wait for it (stage 2, lazy) must train differently; under the eager schedule the
+#     stream-order check (EMU_CHECK_STREAMS=1) must name each missing wait's two ops.
 # usage: dev/test/test_offload_emu.sh   (make emu)
 set -u
 cd "$(dirname "$0")/../.."
@@ -113,11 +114,23 @@ for cfg in "nodown 3 random 2" "noup 3 lazy 1" "noag 2 lazy 1"; do
     set -- $cfg
     name=$1 z=$2 sched=$3 seed=$4 real=fp32_z$2_zo
     [ -x "$tmp/bin_$name" ] || { bad "building the mutant $name"; continue; }
-    EMU_SCHEDULE=$sched EMU_SEED=$seed run $name "$tmp/bin_$name" -z $z -zo 1 -x 2 > /dev/null 2>&1
+    EMU_CHECK_STREAMS=0 EMU_SCHEDULE=$sched EMU_SEED=$seed run $name "$tmp/bin_$name" -z $z -zo 1 -x 2 > /dev/null 2>&1
     # the mutant must train (a crash would prove nothing about the wait), and unlike the real
     # trainer's same run in A (which gives the no-offload bits under the lazy and random schedules)
     [ -n "$(losses $name)" ] && [ -n "$(losses $real)" ] && [ "$(losses $name) $(norms $name)" != "$(losses $real) $(norms $real)" ] \
         && ok "without that wait ($name), stage $z -zo 1 under the $sched schedule trains differently: $(losses $name | tr '\n' ' ')vs $(losses $real | tr '\n' ' ')" \
         || bad "the mutant $name did not train, or trained like the real trainer: '$(losses $name | tr '\n' ' ')' / '$(losses $real | tr '\n' ' ')'"
+done
+# the stream-order check (dev/cuda/emu/README.md) names each missing wait under the eager schedule,
+# where none of them changes what is computed: the ops and lines it names are the two the wait ordered
+for cfg in "nodown 3 cudaMemcpyAsync ncclReduceScatter" "noup 3 ncclAllGather cudaMemcpyAsync" "noag 2 ncclAllGather cudaMemcpyAsync"; do
+    set -- $cfg
+    name=$1 z=$2
+    [ -x "$tmp/bin_$name" ] || continue
+    EMU_CHECK_STREAMS=1 EMU_SCHEDULE=eager run ${name}_check "$tmp/bin_$name" -z $z -zo 1 -x 2 > /dev/null 2>&1
+    msg=$(cat "$tmp/${name}_check"*.txt | grep -m1 "cuda-emu: streams:")
+    [[ $msg == *"$3"* && $msg == *"$4"* && $msg == *"no stream order"* ]] \
+        && ok "without that wait ($name), the stream-order check names $3 and $4 under the eager schedule" \
+        || bad "the stream-order check did not name the mutant $name's $3 and $4: '${msg:-no message}'"
 done
 summary "offload_emu"

@@ -42,6 +42,8 @@ The checks (EMU_CHECK=1 for all of them, or a list: EMU_CHECK=memcheck,racecheck
   only witness was an earlier reader than those two can be missed).
 - racecheck, global memory: within one launch, a word written without atomics by one block and
   touched by another is an error (blocks run in no defined order and cannot wait for each other).
+- streams: the stream-order check, which lives in streams.cpp and needs no hooks (EMU_CHECK=streams
+  or EMU_CHECK_STREAMS=1 turn it on alone, in any build; EMU_CHECK_STREAMS=0 turns it off).
 Every error is fatal: one "cuda-emu: <check>: ..." line naming the kernel, block, thread, the
 source line(s) and the allocation or shared variable, then exit status 86.
 
@@ -82,7 +84,7 @@ static void parse_check_list(CheckSettings& s, const char* e) {
     std::string list(e);
     if (list == "0" || list.empty()) { return; }
     if (list == "1" || list == "all") {
-        s.memcheck = s.initcheck = s.racecheck = s.protect = true;
+        s.memcheck = s.initcheck = s.racecheck = s.streams = s.protect = true;
         return;
     }
     size_t start = 0;
@@ -93,7 +95,8 @@ static void parse_check_list(CheckSettings& s, const char* e) {
         if (name == "memcheck") { s.memcheck = true; }
         else if (name == "initcheck") { s.initcheck = true; }
         else if (name == "racecheck") { s.racecheck = true; }
-        else { fatal("EMU_CHECK=%s: expected 0, 1 (all checks), or a comma list of memcheck, initcheck, racecheck", e); }
+        else if (name == "streams") { s.streams = true; } // the stream-order check (streams.cpp)
+        else { fatal("EMU_CHECK=%s: expected 0, 1 (all checks), or a comma list of memcheck, initcheck, racecheck, streams", e); }
         start = end + 1;
     }
 }

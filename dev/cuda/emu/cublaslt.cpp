@@ -799,6 +799,20 @@ void check_memory(const void* ptr, const Layout& l, const char* name) {
     emu::check_device_range(ptr, elems * type_size(l.type), "cublasLtMatmul", what);
 }
 
+// The bytes the operand occupies, for the stream-order check: each column's rows (one range when
+// the columns touch, ld == rows), not the gaps between columns that another op may own.
+void matrix_ranges(std::vector<emu::OpRange>* out, const void* ptr, const Layout& l, bool write) {
+    size_t es = type_size(l.type);
+    if (l.rows == 0 || l.cols == 0) { return; }
+    if ((uint64_t)l.ld == l.rows) {
+        out->push_back(emu::OpRange{ptr, (size_t)(l.rows * l.cols * es), write});
+        return;
+    }
+    for (uint64_t j = 0; j < l.cols; j++) {
+        out->push_back(emu::OpRange{(const char*)ptr + j * (uint64_t)l.ld * es, (size_t)(l.rows * es), write});
+    }
+}
+
 // initcheck (EMU_CHECK): an operand's elements must have been written (column by column: the
 // rows between a column's end and the next column's start are not read), and D is written.
 void operand_read(const void* ptr, const Layout& l, const char* name, const char* what, const void* caller) {
@@ -1154,6 +1168,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     job.bias = bias;
     char what[128];
     describe(job, what, sizeof what);
+    emu::OpDetails details; // for the stream-order check: the caller's line, what it reads and writes
+    details.source.pc = __builtin_return_address(0);
+    matrix_ranges(&details.ranges, A, p.a, false);
+    matrix_ranges(&details.ranges, B, p.b, false);
+    if (reads_c) { matrix_ranges(&details.ranges, C, p.c, false); }
+    if (p.bias) { details.ranges.push_back(emu::OpRange{bias, (size_t)p.m * type_size(p.type), false}); }
+    matrix_ranges(&details.ranges, D, p.d, true);
     std::string who = what;
     const void* caller = __builtin_return_address(0);
     cudaError_t e = emu::enqueue(stream, what, [job, p, who, caller]() {
@@ -1171,7 +1192,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
         }
         operand_written(job.d, p.d);
         return true;
-    });
+    }, std::move(details));
     if (e != cudaSuccess) {
         emu::warn("cuBLASLt: cublasLtMatmul could not be queued on stream %p (cudaError %d)", (void*)stream, (int)e);
         return CUBLAS_STATUS_EXECUTION_FAILED;

@@ -78,7 +78,9 @@ typedef void (*ThreadBody)(void* closure);
 // closure alive until the kernel has run.
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound,
                  ThreadBody body, void* closure, std::shared_ptr<void> hold);
-void check_kernel_pointer(const char* name, Site site, int index, const void* p);
+// Checks a pointer argument; a pointer into device or pinned memory also becomes part of the
+// launch's footprint for the stream-order check (read only when it points to const).
+void check_kernel_pointer(const char* name, Site site, int index, const void* p, bool to_const);
 // The launch asks the kernel for its __launch_bounds__: while probing() is set, the kernel's
 // prologue stores its bound in probe_bound() and returns at once. (Functions, not extern
 // thread_local variables: UBSan mistakes those for null pointers.)
@@ -86,7 +88,9 @@ bool& probing();
 int& probe_bound();
 
 template <typename T> inline void check_arg(const char* name, Site site, int index, const T& value) {
-    if constexpr (std::is_pointer<T>::value) { check_kernel_pointer(name, site, index, (const void*)value); }
+    if constexpr (std::is_pointer<T>::value) {
+        check_kernel_pointer(name, site, index, (const void*)value, std::is_const<typename std::remove_pointer<T>::type>::value);
+    }
     (void)name; (void)site; (void)index; (void)value;
 }
 

@@ -18,7 +18,9 @@ yet (a collective whose peers have not arrived): it is then tried again later, f
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace emu {
 
@@ -26,6 +28,9 @@ namespace emu {
 // the process with exit status 86. Used for every error a GPU would not report as a status
 // (a broken barrier, a host read of device memory, a kernel argument into pageable memory).
 [[noreturn]] void fatal(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Runs fn in fatal(), before the process ends (nccl.cpp: this rank leaves its communicators, so
+// their shared-memory segments do not outlive the last rank).
+void on_fatal(void (*fn)());
 // A warning on stderr, once per distinct text.
 void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -46,6 +51,31 @@ struct ApiScope {
 typedef std::function<bool()> OpFn;
 cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn);
 
+// What the stream-order check (below) needs to know of an op, beside its stream.
+struct OpSource {            // where the op was issued, for messages
+    const char* file = nullptr; // a kernel launch: its source line
+    int line = 0;
+    const void* pc = nullptr;   // any other op: the return address of the API call that queued it
+};
+struct OpRange {             // bytes of device or pinned host memory an op reads or writes
+    const void* p;
+    size_t bytes;
+    bool write;              // read and written (a kernel's non-const pointer: may write)
+};
+struct KernelPointer {       // a kernel's pointer argument into device or pinned memory
+    const void* p;
+    const void* base;        // its allocation
+    size_t bytes;
+    bool to_const;
+};
+struct OpDetails {
+    OpSource source;
+    std::vector<OpRange> ranges;         // known when it is queued: copies, memsets, products, collectives;
+                                         // a kernel's: from its pointers (their reach as known now)
+    std::vector<KernelPointer> pointers; // a kernel's (streams.cpp redoes their reach when it runs)
+};
+cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails details);
+
 // Device memory: allocations made by cudaMalloc, in their own address range.
 // The allocation holding [p, p + n), or false. n = 0 asks only for p (its end counts as inside).
 bool device_range(const void* p, size_t n, const void** alloc_base = nullptr, size_t* alloc_bytes = nullptr);
@@ -59,6 +89,8 @@ bool device_range_in_kernel(const void* p, size_t n, bool* freed);
 // Pinned host memory from cudaMallocHost / cudaHostAlloc.
 bool pinned_range(const void* p, size_t n);
 
+// Pinned host memory holding p (n = 0 asks only for p): its base and size, or false.
+bool pinned_allocation(const void* p, const void** base, size_t* bytes);
 // The same question from the OS threads that run blocks, while the host thread holds the
 // runtime's lock for the kernel's whole run (allocations cannot change meanwhile): no lock taken.
 // Any allocation, live or freed, whose pages or guard page hold p.
@@ -93,6 +125,7 @@ int current_device();
 
 struct CheckSettings {
     bool memcheck = false, initcheck = false, racecheck = false, counters = false;
+    bool streams = false; // the stream-order check (streams.cpp); needs no hooks, so not in any()
     bool protect = false; // EMU_CHECK=1 also turns on EMU_PROTECT
     bool any() const { return memcheck || initcheck || racecheck || counters; }
 };
@@ -192,6 +225,77 @@ void* shared_window_pointer(uint64_t offset, size_t n);
 // (linear index). A read of those bytes now would see the emulator's in-flight 0xFF bytes.
 bool cp_async_in_flight(const void* p, size_t n, Site* issued_at, int* thread);
 
+// ----------------------------------------------------------------------------
+// The stream-order check (streams.cpp; EMU_CHECK=1 turns it on with every other check,
+// EMU_CHECK_STREAMS=1 alone). runtime.cpp keeps the vector clocks of streams, events and the
+// host as the program orders them; streams.cpp keeps, per byte of device and pinned memory, who
+// wrote it last and who read it since, and reports an op (or a host access of pinned memory)
+// that conflicts with one it is not ordered after.
+
+bool streams_check();
+
+// A vector clock over the host (clock 0) and the streams (clock k: the k-th stream created, the
+// legacy and per-thread default streams first): entry c is the latest time on clock c known to
+// happen before. An op at time t on clock c is ordered before whoever holds a clock with
+// entry c >= t.
+struct VClock {
+    std::vector<uint32_t> t;
+    uint32_t at(int c) const { return c < (int)t.size() ? t[c] : 0; }
+    bool covers(int c, uint32_t time) const { return at(c) >= time; }
+    void join(const VClock& o) {
+        if (o.t.size() > t.size()) { t.resize(o.t.size(), 0); }
+        for (size_t i = 0; i < o.t.size(); i++) { t[i] = t[i] > o.t[i] ? t[i] : o.t[i]; }
+    }
+    void tick(int c) {
+        if ((int)t.size() <= c) { t.resize(c + 1, 0); }
+        t[c]++;
+    }
+};
+
+// One op, or one host access of pinned memory, as the check knows it.
+struct OpRecord {
+    std::string what;                 // "kernel consume", "cudaMemcpyAsync of 4096 bytes", "host code"
+    std::string stream;               // "stream #2", "the legacy default stream", "the host"
+    const void* stream_pc = nullptr;  // where that stream was created (a return address), if known
+    OpSource source;
+    int clock = 0;                    // its epoch: the clock of its stream and its time there
+    uint32_t time = 0;
+    VClock vc;                        // everything ordered before it, itself included
+    std::vector<OpRange> ranges;      // what it reads and writes
+    std::vector<KernelPointer> pointers; // a kernel's pointer arguments
+    bool ran = false;
+    bool work = true;                 // false for event records and waits
+};
+typedef std::shared_ptr<OpRecord> OpRecordRef;
+
+// "kernel consume (launched at x.cu:37) on stream #2 (created at x.cu:21)", for messages.
+std::string op_text(const OpRecord& op);
+// runtime.cpp: the host's clock now.
+const VClock& host_clock();
+// An op ran: its ranges are checked against the accesses it is not ordered after, then recorded.
+void streams_op_ran(const OpRecordRef& op);
+// The host read or wrote [p, p + n) of pinned memory itself (a host-to-host cudaMemcpy).
+void streams_host_access(const void* p, size_t n, bool write, const void* pc);
+// An op that touches pinned memory was queued: until the host is ordered after it, the pages it
+// touches are protected outside API calls, so that a host access faults and is checked.
+void streams_note_pinned(const OpRecordRef& op);
+void streams_protect_pinned();   // at the end of every outermost API call
+void streams_unprotect_pinned(); // at its start
+// The fault handler's question: a host access to a protected pinned page? Then it is checked
+// and recorded, and the access goes on (one instruction with the page open); true.
+bool streams_pinned_fault(void* addr, bool write, void* ucontext, std::recursive_mutex* lock);
+// p, inside the allocation at base, is where some op's buffer starts (every op's ranges, a
+// kernel's pointer arguments); a kernel's pointer argument p reaches up to the next such start
+// after p, or the allocation's end: the bytes it may touch from p.
+// A kernel's ranges from its pointers, each to its reach as known now: at the launch, again when
+// it runs (buffer starts queued meanwhile), and once more when another op would conflict with
+// it (starts that op's own queueing added).
+void streams_note_start(const void* p, const void* base);
+void streams_kernel_ranges(const std::vector<KernelPointer>& pointers, std::vector<OpRange>* out);
+// An allocation (device or pinned) is freed: its bookkeeping goes.
+void streams_forget(const void* base);
+// "train_gpt2.cu:512" for a code address (a return address), for messages.
+std::string source_line(const void* pc);
 // check.cpp, for ptx.cpp: what an inline PTX instruction touches (cp.async's global read and its
 // shared write when it lands, ldmatrix's rows), as if thread `linear` of the running block had
 // loaded or stored [p, p + n) at code address pc: checked and counted like the hooks' accesses.

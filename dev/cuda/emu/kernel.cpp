@@ -935,6 +935,10 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 
 void record_launch_error(cudaError_t err, const std::string& why); // runtime.cpp
 
+// The launch being made: its pointer arguments into device or pinned memory (check_kernel_pointer),
+// for the stream-order check.
+static thread_local std::vector<KernelPointer> tl_pointer_args;
+
 // EMU_TRACE=1: what the launch ran on tensor cores and as asynchronous copies (when it ran any)
 static void trace_ptx_counters(const Grid& g) {
     static bool trace = [] {
@@ -953,6 +957,8 @@ static void trace_ptx_counters(const Grid& g) {
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,
                  void* closure, std::shared_ptr<void> hold) {
     ApiScope scope("kernel launch");
+    std::vector<KernelPointer> pointer_args;
+    pointer_args.swap(tl_pointer_args);
     char why[512];
     dim3 g = cfg.grid, b = cfg.block;
     size_t threads = (size_t)b.x * b.y * b.z;
@@ -993,19 +999,37 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
     LaunchInfo info{kernel, name, site.file, site.line, g, b, cfg.shared_bytes, 0, 0, nullptr};
     auto grid = std::make_shared<Grid>(Grid{name, site, g, b, cfg.shared_bytes, body, closure, info,
                                                              std::make_shared<PtxCounters>()});
+    OpDetails details; // for the stream-order check: its line, and the bytes it may touch
+    details.source.file = site.file;
+    details.source.line = site.line;
+    if (streams_check()) { // every pointer a buffer start first, then each one's reach (to the next start)
+        for (const KernelPointer& a : pointer_args) { streams_note_start(a.p, a.base); }
+        streams_kernel_ranges(pointer_args, &details.ranges);
+        details.pointers.swap(pointer_args);
+    }
     cudaError_t err = enqueue(cfg.stream, std::string("kernel ") + name, [grid, hold]() {
         grid->info.id = ++launches; // in the order launches run
         run_grid(*grid);
         trace_ptx_counters(*grid);
         return true;
-    });
+    }, std::move(details));
     if (err != cudaSuccess) {
         record_launch_error(err, std::string("kernel ") + name + " at " + site_text(site) + ": invalid stream");
     }
 }
 
-void check_kernel_pointer(const char* name, Site site, int index, const void* p) {
-    if (p == nullptr || device_range(p, 0) || pinned_range(p, 0)) { return; }
+// A kernel's footprint, as the stream-order check takes it (streams.cpp): from each pointer
+// argument into device or pinned memory forward to the next buffer start in its allocation (a
+// kernel indexes forward from the pointers it is given), read when the argument points to
+// const, read and written otherwise.
+void check_kernel_pointer(const char* name, Site site, int index, const void* p, bool to_const) {
+    if (p == nullptr) { return; }
+    const void* base = nullptr;
+    size_t bytes = 0;
+    if (device_range(p, 0, &base, &bytes) || pinned_allocation(p, &base, &bytes)) {
+        if (streams_check()) { tl_pointer_args.push_back(KernelPointer{p, base, bytes, to_const}); }
+        return;
+    }
     if (freed_device_memory(p)) {
         fatal("kernel %s launched at %s: argument %d is %p, in device memory that was freed (cudaFree)", name,
               site_text(site).c_str(), index, p);

@@ -806,6 +806,7 @@ struct Call {
     Desc d;
     const void* send;
     void* recv;
+    const void* pc = nullptr; // the return address of the call (the stream-order check names its line)
 };
 
 bool reduces(int32_t kind) { return kind == ALL_REDUCE || kind == REDUCE_SCATTER || kind == REDUCE; }
@@ -865,7 +866,18 @@ ncclResult_t check_buffers(const Call& c, int rank, int nranks) {
 ncclResult_t enqueue_call(const std::shared_ptr<CommState>& st, const Call& c, cudaStream_t stream) {
     auto run = std::make_shared<CollRun>(st, c.d, c.send, c.recv, stream);
     std::string what = std::string(c.who) + " #" + std::to_string(run->seq) + " " + describe(c.d);
-    cudaError_t e = emu::enqueue(stream, what, [run] { return run->step(); });
+    // for the stream-order check: this rank's bytes it reads (sendbuff) and writes (recvbuff)
+    emu::OpDetails details;
+    details.source.pc = c.pc;
+    const Desc& d = c.d;
+    size_t n = d.count * type_size(d.type);
+    if (d.kind != BROADCAST || st->rank == d.root) {
+        details.ranges.push_back(emu::OpRange{c.send, d.kind == REDUCE_SCATTER ? st->nranks * n : n, false});
+    }
+    if (d.kind != REDUCE || st->rank == d.root) {
+        details.ranges.push_back(emu::OpRange{c.recv, d.kind == ALL_GATHER ? st->nranks * n : n, true});
+    }
+    cudaError_t e = emu::enqueue(stream, what, [run] { return run->step(); }, std::move(details));
     if (e != cudaSuccess) {
         run->finish(false);
         st->seq--; // not queued: the next collective takes this number, as on the other ranks
@@ -959,7 +971,9 @@ ncclResult_t init(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
     st->device = emu::current_device();
     emu::set_rank_label(rank);
     static bool at_exit = atexit(abort_all_at_exit) == 0;
+    static bool at_fatal = (emu::on_fatal(abort_all_at_exit), true);
     (void)at_exit;
+    (void)at_fatal;
     if ((rc = join(*st)) != ncclSuccess) { st->error = rc; } // reported like any init error (async when non-blocking)
     ncclComm_t comm = new ncclComm{st};
     live_comms().insert(st.get());
@@ -1161,36 +1175,36 @@ ncclResult_t ncclGroupEnd() {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
     emu::ApiScope scope("ncclAllReduce");
-    return issue({"ncclAllReduce", {ALL_REDUCE, datatype, op, -1, count}, sendbuff, recvbuff}, comm, stream);
+    return issue({"ncclAllReduce", {ALL_REDUCE, datatype, op, -1, count}, sendbuff, recvbuff, __builtin_return_address(0)}, comm, stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream) {
     emu::ApiScope scope("ncclReduceScatter");
-    return issue({"ncclReduceScatter", {REDUCE_SCATTER, datatype, op, -1, recvcount}, sendbuff, recvbuff}, comm, stream);
+    return issue({"ncclReduceScatter", {REDUCE_SCATTER, datatype, op, -1, recvcount}, sendbuff, recvbuff, __builtin_return_address(0)}, comm, stream);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
     emu::ApiScope scope("ncclAllGather");
-    return issue({"ncclAllGather", {ALL_GATHER, datatype, -1, -1, sendcount}, sendbuff, recvbuff}, comm, stream);
+    return issue({"ncclAllGather", {ALL_GATHER, datatype, -1, -1, sendcount}, sendbuff, recvbuff, __builtin_return_address(0)}, comm, stream);
 }
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
     emu::ApiScope scope("ncclBroadcast");
-    return issue({"ncclBroadcast", {BROADCAST, datatype, -1, root, count}, sendbuff, recvbuff}, comm, stream);
+    return issue({"ncclBroadcast", {BROADCAST, datatype, -1, root, count}, sendbuff, recvbuff, __builtin_return_address(0)}, comm, stream);
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
     emu::ApiScope scope("ncclBcast");
-    return issue({"ncclBcast", {BROADCAST, datatype, -1, root, count}, buff, buff}, comm, stream);
+    return issue({"ncclBcast", {BROADCAST, datatype, -1, root, count}, buff, buff, __builtin_return_address(0)}, comm, stream);
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
                         ncclComm_t comm, cudaStream_t stream) {
     emu::ApiScope scope("ncclReduce");
-    return issue({"ncclReduce", {REDUCE, datatype, op, root, count}, sendbuff, recvbuff}, comm, stream);
+    return issue({"ncclReduce", {REDUCE, datatype, op, root, count}, sendbuff, recvbuff, __builtin_return_address(0)}, comm, stream);
 }
 
 // ---------------------------------------------------------------------------

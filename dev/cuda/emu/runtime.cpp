@@ -35,6 +35,7 @@ What a GPU would report as a sticky fault (or not at all) ends the process with 
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <deque>
@@ -74,12 +75,21 @@ static void vmessage(const char* kind, const char* fmt, va_list ap) {
     fflush(stderr);
 }
 
+static std::vector<void (*)()> g_fatal_hooks;
+
+void on_fatal(void (*fn)()) { g_fatal_hooks.push_back(fn); }
+
 void fatal(const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vmessage("", fmt, ap);
     va_end(ap);
     fflush(stdout);
+    static bool ending = false; // a hook that ends in fatal() itself does not start them again
+    if (!ending) {
+        ending = true;
+        for (auto fn : g_fatal_hooks) { fn(); }
+    }
     _exit(86);
 }
 
@@ -193,6 +203,10 @@ struct Allocation {
 
 static char* g_arena = nullptr;
 static size_t g_arena_bytes = 0, g_arena_used = 0, g_device_bytes_live = 0;
+// Pinned host memory has a reserved range of its own too, in whole pages, never reused: the
+// stream-order check protects the pages of pinned buffers that unfinished ops touch.
+static char* g_pinned_arena = nullptr;
+static size_t g_pinned_arena_bytes = 0, g_pinned_arena_used = 0;
 static std::map<uintptr_t, Allocation> g_allocations; // by base, live and freed
 static std::map<uintptr_t, size_t> g_pinned;          // cudaMallocHost: base -> bytes
 static size_t g_page = 4096;
@@ -292,6 +306,17 @@ bool pinned_range(const void* p, size_t n) {
     return a >= lo && a <= hi && (n == 0 || (a < hi && n <= hi - a));
 }
 
+bool pinned_allocation(const void* p, const void** base, size_t* bytes) {
+    std::lock_guard<std::recursive_mutex> lock(g_lock);
+    auto it = g_pinned.upper_bound((uintptr_t)p);
+    if (it == g_pinned.begin()) { return false; }
+    --it;
+    if ((uintptr_t)p >= it->first + (it->second == 0 ? 1 : it->second)) { return false; }
+    *base = (const void*)it->first;
+    *bytes = it->second;
+    return true;
+}
+
 static void set_live_protection(int prot) {
     for (auto& kv : g_allocations) {
         if (kv.second.live) { mprotect(kv.second.map_lo, kv.second.map_bytes, prot); }
@@ -331,6 +356,9 @@ void install_signal_stack() {
     sigaltstack(&ss, nullptr);
 }
 
+static void init_streams(); // below
+static void at_exit(int status, void*);
+
 static void init_once() {
     static bool done = false;
     if (done) { return; }
@@ -351,6 +379,16 @@ static void init_once() {
     // before an allocation, 32 GiB) lands in the device range and is named as such.
     g_arena_used = g_arena_bytes / 16;
     check_device_arena(g_arena, g_arena_bytes);
+    for (size_t gib = 256; gib >= 4 && g_pinned_arena == nullptr; gib /= 4) {
+        void* p = mmap(nullptr, gib << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) {
+            g_pinned_arena = (char*)p;
+            g_pinned_arena_bytes = gib << 30;
+        }
+    }
+    if (g_pinned_arena == nullptr) { fatal("cannot reserve an address range for pinned host memory"); }
+    init_streams();
+    on_exit(at_exit, nullptr); // (glibc's atexit with the exit status)
     install_signal_stack();
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -367,6 +405,10 @@ static void segv_handler(int sig, siginfo_t* info, void* ctx) {
     const void* addr = info->si_addr;
     char text[1024];
     text[0] = '\0';
+    // a host access to pinned pages that an op the host has not waited for touches (streams.cpp)
+    bool writes = ctx != nullptr && (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+    bool in_pinned = g_pinned_arena && (const char*)addr >= g_pinned_arena && (const char*)addr < g_pinned_arena + g_pinned_arena_bytes;
+    if (sig == SIGSEGV && in_pinned && streams_check() && streams_pinned_fault((void*)addr, writes, ctx, &g_lock)) { return; }
     const Allocation* al = allocation_at(addr); // no lock: the process is ending anyway
     std::string where = current_kernel_text();
     const char* by = where.empty() ? "host code" : where.c_str();
@@ -389,6 +431,9 @@ static void segv_handler(int sig, siginfo_t* info, void* ctx) {
         }
     } else if (g_arena && (const char*)addr >= g_arena && (const char*)addr < g_arena + g_arena_bytes) {
         snprintf(text, sizeof(text), "%s touched %p, inside the device address range but in no allocation", by, addr);
+    } else if (g_pinned_arena && (const char*)addr >= g_pinned_arena && (const char*)addr < g_pinned_arena + g_pinned_arena_bytes) {
+        snprintf(text, sizeof(text), "%s touched %p: pinned host memory that cudaFreeHost released, or past the end of a "
+                 "pinned allocation", by, addr);
     } else if (address_in_kernel_stack_guard(addr)) {
         snprintf(text, sizeof(text), "stack overflow in %s (raise EMU_STACK_KB)", by);
     } else if (address_in_shared_guard(addr)) {
@@ -423,7 +468,10 @@ static void progress(); // below
 ApiScope::ApiScope(const char*) {
     g_lock.lock();
     init_once();
-    if (g_api_depth++ == 0) { progress(); }
+    if (g_api_depth++ == 0) {
+        if (streams_check()) { streams_unprotect_pinned(); }
+        progress();
+    }
 }
 
 ApiScope::~ApiScope() {
@@ -433,6 +481,7 @@ ApiScope::~ApiScope() {
             set_live_protection(PROT_NONE);
             g_device_open = false;
         }
+        if (streams_check()) { streams_protect_pinned(); }
     }
     g_api_depth--;
     g_lock.unlock();
@@ -450,7 +499,9 @@ struct Op {
     OpFn fn;
     std::vector<std::shared_ptr<Op>> deps; // ops on other streams that must finish first
     bool done = false;
+    bool work = false; // a kernel, copy, memset, product or collective (not an event record or wait)
     double t_done = 0.0;
+    OpRecordRef rec; // the stream-order check's record (null when the check is off)
 };
 
 struct Stream {
@@ -459,27 +510,87 @@ struct Stream {
     bool blocking = true;                  // synchronizes with the legacy default stream
     bool legacy = false;
     int priority = 0;
+    // for the stream-order check and messages
+    int clock = 0;                         // its clock in every VClock
+    VClock vc;                             // ordered before its next op
+    std::string name;                      // "stream #2"
+    const void* created_pc = nullptr;      // the return address of the call that created it
+    const void* destroyed_pc = nullptr;    // of cudaStreamDestroy (a destroyed stream is never freed:
+                                           // no later stream gets its handle)
 };
 
 struct Event {
     unsigned flags;
-    std::shared_ptr<Op> record; // the latest cudaEventRecord's op (null: never recorded)
+    std::shared_ptr<Op> record;        // the latest cudaEventRecord's op (null: never recorded)
+    VClock vc;                         // what that record is ordered after (stream-order check)
+    const void* destroyed_pc = nullptr; // set by cudaEventDestroy: the handle stays invalid for good
 };
 
 static Stream g_legacy_stream, g_per_thread_stream;
-static std::set<Stream*> g_streams;  // created and not destroyed
-static std::set<Stream*> g_draining; // destroyed with work left
-static std::set<Event*> g_events;
+static std::set<Stream*> g_streams;       // created and not destroyed
+static std::set<Stream*> g_draining;      // destroyed with work left
+static std::set<Stream*> g_dead_streams;  // destroyed (never freed)
+static std::vector<Stream*> g_all_streams; // every stream ever, the two default streams first
+static std::set<Event*> g_events;         // created and not destroyed
+static std::set<Event*> g_dead_events;    // destroyed (never freed)
 static uint64_t g_next_op = 1;
 
-static Stream* resolve(cudaStream_t s) {
-    if (s == nullptr || s == cudaStreamLegacy) {
-        g_legacy_stream.legacy = true;
-        return &g_legacy_stream;
+// The stream-order check's clocks: the host's, and the work ops it has not waited for yet.
+static VClock g_host;
+static std::deque<OpRecordRef> g_unwaited;
+
+const VClock& host_clock() { return g_host; }
+
+static void init_streams() {
+    g_legacy_stream.legacy = true;
+    g_legacy_stream.name = "the legacy default stream";
+    g_per_thread_stream.name = "cudaStreamPerThread";
+    g_all_streams = {&g_legacy_stream, &g_per_thread_stream};
+    g_legacy_stream.clock = 1;
+    g_per_thread_stream.clock = 2;
+    g_host.tick(0); // host accesses from time 1: after every op queued before them (their entry 0 is less)
+}
+
+// The host waits for everything `vc` holds: it is ordered after those ops from now on.
+static void host_joins(const VClock& vc) {
+    if (!streams_check()) { return; }
+    g_host.join(vc);
+    while (!g_unwaited.empty() && g_host.covers(g_unwaited.front()->clock, g_unwaited.front()->time)) {
+        g_unwaited.pop_front();
     }
+    for (auto it = g_unwaited.begin(); it != g_unwaited.end();) {
+        it = g_host.covers((*it)->clock, (*it)->time) ? g_unwaited.erase(it) : std::next(it);
+    }
+}
+
+// A stream handle as the runtime sees it: null when invalid. A destroyed stream's handle is an
+// error with the stream-order check on (its message names where it was destroyed); otherwise
+// cudaErrorInvalidResourceHandle, as for any handle that is not a stream.
+static Stream* resolve(cudaStream_t s, const char* api = nullptr, OpSource use = OpSource()) {
+    if (s == nullptr || s == cudaStreamLegacy) { return &g_legacy_stream; }
     if (s == cudaStreamPerThread) { return &g_per_thread_stream; }
     Stream* st = (Stream*)s;
-    return g_streams.count(st) ? st : nullptr;
+    if (g_streams.count(st)) { return st; }
+    if (api != nullptr && streams_check() && g_dead_streams.count(st)) {
+        std::string at = use.file ? std::string(use.file) + ":" + std::to_string(use.line)
+                                  : use.pc ? source_line(use.pc) : std::string("an unknown line");
+        fatal("streams: %s at %s uses %s (created at %s), which cudaStreamDestroy destroyed at %s: a destroyed stream's "
+              "handle is invalid (a GPU may hand it to the next stream created)",
+              api, at.c_str(), st->name.c_str(), source_line(st->created_pc).c_str(), source_line(st->destroyed_pc).c_str());
+    }
+    return nullptr;
+}
+
+// An event handle: null when invalid (a destroyed event: an error with the check on, as above).
+static Event* resolve_event(cudaEvent_t e, const char* api, const void* pc) {
+    Event* ev = (Event*)e;
+    if (g_events.count(ev)) { return ev; }
+    if (streams_check() && g_dead_events.count(ev)) {
+        fatal("streams: %s at %s uses an event that cudaEventDestroy destroyed at %s: a destroyed event's handle is "
+              "invalid (a GPU may hand it to the next event created)",
+              api, source_line(pc).c_str(), source_line(ev->destroyed_pc).c_str());
+    }
+    return nullptr;
 }
 
 static std::vector<Stream*> all_streams() {
@@ -491,14 +602,20 @@ static std::vector<Stream*> all_streams() {
 
 static bool pending(const std::shared_ptr<Op>& op) { return op && !op->done; }
 
+// Queues an op. With the stream-order check, its clock: its stream's, the host's (everything the
+// host did before this call), and the legacy default stream's implicit synchronization (an op
+// on it is ordered after every blocking stream's work, an op on a blocking stream after the
+// legacy stream's), whether or not that work has run yet.
 static std::shared_ptr<Op> enqueue_op(Stream* st, const std::string& what, OpFn fn,
-                                      std::vector<std::shared_ptr<Op>> deps = {}) {
+                                      std::vector<std::shared_ptr<Op>> deps = {}, OpDetails* details = nullptr,
+                                      bool work = false) {
     auto op = std::make_shared<Op>();
     op->id = g_next_op++;
     op->stream = st;
     op->what = what;
     op->fn = std::move(fn);
     op->deps = std::move(deps);
+    op->work = work;
     if (st->legacy) { // the legacy default stream waits for every blocking stream
         for (Stream* o : all_streams()) {
             if (o != st && o->blocking && pending(o->last)) { op->deps.push_back(o->last); }
@@ -506,18 +623,55 @@ static std::shared_ptr<Op> enqueue_op(Stream* st, const std::string& what, OpFn 
     } else if (st->blocking && pending(g_legacy_stream.last)) {
         op->deps.push_back(g_legacy_stream.last);
     }
+    if (streams_check()) {
+        auto rec = std::make_shared<OpRecord>();
+        rec->what = what;
+        rec->stream = st->name;
+        rec->stream_pc = st->created_pc;
+        rec->work = work;
+        if (details != nullptr) {
+            rec->source = details->source;
+            rec->ranges = std::move(details->ranges);
+            rec->pointers = std::move(details->pointers);
+            for (const OpRange& r : rec->ranges) { // buffer starts, for kernels' reach (streams.cpp)
+                const void* base = nullptr;
+                size_t bytes = 0;
+                if (device_range(r.p, 0, &base, &bytes) || pinned_allocation(r.p, &base, &bytes)) { streams_note_start(r.p, base); }
+            }
+        }
+        VClock vc = st->vc;
+        vc.join(g_host);
+        if (st->legacy) {
+            for (Stream* o : g_all_streams) {
+                if (o != st && o->blocking) { vc.join(o->vc); }
+            }
+        } else if (st->blocking) {
+            vc.join(g_legacy_stream.vc);
+        }
+        vc.tick(st->clock);
+        rec->clock = st->clock;
+        rec->time = vc.at(st->clock);
+        rec->vc = vc;
+        st->vc = vc;
+        g_host.tick(0); // the host's later accesses are not ordered before this op
+        op->rec = rec;
+        streams_note_pinned(rec);
+        if (work) { g_unwaited.push_back(rec); }
+    }
     st->queue.push_back(op);
     st->last = op;
     return op;
 }
 
-cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn) {
+cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails details) {
     ApiScope scope("enqueue");
-    Stream* st = resolve(s);
+    Stream* st = resolve(s, what.c_str(), details.source);
     if (st == nullptr) { return cudaErrorInvalidResourceHandle; }
-    enqueue_op(st, what, std::move(fn));
+    enqueue_op(st, what, std::move(fn), {}, &details, true);
     return cudaSuccess;
 }
+
+cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn) { return enqueue(s, what, std::move(fn), OpDetails()); }
 
 static bool trace() {
     static bool t = env_long("EMU_TRACE", 0) != 0;
@@ -539,6 +693,7 @@ static bool advance_to(std::shared_ptr<Op> op, long* budget) {
         double t0 = trace() ? now_s() : 0.0;
         open_device_memory();
         if (!head->fn()) { return false; } // waits for something outside this process
+        if (head->rec) { streams_op_ran(head->rec); } // checks and records the bytes it touched
         if (trace()) {
             fprintf(stderr, "cuda-emu trace: op %llu %s (stream %p): %.3f ms\n", (unsigned long long)head->id,
                     head->what.c_str(), (void*)st, (now_s() - t0) * 1e3);
@@ -560,14 +715,9 @@ static bool head_ready(Stream* st) {
     return true;
 }
 
-static void forget_drained_streams() {
+static void forget_drained_streams() { // (the Stream objects stay: their handles must stay invalid)
     for (auto it = g_draining.begin(); it != g_draining.end();) {
-        if ((*it)->queue.empty()) {
-            delete *it;
-            it = g_draining.erase(it);
-        } else {
-            ++it;
-        }
+        it = (*it)->queue.empty() ? g_draining.erase(it) : std::next(it);
     }
 }
 
@@ -654,6 +804,54 @@ static cudaError_t not_ready_yet(const std::shared_ptr<Op>& op) {
 
 static void synchronize_device(const char* api) {
     for (Stream* st : all_streams()) { wait_for(st->last, api); }
+    for (Stream* st : g_all_streams) { host_joins(st->vc); }
+}
+
+// At a successful exit (on_exit, registered at the first API call): work the host never waited for. A GPU
+// finishes queued work before the process ends (unless it dies), so a program that exits without
+// synchronizing still has its kernels run; under lazy they would not have run yet. Without the
+// stream-order check, the ops that never ran are named (one line) and stay unrun. With it, they
+// run now, so that their own errors (a broken barrier, a race) show, and then every op the host
+// never waited for is an error: whatever it computed, the program never looked at it.
+static void at_exit(int status, void*) {
+    if (status != 0) { return; } // the program is failing already: its work need not be complete
+    ApiScope scope("exit");
+    std::vector<std::shared_ptr<Op>> never;
+    for (Stream* st : all_streams()) {
+        for (auto& op : st->queue) {
+            if (op->work) { never.push_back(op); }
+        }
+    }
+    if (!streams_check()) {
+        if (never.empty()) { return; }
+        std::string list;
+        for (size_t i = 0; i < never.size() && i < 3; i++) {
+            list += (i ? "; " : "") + never[i]->what + " on " + never[i]->stream->name;
+        }
+        if (never.size() > 3) { list += "; ..."; }
+        fprintf(stderr, "cuda-emu: at exit, %zu queued op%s never ran (the host never waited): %s. A GPU runs queued work "
+                "before the process ends: EMU_CHECK=1 runs it here and reports the missing synchronization\n",
+                never.size(), never.size() == 1 ? "" : "s", list.c_str());
+        return;
+    }
+    for (Stream* st : all_streams()) { wait_for(st->last, "the end of the program"); }
+    std::vector<OpRecordRef> unwaited;
+    for (const OpRecordRef& r : g_unwaited) {
+        if (!g_host.covers(r->clock, r->time)) { unwaited.push_back(r); }
+    }
+    if (unwaited.empty()) { return; }
+    std::string list;
+    for (size_t i = 0; i < unwaited.size() && i < 4; i++) { list += (i ? "; " : "") + op_text(*unwaited[i]); }
+    if (unwaited.size() > 4) { list += "; ..."; }
+    fatal("streams: the program ended without waiting for %zu queued op%s (%zu had not run yet: they ran at exit): %s. "
+          "Synchronize (cudaDeviceSynchronize, cudaStreamSynchronize) before the end",
+          unwaited.size(), unwaited.size() == 1 ? "" : "s", never.size(), list.c_str());
+}
+
+// A synchronization on one op: the host waits for it (and is ordered after it).
+static void host_waits_for(const std::shared_ptr<Op>& op, const char* api) {
+    if (op && op->rec) { host_joins(op->rec->vc); }
+    wait_for(op, api);
 }
 
 // ----------------------------------------------------------------------------
@@ -707,7 +905,9 @@ static const char* copy_kind_name(cudaMemcpyKind kind) {
 //   (except device to device, which does not wait).
 static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s, bool sync, const char* api,
                         const void* caller) {
-    Stream* st = resolve(s);
+    OpSource source;
+    source.pc = caller;
+    Stream* st = resolve(s, api, source);
     if (st == nullptr) { return ret_warn(cudaErrorInvalidResourceHandle, "%s: invalid stream %p", api, (void*)s); }
     if (n == 0) { return cudaSuccess; }
     MemKind d = classify(dst, n, api, "destination"), c = classify(src, n, api, "source");
@@ -715,17 +915,25 @@ static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kin
         return ret_warn(cudaErrorInvalidValue, "%s: %s, but the destination %p is %s and the source %p is %s", api,
                         copy_kind_name(kind), dst, kind_name(d), src, kind_name(c));
     }
-    if (d != DEVICE && c != DEVICE) { // host to host: fully synchronous
-        if (sync) { wait_for(st->last, api); }
+    if (d != DEVICE && c != DEVICE) { // host to host: fully synchronous, done by the host itself
+        if (sync) { host_joins(st->vc), wait_for(st->last, api); }
+        if (streams_check()) {
+            if (c == HOST_PINNED) { streams_host_access(src, n, false, caller); }
+            if (d == HOST_PINNED) { streams_host_access(dst, n, true, caller); }
+        }
         memcpy(dst, src, n);
         return cudaSuccess;
     }
     std::shared_ptr<std::vector<unsigned char>> staged;
     if (c == HOST_PAGEABLE) {
-        if (sync) { wait_for(st->last, api); }
+        if (sync) { host_joins(st->vc), wait_for(st->last, api); }
         staged = std::make_shared<std::vector<unsigned char>>((const unsigned char*)src, (const unsigned char*)src + n);
-        src = staged->data();
     }
+    OpDetails details;
+    details.source = source;
+    if (c != HOST_PAGEABLE) { details.ranges.push_back(OpRange{src, n, false}); }
+    if (d != HOST_PAGEABLE) { details.ranges.push_back(OpRange{dst, n, true}); }
+    if (staged) { src = staged->data(); }
     char what[128];
     snprintf(what, sizeof(what), "%s of %zu bytes", api, n);
     std::string who = what;
@@ -734,24 +942,29 @@ static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kin
         memcpy(dst, src, n);
         if (d == DEVICE) { device_bytes_written(dst, n); }
         return true;
-    });
+    }, {}, &details, true);
     bool wait = d == HOST_PAGEABLE || (sync && !(d == DEVICE && c == DEVICE) && c != HOST_PAGEABLE);
-    if (wait) { wait_for(op, api); }
+    if (wait) { host_waits_for(op, api); }
     return cudaSuccess;
 }
 
-static cudaError_t fill(void* p, int value, size_t n, cudaStream_t s, const char* api) {
-    Stream* st = resolve(s);
+static cudaError_t fill(void* p, int value, size_t n, cudaStream_t s, const char* api, const void* pc) {
+    OpSource source;
+    source.pc = pc;
+    Stream* st = resolve(s, api, source);
     if (st == nullptr) { return ret_warn(cudaErrorInvalidResourceHandle, "%s: invalid stream %p", api, (void*)s); }
     if (n == 0) { return cudaSuccess; }
     MemKind k = classify(p, n, api, "destination");
     if (k == HOST_PAGEABLE) { return ret_warn(cudaErrorInvalidValue, "%s: %p is pageable host memory", api, p); }
+    OpDetails details;
+    details.source = source;
+    details.ranges.push_back(OpRange{p, n, true});
     auto op = enqueue_op(st, std::string(api), [p, value, n, k]() {
         memset(p, value, n);
         if (k == DEVICE) { device_bytes_written(p, n); }
         return true;
-    });
-    if (k == HOST_PINNED) { wait_for(op, api); } // memset of pinned host memory is synchronous
+    }, {}, &details, true);
+    if (k == HOST_PINNED) { host_waits_for(op, api); } // memset of pinned host memory is synchronous
     return cudaSuccess;
 }
 
@@ -949,6 +1162,7 @@ cudaError_t cudaFree(void* ptr) {
     }
     Allocation& al = it->second;
     al.live = false;
+    streams_forget(ptr);
     g_device_bytes_live -= (al.bytes == 0 ? 1 : al.bytes + 255) / 256 * 256;
     UNPOISON(al.map_lo, al.map_bytes);
     madvise(al.map_lo, al.map_bytes, MADV_DONTNEED);
@@ -960,8 +1174,14 @@ cudaError_t cudaFree(void* ptr) {
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
     ApiScope scope("cudaMallocHost");
     if (ptr == nullptr) { return ret(cudaErrorInvalidValue); }
-    void* p = nullptr;
-    if (posix_memalign(&p, 4096, size == 0 ? 1 : size) != 0) { return ret(cudaErrorMemoryAllocation); }
+    size_t map = ((size == 0 ? 1 : size) + g_page - 1) / g_page * g_page;
+    if (g_pinned_arena_used + map + g_page > g_pinned_arena_bytes) {
+        *ptr = nullptr;
+        return ret(cudaErrorMemoryAllocation);
+    }
+    char* p = g_pinned_arena + g_pinned_arena_used;
+    g_pinned_arena_used += map + g_page; // an inaccessible page follows
+    if (mprotect(p, map, PROT_READ | PROT_WRITE) != 0) { return ret(cudaErrorMemoryAllocation); }
     memset(p, 0xFF, size);
     g_pinned[(uintptr_t)p] = size;
     *ptr = p;
@@ -976,8 +1196,11 @@ cudaError_t cudaFreeHost(void* ptr) {
     synchronize_device("cudaFreeHost");
     auto it = g_pinned.find((uintptr_t)ptr);
     if (it == g_pinned.end()) { return ret_warn(cudaErrorInvalidValue, "cudaFreeHost(%p): not from cudaMallocHost", ptr); }
+    size_t map = ((it->second == 0 ? 1 : it->second) + g_page - 1) / g_page * g_page;
     g_pinned.erase(it);
-    free(ptr);
+    streams_forget(ptr);
+    madvise(ptr, map, MADV_DONTNEED);
+    mprotect(ptr, map, PROT_NONE); // never reused: a use after cudaFreeHost faults
     return cudaSuccess;
 }
 
@@ -993,12 +1216,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
 
 cudaError_t cudaMemset(void* ptr, int value, size_t count) {
     ApiScope scope("cudaMemset");
-    return fill(ptr, value, count, nullptr, "cudaMemset");
+    return fill(ptr, value, count, nullptr, "cudaMemset", __builtin_return_address(0));
 }
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
     ApiScope scope("cudaMemsetAsync");
-    return fill(ptr, value, count, stream, "cudaMemsetAsync");
+    return fill(ptr, value, count, stream, "cudaMemsetAsync", __builtin_return_address(0));
 }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attr, const void* ptr) {
@@ -1021,11 +1244,15 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attr, const v
 
 // --- streams
 
-static cudaError_t create_stream(cudaStream_t* s, unsigned flags, int priority) {
+static cudaError_t create_stream(cudaStream_t* s, unsigned flags, int priority, const void* pc) {
     if (s == nullptr || (flags & ~(unsigned)cudaStreamNonBlocking) != 0) { return ret(cudaErrorInvalidValue); }
     Stream* st = new Stream();
     st->blocking = !(flags & cudaStreamNonBlocking);
     st->priority = priority < -5 ? -5 : (priority > 0 ? 0 : priority); // clamped, as documented
+    st->clock = (int)g_all_streams.size() + 1;                          // 1, 2: the default streams
+    st->name = "stream #" + std::to_string(g_all_streams.size() - 1);   // #1 is the first one created
+    st->created_pc = pc;
+    g_all_streams.push_back(st);
     g_streams.insert(st);
     *s = (cudaStream_t)st;
     return cudaSuccess;
@@ -1033,22 +1260,28 @@ static cudaError_t create_stream(cudaStream_t* s, unsigned flags, int priority) 
 
 cudaError_t cudaStreamCreate(cudaStream_t* s) {
     ApiScope scope("cudaStreamCreate");
-    return create_stream(s, 0, 0);
+    return create_stream(s, 0, 0, __builtin_return_address(0));
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
     ApiScope scope("cudaStreamCreateWithFlags");
-    return create_stream(s, flags, 0);
+    return create_stream(s, flags, 0, __builtin_return_address(0));
 }
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, int priority) {
     ApiScope scope("cudaStreamCreateWithPriority");
-    return create_stream(s, flags, priority);
+    return create_stream(s, flags, priority, __builtin_return_address(0));
+}
+
+static OpSource at_pc(const void* pc) {
+    OpSource s;
+    s.pc = pc;
+    return s;
 }
 
 cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {
     ApiScope scope("cudaStreamGetPriority");
-    Stream* st = resolve(s);
+    Stream* st = resolve(s, "cudaStreamGetPriority", at_pc(__builtin_return_address(0)));
     if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
     *priority = st->priority;
     return cudaSuccess;
@@ -1056,37 +1289,47 @@ cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {
 
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     ApiScope scope("cudaStreamDestroy");
-    Stream* st = resolve(s);
+    Stream* st = resolve(s, "cudaStreamDestroy", at_pc(__builtin_return_address(0)));
     if (st == nullptr || st == &g_legacy_stream || st == &g_per_thread_stream) { return ret(cudaErrorInvalidResourceHandle); }
     g_streams.erase(st); // its queued work still runs (the runtime releases the stream after it)
     g_draining.insert(st);
+    g_dead_streams.insert(st);
+    st->destroyed_pc = __builtin_return_address(0);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     ApiScope scope("cudaStreamSynchronize");
-    Stream* st = resolve(s);
+    Stream* st = resolve(s, "cudaStreamSynchronize", at_pc(__builtin_return_address(0)));
     if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    host_joins(st->vc);
     wait_for(st->last, "cudaStreamSynchronize");
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t s) {
     ApiScope scope("cudaStreamQuery");
-    Stream* st = resolve(s);
+    Stream* st = resolve(s, "cudaStreamQuery", at_pc(__builtin_return_address(0)));
     if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
-    if (!pending(st->last)) { return cudaSuccess; }
+    if (!pending(st->last)) { // complete: the host now knows it is
+        host_joins(st->vc);
+        return cudaSuccess;
+    }
     return not_ready_yet(st->last);
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
     ApiScope scope("cudaStreamWaitEvent");
-    Stream* st = resolve(s);
-    Event* ev = (Event*)e;
-    if (st == nullptr || !g_events.count(ev)) { return ret(cudaErrorInvalidResourceHandle); }
+    const void* pc = __builtin_return_address(0);
+    Stream* st = resolve(s, "cudaStreamWaitEvent", at_pc(pc));
+    Event* ev = resolve_event(e, "cudaStreamWaitEvent", pc);
+    if (st == nullptr || ev == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
     if (flags != 0) { return ret(cudaErrorInvalidValue); }
+    st->vc.join(ev->vc); // the stream's later work is ordered after the record (whether it ran or not)
     if (pending(ev->record)) { // the wait is on the record made before this call, not later ones
-        enqueue_op(st, "cudaStreamWaitEvent", [] { return true; }, {ev->record});
+        OpDetails details;
+        details.source.pc = pc;
+        enqueue_op(st, "cudaStreamWaitEvent", [] { return true; }, {ev->record}, &details);
     }
     return cudaSuccess;
 }
@@ -1099,7 +1342,7 @@ static cudaError_t create_event(cudaEvent_t* e, unsigned flags) {
     if (flags & ~known) {
         return ret_warn(cudaErrorInvalidValue, "cudaEventCreateWithFlags: flags 0x%x are not emulated", flags & ~known);
     }
-    Event* ev = new Event{flags, nullptr};
+    Event* ev = new Event{flags, nullptr, VClock(), nullptr};
     g_events.insert(ev);
     *e = (cudaEvent_t)ev;
     return cudaSuccess;
@@ -1117,42 +1360,53 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
     ApiScope scope("cudaEventDestroy");
-    Event* ev = (Event*)e;
-    if (!g_events.count(ev)) { return ret(cudaErrorInvalidResourceHandle); }
+    Event* ev = resolve_event(e, "cudaEventDestroy", __builtin_return_address(0));
+    if (ev == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
     g_events.erase(ev); // ops waiting on its record keep their own reference
-    delete ev;
+    g_dead_events.insert(ev); // never freed: no later event gets its handle
+    ev->destroyed_pc = __builtin_return_address(0);
+    ev->record = nullptr;
     return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     ApiScope scope("cudaEventRecord");
-    Event* ev = (Event*)e;
-    Stream* st = resolve(s);
-    if (!g_events.count(ev) || st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
-    ev->record = enqueue_op(st, "cudaEventRecord", [] { return true; });
+    const void* pc = __builtin_return_address(0);
+    Event* ev = resolve_event(e, "cudaEventRecord", pc);
+    Stream* st = resolve(s, "cudaEventRecord", at_pc(pc));
+    if (ev == nullptr || st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    OpDetails details;
+    details.source.pc = pc;
+    ev->record = enqueue_op(st, "cudaEventRecord", [] { return true; }, {}, &details);
+    if (ev->record->rec) { ev->vc = ev->record->rec->vc; }
     return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {
     ApiScope scope("cudaEventQuery");
-    Event* ev = (Event*)e;
-    if (!g_events.count(ev)) { return ret(cudaErrorInvalidResourceHandle); }
-    if (!pending(ev->record)) { return cudaSuccess; } // done, or never recorded
+    Event* ev = resolve_event(e, "cudaEventQuery", __builtin_return_address(0));
+    if (ev == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    if (!pending(ev->record)) { // done, or never recorded: the host now knows it is
+        host_joins(ev->vc);
+        return cudaSuccess;
+    }
     return not_ready_yet(ev->record);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     ApiScope scope("cudaEventSynchronize");
-    Event* ev = (Event*)e;
-    if (!g_events.count(ev)) { return ret(cudaErrorInvalidResourceHandle); }
+    Event* ev = resolve_event(e, "cudaEventSynchronize", __builtin_return_address(0));
+    if (ev == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    host_joins(ev->vc);
     wait_for(ev->record, "cudaEventSynchronize");
     return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     ApiScope scope("cudaEventElapsedTime");
-    Event *a = (Event*)start, *b = (Event*)end;
-    if (!g_events.count(a) || !g_events.count(b) || ms == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    const void* pc = __builtin_return_address(0);
+    Event *a = resolve_event(start, "cudaEventElapsedTime", pc), *b = resolve_event(end, "cudaEventElapsedTime", pc);
+    if (a == nullptr || b == nullptr || ms == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
     if ((a->flags | b->flags) & cudaEventDisableTiming) { return ret(cudaErrorInvalidResourceHandle); }
     if (!a->record || !b->record) { return ret(cudaErrorInvalidResourceHandle); }
     if (!a->record->done || !b->record->done) { return ret(cudaErrorNotReady); }

@@ -63,6 +63,9 @@ cudaError_t enqueue(cudaStream_t, const std::string&, OpFn fn) {
     return cudaSuccess;
 }
 
+// (what the op touches is for the real runtime's stream-order check)
+cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails) { return enqueue(s, what, std::move(fn)); }
+
 cudaError_t stream_wait_all(cudaStream_t) { return cudaSuccess; }
 
 bool device_range(const void* p, size_t n, const void** alloc_base, size_t* alloc_bytes) {

@@ -84,6 +84,8 @@ void fatal(const char* fmt, ...) {
     exit(86);
 }
 
+void on_fatal(void (*)()) {} // exit() above runs nccl.cpp's atexit handler, which leaves the communicators
+
 void warn(const char* fmt, ...) {
     static std::set<std::string> seen;
     char buf[2048];
@@ -106,6 +108,9 @@ cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn) {
     st->ops.emplace_back(what, std::move(fn));
     return cudaSuccess;
 }
+
+// (what the op touches is for the real runtime's stream-order check)
+cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails) { return enqueue(s, what, std::move(fn)); }
 
 cudaError_t stream_wait_all(cudaStream_t s) {
     CUstream_st* st = lookup(s);

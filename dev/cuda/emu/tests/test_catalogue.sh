@@ -145,11 +145,12 @@ line_has() {
     return 1
 }
 
-# want_msg FRAG...: one "cuda-emu: " line of the last run's stderr holds every FRAG
+# want_msg FRAG...: one "cuda-emu: " line of the last run's stderr holds every FRAG (a rank's
+# "[rank N] cuda-emu: " lines count too)
 want_msg() {
     local line frag all
     while IFS= read -r line; do
-        [[ $line == cuda-emu:* ]] || continue
+        [[ $line == cuda-emu:* || $line == "[rank "*"] cuda-emu: "* ]] || continue
         all=1
         for frag in "$@"; do
             line_has "$line" "$frag" || { all=0; break; }
@@ -173,10 +174,10 @@ want_out() {
     done
 }
 
-# want_quiet: no "cuda-emu: " line on the last run's stderr
+# want_quiet: no "cuda-emu: " line on the last run's stderr (a rank's included)
 want_quiet() {
-    if grep -q '^cuda-emu: ' "$err"; then
-        why=${why:-"unexpected: $(grep -m1 '^cuda-emu: ' "$err" | cut -c1-300)"}
+    if grep -qE '^(\[rank [0-9]+\] )?cuda-emu: ' "$err"; then
+        why=${why:-"unexpected: $(grep -m1 -E '^(\[rank [0-9]+\] )?cuda-emu: ' "$err" | cut -c1-300)"}
         return 1
     fi
 }
@@ -372,9 +373,13 @@ event_wait_wrong_for_a_seed() {
 }
 
 checks_missing_event_wait() {
-    check "missing_event_wait: wrong under EMU_SCHEDULE=lazy" \
-        eval 'run missing_event_wait EMU_SCHEDULE=lazy && want_status 1 && want_out "result: WRONG"'
-    check "missing_event_wait: wrong under EMU_SCHEDULE=random for some seed in 1-8" event_wait_wrong_for_a_seed
+    local f=missing_event_wait
+    check "$f: wrong under EMU_SCHEDULE=lazy" \
+        eval 'run $f EMU_SCHEDULE=lazy && want_status 1 && want_out "result: WRONG"'
+    check "$f: wrong under EMU_SCHEDULE=random for some seed in 1-8" event_wait_wrong_for_a_seed
+    check "$f: with EMU_CHECK=1 the writer and a reader on the other stream named under every schedule" \
+        fatal_every_schedule $f ::: "streams:" "kernel produce" "$f.cu:$(marker $f "// BUG-write")" \
+        "$f.cu:$(marker $f "// BUG-read-kernel")|$f.cu:$(marker $f "// BUG-read-copy")" "stream #1" "stream #2"
 }
 
 event_wait_fixed_right_for_all_seeds() {
@@ -395,6 +400,8 @@ checks_missing_event_wait_fixed() {
             eval 'run missing_event_wait_fixed EMU_SCHEDULE='$s' && want_status 0 && want_out "result: right" && want_quiet'
     done
     check "missing_event_wait_fixed: right under EMU_SCHEDULE=random with seeds 1-8" event_wait_fixed_right_for_all_seeds
+    check "missing_event_wait_fixed: silent under EMU_CHECK=1 and every schedule" \
+        silent_every_schedule missing_event_wait_fixed "result: right"
 }
 
 checks_pinned_before_sync() {
@@ -403,6 +410,13 @@ checks_pinned_before_sync() {
               want_out "before the sync: old bytes" "after the sync: new bytes" "source overwritten"'
     check "pinned_before_sync: under eager neither shows" \
         eval 'run pinned_before_sync EMU_SCHEDULE=eager && want_status 0 && want_out "after the sync: new bytes"'
+    local f=pinned_before_sync
+    check "$f: with EMU_CHECK=1 the early read and the copy named under every schedule" \
+        fatal_every_schedule $f ::: "streams:" "host code at" "$f.cu:$(marker $f "// BUG-early")" \
+        "$f.cu:$(marker $f "// BUG-copy-down")" "pinned host"
+    check "$f: with EMU_CHECK=1 the overwritten source and its copy named under every schedule" \
+        fatal_every_schedule $f reuse ::: "streams:" "host code at" "$f.cu:$(marker $f "// BUG-reuse")" \
+        "$f.cu:$(marker $f "// BUG-copy-up")"
 }
 
 checks_notready_unchecked() {
@@ -456,6 +470,8 @@ checks_stream_semantics_ok() {
         check "stream_semantics_ok: passes with $how" \
             eval 'run stream_semantics_ok '"$how"' && want_status 0 && want_out "stream_semantics_ok passed" && want_quiet'
     done
+    check "stream_semantics_ok: silent under EMU_CHECK=1 and every schedule" \
+        silent_every_schedule stream_semantics_ok "stream_semantics_ok passed"
 }
 
 checks_trap() {
@@ -497,6 +513,164 @@ checks_api_errors() {
     check "api_errors: the wrong cudaMemcpyKind is named in a warning" \
         want_msg "cudaMemcpy: cudaMemcpyHostToDevice" "pageable host memory"
     check "api_errors: the double cudaFree is named in a warning" want_msg "cudaFree" "freed already"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the stream-order check (streams.cpp): with EMU_CHECK=1 a broken program fails the same way under
+# every schedule, whatever ran first, and a correct one is silent under every schedule
+
+STREAM_SCHEDULES=(EMU_SCHEDULE=lazy EMU_SCHEDULE=eager "EMU_SCHEDULE=random EMU_SEED=1" "EMU_SCHEDULE=random EMU_SEED=2"
+    "EMU_SCHEDULE=random EMU_SEED=3")
+
+# fatal_every_schedule NAME [ARGS...] ::: FRAG...: under EMU_CHECK=1 and each schedule, exit 86
+# and a cuda-emu line holding every FRAG
+fatal_every_schedule() {
+    local name=$1 args=() how
+    shift
+    while [ $# -gt 0 ] && [ "$1" != ::: ]; do args+=("$1"); shift; done
+    shift
+    for how in "${STREAM_SCHEDULES[@]}"; do
+        # shellcheck disable=SC2086 # two settings in one word
+        if ! { run "$name" EMU_CHECK=1 $how -- "${args[@]}" && want_status 86 && want_msg "$@"; }; then
+            why="$how: $why"
+            return 1
+        fi
+    done
+}
+
+# silent_every_schedule NAME TEXT: under EMU_CHECK=1 and each schedule, exit 0, TEXT on stdout and
+# no cuda-emu line
+silent_every_schedule() {
+    local how
+    for how in "${STREAM_SCHEDULES[@]}"; do
+        # shellcheck disable=SC2086
+        if ! { run "$1" EMU_CHECK=1 $how && want_status 0 && want_out "$2" && want_quiet; }; then
+            why="$how: $why"
+            return 1
+        fi
+    done
+}
+
+checks_stream_order_copies() {
+    local m a b f=stream_order_copies
+    for m in write-read:wr read-write:rw write-write:ww nonblocking:nb wait-before-record:wbr; do
+        a=$(marker $f "// BUG-${m#*:}-a")
+        b=$(marker $f "// BUG-${m#*:}-b")
+        check "$f: ${m%:*} between two streams, both ops' lines named under every schedule" \
+            fatal_every_schedule $f "${m%:*}" ::: "streams:" "$f.cu:$a" "$f.cu:$b" "stream #"
+    done
+    check "$f: the legacy stream and the non-blocking stream named" \
+        fatal_every_schedule $f nonblocking ::: "legacy default stream" "stream #3"
+    check "$f: without EMU_CHECK the mistake is silent" \
+        eval 'run $f EMU_SCHEDULE=lazy && want_status 0 && want_quiet'
+}
+
+checks_stream_order_copies_ok() {
+    check "stream_order_copies_ok: silent under EMU_CHECK=1 and every schedule" \
+        silent_every_schedule stream_order_copies_ok "stream_order_copies_ok passed"
+}
+
+checks_stream_order_kernels() {
+    local m f=stream_order_kernels
+    for m in first second; do
+        check "$f: $m buffer of one allocation, both kernels' lines and streams named under every schedule" \
+            fatal_every_schedule $f $m ::: "streams:" "kernel fill" "kernel sum_pairs" "$f.cu:$(marker $f "// BUG-$m-write")" \
+            "$f.cu:$(marker $f "// BUG-$m-read")" "stream #1" "stream #2"
+    done
+}
+
+checks_stream_order_kernels_ok() {
+    check "stream_order_kernels_ok: silent under EMU_CHECK=1 and every schedule (two buffers of one allocation at once)" \
+        silent_every_schedule stream_order_kernels_ok "stream_order_kernels_ok passed"
+}
+
+checks_pinned_after_sync() {
+    check "pinned_after_sync: silent under EMU_CHECK=1 and every schedule" \
+        silent_every_schedule pinned_after_sync "pinned_after_sync passed"
+}
+
+checks_pinned_kernel_write() {
+    local l r f=pinned_kernel_write
+    l=$(marker $f "// BUG-launch")
+    r=$(marker $f "// BUG-read")
+    check "$f: the host's early read and the kernel named under every schedule" \
+        fatal_every_schedule $f ::: "streams:" "host code at" "$f.cu:$r" "kernel squares" "$f.cu:$l" "pinned host"
+    check "$f: without EMU_CHECK, under lazy, the read is stale and silent" \
+        eval 'run $f EMU_SCHEDULE=lazy && want_status 1 && want_out "stale" && want_quiet'
+}
+
+checks_pinned_kernel_write_fixed() {
+    check "pinned_kernel_write_fixed: silent under EMU_CHECK=1 and every schedule" \
+        silent_every_schedule pinned_kernel_write_fixed "pinned_kernel_write_fixed passed"
+}
+
+checks_exit_unsynced() {
+    local l c f=exit_unsynced
+    l=$(marker $f "// BUG-barrier")
+    c=$(marker $f "// BUG-clean")
+    check "$f: the never-waited kernel runs at exit: its divergent barrier is reported under every schedule" \
+        fatal_every_schedule $f ::: "__syncthreads" "$f.cu:$l" "kernel half_barrier"
+    check "$f: a clean kernel never waited for is reported at exit under every schedule" \
+        fatal_every_schedule $f clean ::: "streams:" "ended without waiting" "kernel fill" "$f.cu:$c"
+    check "$f: without EMU_CHECK, under lazy, the ops that never ran are named" \
+        eval 'run $f EMU_SCHEDULE=lazy && want_status 0 && want_msg "never ran" "kernel half_barrier"'
+}
+
+checks_exit_unsynced_fixed() {
+    check "exit_unsynced_fixed: silent under EMU_CHECK=1 and every schedule" \
+        silent_every_schedule exit_unsynced_fixed "exit_unsynced_fixed passed"
+    check "exit_unsynced_fixed: silent without EMU_CHECK under lazy" \
+        eval 'run exit_unsynced_fixed EMU_SCHEDULE=lazy && want_status 0 && want_quiet'
+}
+
+checks_stream_destroyed() {
+    local m d e f=stream_destroyed
+    d=$(marker $f "// BUG-destroy")
+    e=$(marker $f "// BUG-event-destroy")
+    for m in stream:launch copy:copy; do
+        check "$f: ${m%:*}: a destroyed stream's handle, both lines named, under every schedule" \
+            fatal_every_schedule $f "${m%:*}" ::: "streams:" "$f.cu:$(marker $f "// BUG-${m#*:}")" \
+            "cudaStreamDestroy destroyed at" "$f.cu:$d"
+        check "$f: ${m%:*}: without EMU_CHECK, cudaErrorInvalidResourceHandle (no reuse)" \
+            eval 'run $f -- '"${m%:*}"' && want_status 0 && want_out "cudaErrorInvalidResourceHandle"'
+    done
+    check "$f: event: a destroyed event's handle, both lines named, under every schedule" \
+        fatal_every_schedule $f event ::: "streams:" "$f.cu:$(marker $f "// BUG-record")" \
+        "cudaEventDestroy destroyed at" "$f.cu:$e"
+}
+
+checks_stream_destroyed_fixed() {
+    check "stream_destroyed_fixed: silent under EMU_CHECK=1 and every schedule" \
+        silent_every_schedule stream_destroyed_fixed "stream_destroyed_fixed passed"
+}
+
+checks_cublaslt_unordered() {
+    local p f=cublaslt_unordered
+    p=$(marker $f "// BUG-product")
+    check "$f: input: the product and the memset of its operand named under every schedule" \
+        fatal_every_schedule $f input ::: "streams:" "cublasLtMatmul" "$f.cu:$p" "$f.cu:$(marker $f "// BUG-input-write")"
+    check "$f: output: the product and the copy of its result named under every schedule" \
+        fatal_every_schedule $f output ::: "streams:" "cublasLtMatmul" "$f.cu:$p" "$f.cu:$(marker $f "// BUG-output-read")"
+}
+
+checks_cublaslt_ordered() {
+    check "cublaslt_ordered: silent under EMU_CHECK=1 and every schedule (interleaved columns on two streams)" \
+        silent_every_schedule cublaslt_ordered "cublaslt_ordered passed"
+}
+
+checks_nccl_unordered() {
+    local f=nccl_unordered
+    check "$f: send: the all-reduce and the memset of its send buffer named under every schedule" \
+        fatal_every_schedule $f send ::: "streams:" "ncclAllReduce" "$f.cu:$(marker $f "// BUG-send-collective")" \
+        "$f.cu:$(marker $f "// BUG-send-write")"
+    check "$f: recv: the all-gather and the copy of its receive buffer named under every schedule" \
+        fatal_every_schedule $f recv ::: "streams:" "ncclAllGather" "$f.cu:$(marker $f "// BUG-recv-collective")" \
+        "$f.cu:$(marker $f "// BUG-recv-read")"
+}
+
+checks_nccl_ordered() {
+    check "nccl_ordered: silent under EMU_CHECK=1 and every schedule (half a slab reduced while the other is written)" \
+        silent_every_schedule nccl_ordered "nccl_ordered passed"
 }
 
 # ---------------------------------------------------------------------------------------------

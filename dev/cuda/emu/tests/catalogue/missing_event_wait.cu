@@ -1,4 +1,4 @@
-// BROKEN: a kernel on stream A writes a buffer, a kernel and a cudaMemcpyAsync (device to device) on stream B read it, with no cudaEventRecord/cudaStreamWaitEvent between the streams; the emulator's schedules must expose it: under EMU_SCHEDULE=lazy (B is synchronized first) and under random for some EMU_SEED, B reads the old bytes and the program prints "WRONG" and exits 1.
+// BROKEN: a kernel on stream A writes a buffer, a kernel and a cudaMemcpyAsync (device to device) on stream B read it, with no cudaEventRecord/cudaStreamWaitEvent between the streams; the emulator's schedules must expose it: under EMU_SCHEDULE=lazy (B is synchronized first) and under random for some EMU_SEED, B reads the old bytes and the program prints "WRONG" and exits 1. With EMU_CHECK=1, under every schedule, the emulator must exit 86 with a "streams:" message naming the writing kernel and a reader on B, both lines and both streams.
 // The exchange runs for several rounds (as in a training loop); a round is wrong when B saw
 // anything but the bytes A wrote in that round.
 #include <cuda_runtime.h>
@@ -31,10 +31,10 @@ int main() {
     int wrong_rounds = 0;
     for (int r = 1; r <= ROUNDS; r++) {
         float value = 1000.0f * r;
-        produce<<<N / 256, 256, 0, a>>>(buf, value); // the new contents: 1000 r, 1000 r + 1, ...
+        produce<<<N / 256, 256, 0, a>>>(buf, value); // BUG-write: the new contents: 1000 r, 1000 r + 1, ...
         // BUG: stream B does not wait for stream A's write (no cudaEventRecord + cudaStreamWaitEvent)
-        consume<<<N / 256, 256, 0, b>>>(buf, out);
-        cudaMemcpyAsync(copy, buf, N * sizeof(float), cudaMemcpyDeviceToDevice, b);
+        consume<<<N / 256, 256, 0, b>>>(buf, out);                                   // BUG-read-kernel
+        cudaMemcpyAsync(copy, buf, N * sizeof(float), cudaMemcpyDeviceToDevice, b); // BUG-read-copy
         cudaStreamSynchronize(b);
         cudaStreamSynchronize(a);
         cudaMemcpy(h_out, out, sizeof(h_out), cudaMemcpyDeviceToHost);

@@ -1,4 +1,4 @@
-// CORRECT: missing_event_wait.cu with the cross-stream dependency in place (cudaEventRecord on A, cudaStreamWaitEvent on B); the result must be right under EMU_SCHEDULE=lazy, eager and random with any EMU_SEED (exit 0, "result: right").
+// CORRECT: missing_event_wait.cu with the cross-stream dependency in place (cudaEventRecord on A, cudaStreamWaitEvent on B); the result must be right under EMU_SCHEDULE=lazy, eager and random with any EMU_SEED (exit 0, "result: right"), and with EMU_CHECK=1 no "cuda-emu:" line.
 // The exchange runs for several rounds (as in a training loop); a round is wrong when B saw
 // anything but the bytes A wrote in that round.
 #include <cuda_runtime.h>

@@ -1,11 +1,12 @@
-// BROKEN: cudaMemcpyAsync into pinned host memory, and the host reads the buffer before cudaStreamSynchronize; under EMU_SCHEDULE=lazy the host must see the old bytes (the program prints "before the sync: old bytes" and, after the sync, "after the sync: new bytes"). Likewise a pinned source overwritten before the asynchronous copy ran: the device gets the overwritten bytes ("source overwritten"). Exit 1 when either shows; under eager (every op runs when queued) neither shows and the exit status is 0.
+// BROKEN: cudaMemcpyAsync into pinned host memory, and the host reads the buffer before cudaStreamSynchronize; under EMU_SCHEDULE=lazy the host must see the old bytes (the program prints "before the sync: old bytes" and, after the sync, "after the sync: new bytes"). Likewise a pinned source overwritten before the asynchronous copy ran: the device gets the overwritten bytes ("source overwritten"). Exit 1 when either shows; under eager (every op runs when queued) neither shows and the exit status is 0. With EMU_CHECK=1, under every schedule, the early read is fatal (a "streams:" message naming the read's line and the copy's), and with the argument "reuse" (only the second mistake) the overwrite is.
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
 
 #define N 512
 
-int main() {
+int main(int argc, char** argv) {
+    bool only_reuse = argc > 1 && strcmp(argv[1], "reuse") == 0;
     cudaStream_t s;
     cudaStreamCreate(&s);
     float *d, *d2, *pinned, *pinned_src;
@@ -20,21 +21,23 @@ int main() {
     int bugs = 0;
 
     // 1. device -> pinned host, read too early
-    cudaMemcpyAsync(pinned, d, N * sizeof(float), cudaMemcpyDeviceToHost, s);
-    float early = pinned[7]; // BUG-early: read before cudaStreamSynchronize(s)
-    if (early == -1.0f) {
-        printf("before the sync: old bytes (pinned[7] = %g)\n", early);
-        bugs++;
-    } else {
-        printf("before the sync: the copy had already run (pinned[7] = %g)\n", early);
+    if (!only_reuse) {
+        cudaMemcpyAsync(pinned, d, N * sizeof(float), cudaMemcpyDeviceToHost, s); // BUG-copy-down
+        float early = pinned[7]; // BUG-early: read before cudaStreamSynchronize(s)
+        if (early == -1.0f) {
+            printf("before the sync: old bytes (pinned[7] = %g)\n", early);
+            bugs++;
+        } else {
+            printf("before the sync: the copy had already run (pinned[7] = %g)\n", early);
+        }
+        cudaStreamSynchronize(s);
+        if (pinned[7] == 8.0f) { printf("after the sync: new bytes (pinned[7] = %g)\n", pinned[7]); }
+        else { printf("after the sync: WRONG (pinned[7] = %g)\n", pinned[7]); return 2; }
     }
-    cudaStreamSynchronize(s);
-    if (pinned[7] == 8.0f) { printf("after the sync: new bytes (pinned[7] = %g)\n", pinned[7]); }
-    else { printf("after the sync: WRONG (pinned[7] = %g)\n", pinned[7]); return 2; }
 
     // 2. pinned host -> device, source reused before the copy ran
     for (int i = 0; i < N; i++) { pinned_src[i] = 5.0f; }
-    cudaMemcpyAsync(d2, pinned_src, N * sizeof(float), cudaMemcpyHostToDevice, s);
+    cudaMemcpyAsync(d2, pinned_src, N * sizeof(float), cudaMemcpyHostToDevice, s); // BUG-copy-up
     for (int i = 0; i < N; i++) { pinned_src[i] = 7.0f; } // BUG-reuse: the copy may not have read it yet
     cudaStreamSynchronize(s);
     cudaMemcpy(h, d2, sizeof(h), cudaMemcpyDeviceToHost);

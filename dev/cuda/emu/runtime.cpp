@@ -527,12 +527,15 @@ struct Event {
 };
 
 static Stream g_legacy_stream, g_per_thread_stream;
-static std::set<Stream*> g_streams;       // created and not destroyed
-static std::set<Stream*> g_draining;      // destroyed with work left
-static std::set<Stream*> g_dead_streams;  // destroyed (never freed)
-static std::vector<Stream*> g_all_streams; // every stream ever, the two default streams first
-static std::set<Event*> g_events;         // created and not destroyed
-static std::set<Event*> g_dead_events;    // destroyed (never freed)
+// The registries live on the heap and are never destroyed: a destroyed stream or event is kept for
+// good (its handle stays invalid), and it must stay reachable at exit, after static destructors
+// have run, or LeakSanitizer (the --emu-asan builds) reports it as leaked.
+static std::set<Stream*>& g_streams = *new std::set<Stream*>;          // created and not destroyed
+static std::set<Stream*>& g_draining = *new std::set<Stream*>;         // destroyed with work left
+static std::set<Stream*>& g_dead_streams = *new std::set<Stream*>;     // destroyed (never freed)
+static std::vector<Stream*>& g_all_streams = *new std::vector<Stream*>; // every stream ever, the two default streams first
+static std::set<Event*>& g_events = *new std::set<Event*>;             // created and not destroyed
+static std::set<Event*>& g_dead_events = *new std::set<Event*>;        // destroyed (never freed)
 static uint64_t g_next_op = 1;
 
 // The stream-order check's clocks: the host's, and the work ops it has not waited for yet.

@@ -3,6 +3,11 @@
 # `make demo` trains a small GPT-2 on tiny Shakespeare.
 # Install the system packages first: dev/install_deps.sh (see README.md).
 
+# OpenMPI's mpirun refuses root unless both are set: every target that runs mpirun (test, check,
+# compare, and the scripts they call) runs with them
+export OMPI_ALLOW_RUN_AS_ROOT = 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
+
 CC ?= gcc
 # -fno-math-errno: sqrtf becomes one vector instruction (nothing here reads errno after math calls)
 CFLAGS ?= -O3 -march=native

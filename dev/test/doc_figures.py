@@ -194,6 +194,10 @@ def like(doc_text, value):
     return "%.*f" % (decimals, value)
 
 
+def js_const(name):
+    return int(re.search(r"\b%s = (\d+)" % name, text("dev/data/tinyshakespeare.js")).group(1))
+
+
 def mb(nbytes, decimals=1):
     return "%.*f" % (decimals, nbytes / 1048576.0)
 
@@ -286,6 +290,15 @@ FIGURES = [
     # 8: the update's bytes (memory_floors.py) in NOTES' prose
     ("dev/cuda/NOTES.md", r"The same at A100 SXM 80GB \(`--gbs 2039`\): (?P<ms>[\d.]+) ms per micro-step",
      lambda: {"ms": "%.1f" % (floors()[1] / 2039.0)}, "the A100 floor per micro-step (memory_floors.py --gbs 2039)"),
+    # tiny Shakespeare: dev/data/tinyshakespeare.js's checked constants
+    ("README.md", r"tiny Shakespeare's (?P<mb>[\d.]+) MB of\s+text",
+     lambda: {"mb": "%.1f" % (js_const("STD_BYTES") / 1e6)}, "tiny Shakespeare's size (tinyshakespeare.js)"),
+    ("dev/data/README.md", r"\((?P<b>\d+) bytes\)[\s\S]*?(?P<train>\d+) and (?P<val>\d+) tokens",
+     lambda: {"b": str(js_const("STD_BYTES")), "train": str(js_const("STD_TRAIN")), "val": str(js_const("STD_VAL"))},
+     "tiny Shakespeare's bytes and tokens (tinyshakespeare.js's checked constants)"),
+    ("README.md", r"beside OpenAI's model \((?P<p>[\d.]+)%\)",
+     lambda: {"p": "%.1f" % (1e-9 + 100 * float(re.search(r"BASELINE_HELLASWAG:-([\d.]+)", text("dev/scripts/run_gpt2_124M.sh")).group(1)))},
+     "OpenAI's GPT-2 124M HellaSwag score, as the recipe compares against it"),
     # the README's and the moved text's plan figures
     ("README.md", r"stage 3 up to (?P<ratio>[\d.]+)× as many", plan_ratio_z3_z0, "stage 3's bytes over stage 0's (the plan, GPT-2 124M, N = 2-64)"),
     ("dev/bench/README.md", r"Per-rank model state falls from (?P<z0>\d+) MB \(stage 0\) to (?P<z3>\d+) MB \(stage 3\)\s+at N=4",
@@ -458,16 +471,26 @@ def paragraphs(t):
     return spans
 
 
+# figures with units: README.md's must all be checked or measured once; in the other docs they are
+# counted and listed with --list-unchecked (not yet a failure: see dev/test/README.md)
+UNITS = re.compile(r"\b\d[\d.,]*\s?(?:MB|GB|ms|%|min(?:utes)?\b|s\b|TB/s|tok/s|tokens/s|bytes)")
 MEASURED_ONCE = re.compile(r"measured once[^.]*?\b20\d\d-\d\d-\d\d", re.S)
 
 
-def scan(covered):
+def scan(covered, listing=None):
     fails, count = [], 0
     for doc in DOCS:
         t = text(doc)
         for a, b in paragraphs(t):
             para = t[a:b]
-            for m in KINDS.finditer(para):
+            kinds = list(KINDS.finditer(para))
+            units = [m for m in UNITS.finditer(para) if not any(k.start() <= m.start() < k.end() for k in kinds)]
+            for m in kinds + (units if doc == "README.md" or listing is not None else []):
+                if listing is not None and doc != "README.md" and m in units:
+                    s = a + m.start()
+                    if not any(x <= s < y for x, y in covered.get(doc, [])) and not MEASURED_ONCE.search(para):
+                        listing.append("%s:%d: %s" % (doc, t[:s].count("\n") + 1, m.group(0)))
+                    continue
                 s, e = a + m.start(), a + m.end()
                 count += 1
                 num = re.match(r"[\d.,–-]+", m.group(0)).group(0)
@@ -599,7 +622,19 @@ def check_quickstart_as_root():
     return []
 
 
-FIRST_HOUR = [("every script with a #! line has its run bit", check_run_bits),
+def check_reading_order():
+    """Every file that issues a collective (the comm_* calls, outside dev/) is named in DESIGN.md's reading order."""
+    order = "\n".join(x for x in text("DESIGN.md").splitlines() if re.match(r"^\| \d+ \| ", x))
+    if not order:
+        return ["DESIGN.md: no reading-order table (| 1 | README.md | ...)"]
+    out = run(["git", "grep", "-l", "-E", r"\bcomm_\w*(reduce|gather)\w*\(", "--", "*.c", "*.h", "*.cu", "*.cuh"])
+    files = [f for f in out.split() if not f.startswith("dev/")]
+    return ["DESIGN.md's reading order does not name %s, which issues collectives" % f for f in files if "`%s`" % f not in order] + \
+        ([] if "reading order" in text("README.md") else ["README.md does not point to DESIGN.md's reading order"])
+
+
+FIRST_HOUR = [("DESIGN.md's reading order reaches every file that issues a collective", check_reading_order),
+              ("every script with a #! line has its run bit", check_run_bits),
               ("OpenMPI's root variables: said once in README, set where the project runs mpirun", check_root_variables),
               ("every file README's commands use is made by an earlier README command", check_files_made_first),
               ("README's multi-rank example runs as root with the README's settings", check_quickstart_as_root)]
@@ -637,7 +672,10 @@ def run_all(only=None, quiet=False, slow=True):
         except Exception as e:
             report("FAIL", "%s: %s" % (what, e))
     if not only:
-        fails, count = scan(covered)
+        listing = [] if "--list-unchecked" in sys.argv else None
+        fails, count = scan(covered, listing)
+        for x in listing or []:
+            print("unchecked (a unit figure outside README.md, not yet an error): " + x)
         report("FAIL" if fails else "ok", "every figure of the scanned kinds in %s is checked or measured once (%d found)%s" % (
             ", ".join(DOCS), count, "\n         " + "\n         ".join(fails) if fails else ""))
     return passed, failed
@@ -654,6 +692,7 @@ OLD_FIGURES = [
     ("6 the dK/dV kernel does 3 products", "dev/cuda/NOTES.md", "k·qᵀ, dout·vᵀ, Pᵀ·dout, dSᵀ·q (dK/dV kernel)", "dout·vᵀ, Pᵀ·dout, dSᵀ·q (dK/dV kernel)"),
     ("7 dQ at hs 64 uses 121-123 registers (NOTES.md)", "dev/cuda/NOTES.md", "dQ 116-124, 4 blocks", "dQ 121-123, 4 blocks"),
     ("7 dQ at hs 64 uses 123 registers (attention.cuh)", "llmc/attention.cuh", "16 keys at a time: 116 (sm_80) / 124 (sm_90) registers", "16 keys at a time: 123"),
+    ("DESIGN.md's reading order without llmc/nccl_comm.cuh", "DESIGN.md", "| 8 | `train_gpt2.cu`, `llmc/nccl_comm.cuh` |", "| 8 | `train_gpt2.cu` |"),
     ("8 AdamW moves 3236.4 MB", "dev/cuda/NOTES.md", "| adamw (per step) | 13 | 3485.3 | 1.040 |", "| adamw (per step) | 13 | 3236.4 | 0.966 |"),
 ]
 

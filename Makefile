@@ -262,7 +262,7 @@ check: train_gpt2 test_gpt2 $(CHECK_EMU) data gpt2_tiny.bin
 	bash dev/test/run_tests.sh check
 
 # a 4-layer GPT-2 (16M parameters) from scratch, then a sample: 43 min measured once on a shared
-# 2-core machine at load average 9-12 (README, Performance)
+# 2-core machine at load average 9-12 (dev/bench/README.md)
 demo: train_gpt2 data
 	OMP_NUM_THREADS=$$(nproc) ./train_gpt2 -e d4 -b 16 -t 64 -l 1e-3 -u 20 -q 0.1 -c 0.1 -x 300 -v 50 -s 100 -g 128 -o log_demo
 	@echo "loss curve: log_demo/main.log; model: log_demo/model_00000300.bin"

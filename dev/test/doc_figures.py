@@ -209,6 +209,7 @@ def pct(x):
 # ---- the checked figures ------------------------------------------------------------------------
 # (doc, pattern with named groups, function giving {group: expected text}, what it is)
 D12, TINY, SMALL = "d12", "gpt2_tiny.bin", "d2"
+CUDA2 = ("--cuda", "2")  # the bf16 CUDA trainer's bytes per element
 
 
 def tiny_unit0_share():
@@ -299,6 +300,28 @@ FIGURES = [
     ("README.md", r"beside OpenAI's model \((?P<p>[\d.]+)%\)",
      lambda: {"p": "%.1f" % (1e-9 + 100 * float(re.search(r"BASELINE_HELLASWAG:-([\d.]+)", text("dev/scripts/run_gpt2_124M.sh")).group(1)))},
      "OpenAI's GPT-2 124M HellaSwag score, as the recipe compares against it"),
+    # DESIGN.md's prose figures from the plan (GPT-2 124M)
+    ("DESIGN.md", r"In GPT-2 124M unit 0 is (?P<p>[\d.]+)% of the parameters",
+     lambda m: {"p": like(m.group("p"), 100 * (50304 * 768 + 1024 * 768 + 2 * 768) / params_of(12, 768))}, "unit 0's share of GPT-2 124M"),
+    ("DESIGN.md", r"unit-0 and two block gradient buffers \((?P<g>[\d.]+) MB\), plus, at\s+stage 3, the gather buffers \(another (?P<b>[\d.]+) MB\)",
+     lambda m: {"g": like(m.group("g"), (int(plan(D12, 8, CUDA2)[2]["grads"]) - 2 * params_of(12, 768) // 8) / 1048576),
+                "b": like(m.group("b"), int(plan(D12, 8, CUDA2)[3]["buffers"]) / 1048576)},
+     "the bf16 plan at N = 8: stage 2's gradient buffers beyond the shard, stage 3's gather buffers"),
+    ("DESIGN.md", r"goes from (?P<z0>\d+) MB at stage 0 down to (?P<z3>\d+) MB at stage 3\)",
+     lambda: {"z0": "%d" % round(int(plan(D12, 4)[0]["state_total"]) / 1048576), "z3": "%d" % round(int(plan(D12, 4)[3]["state_total"]) / 1048576)},
+     "the CPU plan's model state at N = 4"),
+    ("DESIGN.md", r"The GPU saves (?P<s>[\d.]+) MB \(12·P/8\) at every stage\. At stage 3 that leaves (?P<left>\d+) MB per GPU",
+     lambda m: {"s": like(m.group("s"), int(plan(D12, 8, CUDA2)[1]["optimizer"]) / 1048576),
+                "left": "%d" % round((int(plan(D12, 8, CUDA2)[3]["state_total"]) - int(plan(D12, 8, CUDA2)[3]["optimizer"])) / 1048576)},
+     "-zo 1 at N = 8: the optimizer shard moved to the host, stage 3's GPU state left"),
+    ("DESIGN.md", r"AdamW over (?P<e>[\d.]+)M elements per rank at N = 8, (?P<mb>[\d.]+) MB each way",
+     lambda m: {"e": like(m.group("e"), int(plan(D12, 8, CUDA2)[3]["params"]) / 2 / 1e6), "mb": like(m.group("mb"), int(plan(D12, 8, CUDA2)[3]["params"]) / 1048576)},
+     "-zo 1 at N = 8: the shard's elements and its bf16 bytes"),
+    ("DESIGN.md", r"B=4, T=64: (?P<a0>[\d.]+) → (?P<a1>[\d.]+) → (?P<a2>[\d.]+) MB\)",
+     lambda m: {"a0": re.search(r"^\| 0 \(DDP\) \|(?:[^|]*\|){4} ([\d.]+) \|", text("dev/bench/README.md"), re.M).group(1),
+                "a1": like(m.group("a1"), float(m.group("a0")) - 11 * 4 * 64 * 4 * 768 * 4 / 1048576),
+                "a2": like(m.group("a2"), float(m.group("a0")) - 11 * 4 * 64 * 4 * 768 * 4 / 1048576 - 2 * 11 * 4 * 64 * 768 * 4 / 1048576)},
+     "-r 1 and -r 2's activations: the measured -r 0 row (dev/bench/README.md's table) less (L−1)·B·T·4C·4 and 2·(L−1)·B·T·C·4 bytes"),
     # the README's and the moved text's plan figures
     ("README.md", r"stage 3 up to (?P<ratio>[\d.]+)× as many", plan_ratio_z3_z0, "stage 3's bytes over stage 0's (the plan, GPT-2 124M, N = 2-64)"),
     ("dev/bench/README.md", r"Per-rank model state falls from (?P<z0>\d+) MB \(stage 0\) to (?P<z3>\d+) MB \(stage 3\)\s+at N=4",
@@ -693,6 +716,7 @@ OLD_FIGURES = [
     ("7 dQ at hs 64 uses 121-123 registers (NOTES.md)", "dev/cuda/NOTES.md", "dQ 116-124, 4 blocks", "dQ 121-123, 4 blocks"),
     ("7 dQ at hs 64 uses 123 registers (attention.cuh)", "llmc/attention.cuh", "16 keys at a time: 116 (sm_80) / 124 (sm_90) registers", "16 keys at a time: 123"),
     ("DESIGN.md's reading order without llmc/nccl_comm.cuh", "DESIGN.md", "| 8 | `train_gpt2.cu`, `llmc/nccl_comm.cuh` |", "| 8 | `train_gpt2.cu` |"),
+    ("README.md without OpenMPI's root variables", "README.md", "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n", ""),
     ("8 AdamW moves 3236.4 MB", "dev/cuda/NOTES.md", "| adamw (per step) | 13 | 3485.3 | 1.040 |", "| adamw (per step) | 13 | 3236.4 | 0.966 |"),
 ]
 

@@ -76,6 +76,8 @@ def plan(model, n, flags=()):
     """zero_plan_print's G = N rows for MODEL at N ranks (FLAGS: --cuda 2 ...): {stage: row}."""
     if not os.path.exists(ZPP):
         raise RuntimeError("dev/bench/zero_plan_print is not built: make dev/bench/zero_plan_print")
+    if model.endswith(".bin") and not os.path.exists(os.path.join(ROOT, model)):
+        raise RuntimeError("%s missing: make references" % model)
     rows = csv.DictReader(run([ZPP] + list(flags) + [model, str(n)]).splitlines())
     return {int(r["stage"]): r for r in rows if r["group"] == r["ranks"]}
 

@@ -283,7 +283,7 @@ FIGURES = [
     # 7: registers at hs 64, from the ptxas table (itself checked against ptxas below)
     ("dev/cuda/NOTES.md", r"At GPT-2's hs 64: forward (?P<forward>[\d-]+) registers, \d+ blocks \(16 warps\) per SM; dK/dV (?P<dkdv>[\d-]+), \d+ blocks;\s+dQ (?P<dq>[\d-]+), \d+ blocks",
      lambda: {k: reg_range(k) for k in ("forward", "dkdv", "dq")}, "registers at hs 64 (the ptxas table, sm_80-sm_90)"),
-    ("llmc/attention.cuh", r"16 keys at a time: (?P<dq80>\d+) \(sm_80\) / (?P<dq90>\d+) \(sm_90\) registers",
+    ("llmc/attention.cuh", r"16 keys at a time:\s+(?P<dq80>\d+) \(sm_80\) / (?P<dq90>\d+) \(sm_90\) registers",
      lambda: {"dq80": notes_ptx_table()[("dq", 64, "sm_80")][0], "dq90": notes_ptx_table()[("dq", 64, "sm_90")][0]},
      "the dQ kernel's registers in attention.cuh's comment"),
     ("llmc/attention.cuh", r"S for 64 keys \(32\): (?P<f>\d+) registers, 4 blocks",
@@ -752,7 +752,7 @@ OLD_FIGURES = [
     ("5 the catalogue has 26 programs", "dev/test/README.md", "79 CUDA programs (48 broken, 29 correct, 2 other)", "26 broken or correct CUDA programs"),
     ("6 the dK/dV kernel does 3 products", "dev/cuda/NOTES.md", "k·qᵀ, dout·vᵀ, Pᵀ·dout, dSᵀ·q (dK/dV kernel)", "dout·vᵀ, Pᵀ·dout, dSᵀ·q (dK/dV kernel)"),
     ("7 dQ at hs 64 uses 121-123 registers (NOTES.md)", "dev/cuda/NOTES.md", "dQ 116-124, 4 blocks", "dQ 121-123, 4 blocks"),
-    ("7 dQ at hs 64 uses 123 registers (attention.cuh)", "llmc/attention.cuh", "16 keys at a time: 116 (sm_80) / 124 (sm_90) registers", "16 keys at a time: 123"),
+    ("7 dQ at hs 64 uses 123 registers (attention.cuh)", "llmc/attention.cuh", "16 keys at a time:\n    116 (sm_80) / 124 (sm_90) registers", "16 keys at a time: 123"),
     ("DESIGN.md's reading order without llmc/nccl_comm.cuh", "DESIGN.md", "| 8 | `train_gpt2.cu`, `llmc/nccl_comm.cuh` |", "| 8 | `train_gpt2.cu` |"),
     ("README.md without OpenMPI's root variables", "README.md", "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n", ""),
     ("8 AdamW moves 3236.4 MB", "dev/cuda/NOTES.md", "| adamw (per step) | 13 | 3485.3 | 1.040 |", "| adamw (per step) | 13 | 3236.4 | 0.966 |"),

@@ -176,6 +176,41 @@ def products(kernel, hs=64):
 
 
 @functools.lru_cache(maxsize=None)
+def ptx16_registers():
+    """dev/test/test_ptx_16byte.sh's ptxas registers of the bf16 16-byte kernels: {(kernel, arch): registers}."""
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if not nvcc:
+        raise Skip("nvcc not found: the 16-byte kernels' registers are not regenerated here")
+    p = subprocess.run(["bash", "dev/test/test_ptx_16byte.sh"], cwd=ROOT, capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, PATH=os.path.dirname(nvcc) + ":" + os.environ.get("PATH", "")))
+    regs = {(m.group(2), m.group(1)): int(m.group(3))
+            for m in re.finditer(r"BF16 (sm_\d+) (\w+)_kernel: .*?(\d+) registers", p.stdout)}
+    if not regs:
+        raise RuntimeError("dev/test/test_ptx_16byte.sh printed no register counts: " + (p.stdout + p.stderr)[-300:])
+    return regs
+
+
+KERNELS_16 = {"gelu": ("gelu_forward", "gelu_backward"), "layernorm forward": ("layernorm_forward",),
+              "layernorm backward": ("layernorm_backward",), "encoder": ("encoder_forward", "encoder_backward_dwte", "encoder_backward_dwpe"),
+              "dbias partial": ("dbias_partial",), "classifier": ("fused_classifier",)}
+
+
+def check_ptx16(m):
+    regs, fails = ptx16_registers(), []
+    for name, a80, a90 in re.findall(r"([a-z][a-z ]*?) (\d+(?:-\d+)?) / (\d+(?:-\d+)?)", " ".join(m.group("list").split())):
+        name = name.strip()
+        if name not in KERNELS_16:
+            fails.append("unknown kernel '%s' in the register list (KERNELS_16 in doc_figures.py)" % name)
+            continue
+        for arch, doc in (("sm_80", a80), ("sm_90", a90)):
+            r = sorted(regs[(k, arch)] for k in KERNELS_16[name])
+            want = str(r[0]) if r[0] == r[-1] else "%d-%d" % (r[0], r[-1])
+            if doc != want:
+                fails.append("%s at %s: the doc says %s registers, ptxas %s" % (name, arch, doc, want))
+    return "; ".join(fails) or None
+
+
+@functools.lru_cache(maxsize=None)
 def attention_predict():
     """dev/bench/attention_predict.py: {kernel: (TFLOP, {device: (tensor, shared, exp2, predicted)})}, totals."""
     out = run([sys.executable, "dev/bench/attention_predict.py"])
@@ -290,6 +325,8 @@ FIGURES = [
      lambda: {"f": notes_ptx_table()[("forward", 64, "sm_80")][0]}, "the forward's registers (sm_80) in attention.cuh"),
     ("llmc/attention.cuh", r"need only 16:\s+(?P<d>\d+) registers, 3 blocks",
      lambda: {"d": notes_ptx_table()[("dkdv", 64, "sm_80")][0]}, "the dK/dV kernel's registers (sm_80) in attention.cuh"),
+    ("dev/cuda/NOTES.md", r"vector accesses and that none spills\): (?P<list>[^.]+?)\.\n",
+     lambda m: check_ptx16(m), "the 16-byte kernels' registers (test_ptx_16byte.sh's ptxas, bf16, sm_80 / sm_90)"),
     # 8: the update's bytes (memory_floors.py) in NOTES' prose
     ("dev/cuda/NOTES.md", r"The same at A100 SXM 80GB \(`--gbs 2039`\): (?P<ms>[\d.]+) ms per micro-step",
      lambda: {"ms": "%.1f" % (floors()[1] / 2039.0)}, "the A100 floor per micro-step (memory_floors.py --gbs 2039)"),

@@ -736,7 +736,19 @@ def check_reading_order():
         ([] if "reading order" in text("README.md") else ["README.md does not point to DESIGN.md's reading order"])
 
 
-FIRST_HOUR = [("DESIGN.md's reading order reaches every file that issues a collective", check_reading_order),
+def check_links():
+    """Every relative link of the docs (README.md's moved text included) names a file that exists."""
+    fails = []
+    for doc in DOCS:
+        for m in re.finditer(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text(doc)):
+            target = m.group(1)
+            if not re.match(r"[a-z]+:", target) and not os.path.exists(os.path.join(ROOT, os.path.dirname(doc), target)):
+                fails.append("%s:%d links to %s, which does not exist" % (doc, text(doc)[:m.start()].count("\n") + 1, target))
+    return fails
+
+
+FIRST_HOUR = [("every relative link in the docs resolves", check_links),
+              ("DESIGN.md's reading order reaches every file that issues a collective", check_reading_order),
               ("every script with a #! line has its run bit", check_run_bits),
               ("OpenMPI's root variables: said once in README, set where the project runs mpirun", check_root_variables),
               ("every file README's commands use is made by an earlier README command", check_files_made_first),

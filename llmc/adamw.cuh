@@ -60,14 +60,39 @@ typedef struct {
     int decay[ADAMW_MAX_TENSORS];        // 1: weight decay applies to tensor i
 } AdamWTensors;
 
+// The tensor of a piece that holds offset j (0 <= j < piece), and its decay flag in *decay. The
+// loop has constant bounds and indices, so a kernel reads the table where its arguments live
+// (the parameter space) and never copies it into local memory, as an indexed walk would (ptxas:
+// a 112-byte stack frame; dev/test/test_ptx_16byte.sh checks there is none). The ends ascend, so
+// the last tensor whose start is <= j holds it.
+__host__ __device__ inline int adamw_tensor_in_piece(const AdamWTensors& t, unsigned int j, int* decay) {
+    int k = 0, d = t.decay[0];
+#pragma unroll
+    for (int q = 0; q < ADAMW_MAX_TENSORS - 1; q++) {
+        if (q + 1 < t.num_tensors && j >= t.end[q]) {
+            k = q + 1;
+            d = t.decay[q + 1];
+        }
+    }
+    *decay = d;
+    return k;
+}
+
 // Whether element i of the unit (from the unit's start) is decayed: 1 or 0, or -1 for padding.
 __host__ __device__ inline int adamw_decay_at(const AdamWTensors* t, unsigned int i) {
     if (i >= t->real) { return -1; }
-    unsigned int j = i % t->piece;
-    for (int k = 0; k < t->num_tensors - 1; k++) {
-        if (j < t->end[k]) { return t->decay[k]; }
-    }
-    return t->decay[t->num_tensors - 1];
+    int decay;
+    adamw_tensor_in_piece(*t, i % t->piece, &decay);
+    return decay;
+}
+
+// The decay flag shared by the unit's elements [a, b] (a <= b), or -2 when they are not all in one
+// tensor of one piece (or reach the padding). The range is contiguous, so its two ends decide.
+__host__ __device__ inline int adamw_span_decay(const AdamWTensors& t, unsigned int a, unsigned int b) {
+    if (b >= t.real || a / t.piece != b / t.piece) { return -2; }
+    int da, db;
+    int ka = adamw_tensor_in_piece(t, a % t.piece, &da), kb = adamw_tensor_in_piece(t, b % t.piece, &db);
+    return ka == kb ? da : -2;
 }
 
 // A table of one tensor of n elements (tests, and any single-tensor update).
@@ -97,17 +122,24 @@ static inline void adamw_check_unit(const AdamWTensors* t, size_t lo, size_t n, 
 
 // Grid-stride over the n elements [lo, lo + n) of one unit (params, master, grads, m, v point at
 // element lo); each element is read and written by one thread, so the result does not depend on
-// the launch shape. params and master are not __restrict__: the FP32 build may pass the same
-// buffer for both. GradT: floatX, or float (the bf16 build's fp32 gradients, -zd fp32).
-// Bytes moved per element: grads read, master, m, v read and written, params written.
+// the launch shape. The decay flag is found once per block and step of the loop, for the block's
+// span of blockDim.x elements (2 divisions and 2 table lookups, the same in every thread), and per
+// element only in the few spans that cross a tensor's edge or reach the padding. params and master
+// are not __restrict__: the FP32 build may pass the same buffer for both. GradT: floatX, or float
+// (the bf16 build's fp32 gradients, -zd fp32). Bytes moved per element: grads read, master, m, v
+// read and written, params written.
 template <typename GradT>
 __global__ void __launch_bounds__(ADAMW_THREADS)
 adamw_kernel(floatX* params, float* master, const GradT* __restrict__ grads, float* __restrict__ m,
              float* __restrict__ v, size_t n, unsigned int lo, AdamWTensors tensors, float lr, float beta1,
              float beta2, float bc1, float bc2, float eps, float weight_decay, float grad_scale) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        int decay = adamw_decay_at(&tensors, lo + (unsigned int)i);
+    for (size_t base = (size_t)blockIdx.x * blockDim.x; base < n; base += stride) {
+        size_t last = base + blockDim.x < n ? base + blockDim.x - 1 : n - 1;
+        int decay = adamw_span_decay(tensors, lo + (unsigned int)base, lo + (unsigned int)last);
+        size_t i = base + threadIdx.x;
+        if (i >= n) { continue; }
+        if (decay == -2) { decay = adamw_decay_at(&tensors, lo + (unsigned int)i); }
         if (decay < 0) { continue; } // padding
         float pi = master[i], mi = m[i], vi = v[i];
         adamw_element(&pi, &mi, &vi, to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,

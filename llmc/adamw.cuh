@@ -67,7 +67,9 @@ typedef struct {
 // the last tensor whose start is <= j holds it.
 __host__ __device__ inline int adamw_tensor_in_piece(const AdamWTensors& t, unsigned int j, int* decay) {
     int k = 0, d = t.decay[0];
+#if defined(__CUDA_ARCH__) // (the host compiler does not know the pragma)
 #pragma unroll
+#endif
     for (int q = 0; q < ADAMW_MAX_TENSORS - 1; q++) {
         if (q + 1 < t.num_tensors && j >= t.end[q]) {
             k = q + 1;

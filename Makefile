@@ -77,7 +77,9 @@ GPU_COMPUTE_CAPABILITY ?= 80 90
 NVCC_ARCH = $(foreach cc,$(GPU_COMPUTE_CAPABILITY),-gencode arch=compute_$(cc),code=sm_$(cc))
 # warnings are errors: CI cannot run CUDA code, so it must at least compile cleanly
 # -fopenmp: host loops over elements (the optimizer update with -zo 1) use the CPU's threads
-NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno,-fopenmp --Werror all-warnings
+# -ffp-contract=off: host code never fuses a*b + c into an fma, so arithmetic shared with the
+# device that the device writes with rounded intrinsics (llmc/fp_rn.cuh) gives the same bits here
+NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno,-fopenmp,-ffp-contract=off --Werror all-warnings
 NVCC_LDLIBS = -lcublasLt -lcudart
 # Several GPUs: NCCL, and MPI for mpirun starts when mpicc exists. NO_MULTI_GPU=1 builds
 # one-process trainers without NCCL; NO_USE_MPI=1 leaves MPI out (ranks then start with
@@ -162,7 +164,7 @@ dev/cuda/test_kernels_fp32: dev/cuda/test_kernels.cu dev/test/cpu_reference.h tr
 # host programs (no GPU): the kernels' __host__ __device__ math against train_gpt2.c's kernels.
 # The headers' kernels compile too, for the trainers' GPUs (the bf16 attention needs sm_80's mma).
 dev/test/test_%_host: dev/test/test_%_host.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS)
-	$(NVCC) -O2 -std=c++17 -I. $(NVCC_ARCH) -DENABLE_$(PRECISION) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp $< -o $@ -lm
+	$(NVCC) -O2 -std=c++17 -I. $(NVCC_ARCH) -DENABLE_$(PRECISION) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp,-ffp-contract=off $< -o $@ -lm
 
 # --- the same CUDA sources on the CPU (dev/cuda/emu, README there): nvcc-cpu takes the nvcc
 # command lines above and builds programs that run our kernels, cuBLASLt calls and NCCL
@@ -172,12 +174,13 @@ EMU_NVCC = dev/cuda/emu/nvcc-cpu
 EMU_SOURCES = $(EMU_NVCC) $(wildcard dev/cuda/emu/*.cpp dev/cuda/emu/*.h dev/cuda/emu/include/*.h dev/cuda/emu/include/*/*.h)
 EMU_TARGETS = train_gpt2cu_emu test_gpt2cu_emu train_gpt2fp32cu_emu test_gpt2fp32cu_emu \
               dev/cuda/test_kernels_emu dev/cuda/test_kernels_fp32_emu test_gpt2fp32cu_emu_asan dev/cuda/test_kernels_fp32_emu_asan \
-              $(EMU_CHECK_TARGETS)
+              $(EMU_CHECK_TARGETS) $(EMU_FMAD_TARGETS)
 # The same programs with the access hooks that EMU_CHECK and EMU_COUNTERS need (nvcc-cpu --emu-check):
 # the hooks slow a run even with every check off (dev/cuda/emu/README.md), so only the runs under
 # EMU_CHECK use these. train_gpt2cu_emu_check (dev/test/test_emu_check.sh) and
 # dev/cuda/test_kernels_fp32_emu_check are built on request.
 EMU_CHECK_TARGETS = test_gpt2cu_emu_check dev/cuda/test_kernels_emu_check
+EMU_FMAD_TARGETS = dev/cuda/test_kernels_fp32_emu_fmad train_gpt2cu_emu_fmad train_gpt2fp32cu_emu_fmad
 CUDA_INCLUDE ?= /usr/local/cuda/include
 ifneq ($(wildcard $(CUDA_INCLUDE)/cuda_runtime.h),)
 emu: $(EMU_TARGETS)
@@ -218,6 +221,19 @@ dev/cuda/test_kernels_emu_check: dev/cuda/test_kernels.cu dev/test/cpu_reference
 
 dev/cuda/test_kernels_fp32_emu_check: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
 	$(EMU_NVCC) --emu-check $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
+
+# Device code contracted into fma instructions as nvcc's default (--fmad=true) does; the rest of the
+# emulated builds have no contraction (EMU_FMAD=0, dev/cuda/emu/README.md "Contraction"). For the
+# claims of bits between host and device code (make test runs them under both): the AdamW kernel
+# against the host's (-zo 1), and the offloaded trainer against stage 0.
+dev/cuda/test_kernels_fp32_emu_fmad: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --fmad=true $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm
+
+train_gpt2cu_emu_fmad: train_gpt2.cu $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --fmad=true $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_$(PRECISION) $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
+
+train_gpt2fp32cu_emu_fmad: train_gpt2.cu $(CUDA_HEADERS) $(EMU_SOURCES)
+	$(EMU_NVCC) --fmad=true $(NVCC_FLAGS) $(TRAIN_CU_FLAGS) -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) $(TRAIN_CU_LIBS)
 
 dev/cuda/test_kernels_fp32_emu_asan: dev/cuda/test_kernels.cu dev/test/cpu_reference.h train_gpt2.c $(CUDA_HEADERS) $(EMU_SOURCES)
 	$(EMU_NVCC) --emu-asan $(NVCC_FLAGS) -Xcompiler -fopenmp -DENABLE_FP32 $< -o $@ $(NVCC_LDLIBS) -lm

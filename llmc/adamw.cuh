@@ -4,34 +4,39 @@ master copy of the parameters next to the fp32 moments m and v; the floatX param
 computes with are the new master rounded to floatX after each step (round-to-nearest-even for
 bf16; a plain copy in the FP32 build, where params may even be the master buffer itself).
 
-The arithmetic is adamw_element, word for word the CPU's loop body, so the host test
-(dev/test/test_update_host.cu) can demand the same bits as the CPU. On the device nvcc may fuse
-a multiply and an add into one fma (its default, --fmad=true), as gcc does on the CPU with
--march=native where the machine has FMA; results then differ by an ulp, not by method.
+The arithmetic is adamw_element: the CPU's loop body (train_gpt2.c's adamw_update), each operation
+rounded on its own as C evaluates it, written with llmc/fp_rn.cuh's operations so that no compiler
+may contract a multiply and an add into an fma. nvcc does that by default (--fmad=true) and the
+host compiler does not, so with plain operators the GPU's update and the host's (-zo 1) differed by
+an ulp per element (measured on an H200: stages 1-3 with -zo 1 left stage 0's losses at step 2).
+Written so, the kernel, the host's update and the CPU's loop (compiled without contraction, as the
+host test builds it: dev/test/test_update_host.cu) are one function, bit for bit.
 */
 #ifndef LLMC_ADAMW_CUH
 #define LLMC_ADAMW_CUH
 
 #include <math.h>
 #include "cuda_common.cuh"
+#include "fp_rn.cuh"
 
 // 1 - beta^t, the bias correction of step t (from 1), with the CPU trainer's expression; the
 // host computes it once per step and passes it to the kernel
 static inline float adamw_bias_correction(float beta, int t) { return 1.0f - powf(beta, (float)t); }
 
 // One element, in PyTorch's order: decay the weight, then the Adam step. grad is the raw
-// gradient; grad_scale the clipping factor applied as it is read. sqrtf and a true division
-// (the CUDA build does not use --use_fast_math), as on the CPU.
+// gradient; grad_scale the clipping factor applied as it is read. Every operation rounded on its
+// own (the C expression (1 - beta2) * g * g is ((1 - beta2) * g) * g), a true division and a
+// correctly rounded square root (the CUDA build does not use --use_fast_math), as on the CPU.
 __host__ __device__ inline void adamw_element(float* master, float* m, float* v, float grad, float grad_scale,
                                               float lr, float beta1, float beta2, float bc1, float bc2, float eps,
                                               float weight_decay) {
-    float g = grad * grad_scale;
-    float mi = beta1 * *m + (1.0f - beta1) * g;
-    float vi = beta2 * *v + (1.0f - beta2) * g * g;
+    float g = rn_mul(grad, grad_scale);
+    float mi = rn_add(rn_mul(beta1, *m), rn_mul(rn_sub(1.0f, beta1), g));
+    float vi = rn_add(rn_mul(beta2, *v), rn_mul(rn_mul(rn_sub(1.0f, beta2), g), g));
     *m = mi;
     *v = vi;
-    float p = *master * (1.0f - lr * weight_decay);
-    *master = p - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+    float p = rn_mul(*master, rn_sub(1.0f, rn_mul(lr, weight_decay)));
+    *master = rn_sub(p, rn_div(rn_mul(lr, rn_div(mi, bc1)), rn_add(rn_sqrt(rn_div(vi, bc2)), eps)));
 }
 
 // ----------------------------------------------------------------------------
@@ -55,14 +60,41 @@ typedef struct {
     int decay[ADAMW_MAX_TENSORS];        // 1: weight decay applies to tensor i
 } AdamWTensors;
 
+// The tensor of a piece that holds offset j (0 <= j < piece), and its decay flag in *decay. The
+// loop has constant bounds and indices, so a kernel reads the table where its arguments live
+// (the parameter space) and never copies it into local memory, as an indexed walk would (ptxas:
+// a 112-byte stack frame; dev/test/test_ptx_16byte.sh checks there is none). The ends ascend, so
+// the last tensor whose start is <= j holds it.
+__host__ __device__ inline int adamw_tensor_in_piece(const AdamWTensors& t, unsigned int j, int* decay) {
+    int k = 0, d = t.decay[0];
+#if defined(__CUDA_ARCH__) // (the host compiler does not know the pragma)
+#pragma unroll
+#endif
+    for (int q = 0; q < ADAMW_MAX_TENSORS - 1; q++) {
+        if (q + 1 < t.num_tensors && j >= t.end[q]) {
+            k = q + 1;
+            d = t.decay[q + 1];
+        }
+    }
+    *decay = d;
+    return k;
+}
+
 // Whether element i of the unit (from the unit's start) is decayed: 1 or 0, or -1 for padding.
 __host__ __device__ inline int adamw_decay_at(const AdamWTensors* t, unsigned int i) {
     if (i >= t->real) { return -1; }
-    unsigned int j = i % t->piece;
-    for (int k = 0; k < t->num_tensors - 1; k++) {
-        if (j < t->end[k]) { return t->decay[k]; }
-    }
-    return t->decay[t->num_tensors - 1];
+    int decay;
+    adamw_tensor_in_piece(*t, i % t->piece, &decay);
+    return decay;
+}
+
+// The decay flag shared by the unit's elements [a, b] (a <= b), or -2 when they are not all in one
+// tensor of one piece (or reach the padding). The range is contiguous, so its two ends decide.
+__host__ __device__ inline int adamw_span_decay(const AdamWTensors& t, unsigned int a, unsigned int b) {
+    if (b >= t.real || a / t.piece != b / t.piece) { return -2; }
+    int da, db;
+    int ka = adamw_tensor_in_piece(t, a % t.piece, &da), kb = adamw_tensor_in_piece(t, b % t.piece, &db);
+    return ka == kb ? da : -2;
 }
 
 // A table of one tensor of n elements (tests, and any single-tensor update).
@@ -92,17 +124,24 @@ static inline void adamw_check_unit(const AdamWTensors* t, size_t lo, size_t n, 
 
 // Grid-stride over the n elements [lo, lo + n) of one unit (params, master, grads, m, v point at
 // element lo); each element is read and written by one thread, so the result does not depend on
-// the launch shape. params and master are not __restrict__: the FP32 build may pass the same
-// buffer for both. GradT: floatX, or float (the bf16 build's fp32 gradients, -zd fp32).
-// Bytes moved per element: grads read, master, m, v read and written, params written.
+// the launch shape. The decay flag is found once per block and step of the loop, for the block's
+// span of blockDim.x elements (2 divisions and 2 table lookups, the same in every thread), and per
+// element only in the few spans that cross a tensor's edge or reach the padding. params and master
+// are not __restrict__: the FP32 build may pass the same buffer for both. GradT: floatX, or float
+// (the bf16 build's fp32 gradients, -zd fp32). Bytes moved per element: grads read, master, m, v
+// read and written, params written.
 template <typename GradT>
 __global__ void __launch_bounds__(ADAMW_THREADS)
 adamw_kernel(floatX* params, float* master, const GradT* __restrict__ grads, float* __restrict__ m,
              float* __restrict__ v, size_t n, unsigned int lo, AdamWTensors tensors, float lr, float beta1,
              float beta2, float bc1, float bc2, float eps, float weight_decay, float grad_scale) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        int decay = adamw_decay_at(&tensors, lo + (unsigned int)i);
+    for (size_t base = (size_t)blockIdx.x * blockDim.x; base < n; base += stride) {
+        size_t last = base + blockDim.x < n ? base + blockDim.x - 1 : n - 1;
+        int decay = adamw_span_decay(tensors, lo + (unsigned int)base, lo + (unsigned int)last);
+        size_t i = base + threadIdx.x;
+        if (i >= n) { continue; }
+        if (decay == -2) { decay = adamw_decay_at(&tensors, lo + (unsigned int)i); }
         if (decay < 0) { continue; } // padding
         float pi = master[i], mi = m[i], vi = v[i];
         adamw_element(&pi, &mi, &vi, to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,
@@ -139,11 +178,9 @@ static void adamw_update(floatX* params, float* master, const GradT* grads, floa
 // The host twin of adamw_update, for the optimizer state offloaded to pinned host memory (-zo 1):
 // the same table, the same adamw_element per element and the same rounding to floatX
 // (from_float), on host pointers, the elements split over the CPU's threads (each element is
-// independent, so the thread count changes no bit). On the emulator both twins are compiled by
-// g++ and give the same bits. On a GPU they may not: nvcc contracts a*b + c into an fma by default
-// (--fmad=true), while g++ contracts only when the target has FMA (-march with FMA; the CUDA
-// build's host code gets no -march), so the offloaded update can differ from the kernel's by an
-// ulp per element.
+// independent, so the thread count changes no bit). adamw_element is written so that neither
+// compiler may contract it (llmc/fp_rn.cuh), so this gives the kernel's bits on a GPU too
+// (dev/cuda/test_kernels checks it, and on the emulator under EMU_FMAD=0 and 1).
 static void adamw_update_host(floatX* params, float* master, const floatX* grads, float* m, float* v, size_t n,
                               size_t lo, const AdamWTensors* tensors, float lr, float beta1, float beta2, float bc1,
                               float bc2, float eps, float weight_decay, float grad_scale) {

@@ -1033,9 +1033,20 @@ static void check_adamw(const AdamWCase* c) {
     float* d_m = device_float(m0, total);
     float* d_v = device_float(v0, total);
     floatX* d_grads = (floatX*)device_alloc(total * sizeof(floatX));
+    // the offloaded optimizer's update (-zo 1: adamw_update_host) on host copies of the same state
+    float* master_h = host_copy(master0, total);
+    float* m_h = host_copy(m0, total);
+    float* v_h = host_copy(v0, total);
+    floatX* params_h = (floatX*)mallocCheck(total * sizeof(floatX));
+    floatX* grads_h = (floatX*)mallocCheck(total * sizeof(floatX));
+    for (size_t i = 0; i < total; i++) { params_h[i] = from_float(master0[i]); }
     for (int t = 1; t <= steps; t++) {
         float* grads = random_floatX(total, 0.0f, 0.01f);
         hp.t = t;
+        for (size_t i = 0; i < total; i++) { grads_h[i] = from_float(grads[i]); }
+        adamw_update_host(params_h + lo, master_h + lo, grads_h + lo, m_h + lo, v_h + lo, c->n, lo, &table, hp.lr,
+                          hp.beta1, hp.beta2, adamw_bias_correction(hp.beta1, t), adamw_bias_correction(hp.beta2, t),
+                          hp.eps, c->weight_decay, c->grad_scale);
         for (int piece = 0; piece < c->pieces; piece++) { // the CPU, tensor by tensor, within [lo, hi)
             size_t t0 = (size_t)piece * ADAMW_PIECE_NUMEL;
             for (int k = 0; k < 3; k++) {
@@ -1061,6 +1072,15 @@ static void check_adamw(const AdamWCase* c) {
     check_close(what, "m", m, m_ref, total, TOL_ADAMW_STATE);
     check_close(what, "v", v, v_ref, total, TOL_ADAMW_STATE);
     check_close(what, "params", params, params_ref, total, TOL_ADAMW_PARAMS);
+    // the kernel and the host's update (-zo 1) are one function (llmc/adamw.cuh): the same bits, on
+    // a GPU too, whatever nvcc contracts (the emulator's EMU_FMAD=1 builds contract as nvcc does)
+    float* params_hf = (float*)mallocCheck(total * sizeof(float));
+    for (size_t i = 0; i < total; i++) { params_hf[i] = to_float(params_h[i]); }
+    check_same_bits(what, "master: the host's update (-zo 1) gives the kernel's bits", master, master_h, total * sizeof(float));
+    check_same_bits(what, "m: the host's update gives the kernel's bits", m, m_h, total * sizeof(float));
+    check_same_bits(what, "v: the host's update gives the kernel's bits", v, v_h, total * sizeof(float));
+    check_same_bits(what, "params: the host's update gives the kernel's bits", params, params_hf, total * sizeof(float));
+    free(master_h); free(m_h); free(v_h); free(params_h); free(grads_h); free(params_hf);
     // outside [lo, hi) and in the padding: the very bits the update started from
     size_t touched = 0;
     for (size_t i = 0; i < total; i++) {

@@ -81,6 +81,7 @@ fi
 if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulator: broken programs caught" bash dev/cuda/emu/tests/test_catalogue.sh
     run_test "emulator: cuBLASLt subset" bash dev/cuda/emu/tests/cublaslt_test.sh
+    run_test "emulator: nvcc's fma contraction modelled (--fmad=true|false, EMU_FMAD), against nvcc's PTX" bash dev/cuda/emu/tests/fmad_test.sh
     run_test "emulator: NCCL across processes" env EMU_RUNTIME_SRCS="dev/cuda/emu/runtime.cpp dev/cuda/emu/streams.cpp dev/cuda/emu/kernel.cpp dev/cuda/emu/ptx.cpp dev/cuda/emu/check.cpp" bash dev/cuda/emu/tests/nccl_test.sh
     run_test "emulated CUDA kernels (fp32, threads forward)" env EMU_THREADS=2 ./dev/cuda/test_kernels_fp32_emu
     run_test "emulated CUDA kernels (fp32, threads reverse)" env EMU_THREADS=2 EMU_THREAD_ORDER=reverse ./dev/cuda/test_kernels_fp32_emu
@@ -96,6 +97,10 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
     run_test "emulated ZeRO stages over NCCL (eager schedule, stream-order check)" env EMU_SCHEDULE=eager EMU_CHECK_STREAMS=1 bash dev/test/test_zero_emu.sh
     run_test "emulated optimizer offload -zo 1 (random schedule, stream-order check)" env EMU_SCHEDULE=random EMU_SEED=3 EMU_CHECK_STREAMS=1 bash dev/test/test_offload_emu.sh
+    # EMU_FMAD=1: device code contracted into fma as nvcc's default does (dev/cuda/emu/README.md,
+    # "Contraction"); the claims of bits between host and device code must hold there too
+    run_test "emulated CUDA kernels (fp32, EMU_FMAD=1: contracted as nvcc does)" env EMU_FMAD=1 EMU_THREADS=2 ./dev/cuda/test_kernels_fp32_emu_fmad
+    run_test "emulated optimizer offload -zo 1 = no offload, EMU_FMAD=1 (sections A, B)" env EMU_FMAD=1 OFFLOAD_SECTIONS="A B" OFFLOAD_BF16=./train_gpt2cu_emu_fmad OFFLOAD_FP32=./train_gpt2fp32cu_emu_fmad EMU_SCHEDULE=random EMU_SEED=5 bash dev/test/test_offload_emu.sh
     run_test "emulated launches and host syncs per step, 16-byte alignment refused" bash dev/test/test_step_sync.sh
     run_test "-z auto (emulated CUDA)" env TRAIN=./train_gpt2cu_emu EMU_THREADS=2 bash dev/test/test_zero_auto.sh
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu

@@ -8,10 +8,12 @@ What this cannot see, and the GPU test must: the real warp shuffles and barriers
 expf/logf (within 2 ulp of glibc's, not equal), fma contraction (nvcc's default), timing.
 
 Neither this program nor the headers use fast-math, and host and CPU reference are compiled
-together with the same flags, so AdamW is checked bit for bit. (Build it as below, without
--march=native: on x86-64's baseline gcc has no fma to contract a*b + c into, in either copy.)
+together with the same flags, without contraction (-ffp-contract=off, and no -march=native), so
+AdamW is checked bit for bit. That holds for the kernel on a GPU too: adamw_element writes every
+operation as one rounded operation that nvcc may not contract (llmc/fp_rn.cuh; the emulator's
+EMU_FMAD=1 builds check kernel = host update: dev/cuda/test_kernels --only adamw).
 
-  nvcc -DENABLE_FP32 -O2 -std=c++17 -I. -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp \
+  nvcc -DENABLE_FP32 -O2 -std=c++17 -I. -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fopenmp,-ffp-contract=off \
        dev/test/test_update_host.cu -o test_update_host -lm && ./test_update_host
 (and the same with -DENABLE_BF16). Ends with "N passed, M failed"; exits 1 on any failure.
 */

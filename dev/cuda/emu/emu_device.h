@@ -19,8 +19,21 @@ arguments (__builtin_FILE/__builtin_LINE), so the emulator's messages name the s
 #define __EMU_CUDA__ 1
 #define __global__ __emu_global__
 #define __shared__ __emu_shared__
+// EMU_FMAD_BUILD (nvcc-cpu defines it: --fmad, EMU_FMAD): 1 = device code contracts a*b + c into
+// an fma as nvcc's default --fmad=true does (README, "Contraction"); then __device__ and __host__
+// are marker tokens too, so the driver can give device-only functions the contraction.
+#if defined(EMU_FMAD_BUILD)
+#define EMU_FMAD_NOTE 1 // a program's .cu file (not the emulator's library): it registers below
+#else
+#define EMU_FMAD_BUILD 0
+#endif
+#if EMU_FMAD_BUILD
+#define __device__ __emu_device__
+#define __host__ __emu_host__
+#else
 #define __device__
 #define __host__
+#endif
 #define __constant__ __emu_constant_unsupported__
 #define __managed__ __emu_managed_unsupported__
 #define __launch_bounds__(...) __emu_launch_bounds__(__VA_ARGS__)
@@ -229,6 +242,27 @@ inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 // ----------------------------------------------------------------------------
 // device functions nvcc provides and g++ does not. Host libm does the arithmetic: results can
 // differ from a GPU's in the last bits (the README says so).
+
+// The rounded arithmetic intrinsics: one IEEE operation each, round to nearest even, never
+// contracted into an fma (nvcc's documented promise for __fmul_rn and __fadd_rn). The empty asm
+// statements hide the operands' and the result's origin from g++, so even in device code built
+// with contraction (EMU_FMAD=1) no multiply next to them fuses with them. __fmaf_rn is one fma.
+#if defined(__x86_64__) || defined(__i386__)
+#define EMU_OPAQUE(x) __asm__("" : "+x"(x))
+#elif defined(__aarch64__)
+#define EMU_OPAQUE(x) __asm__("" : "+w"(x))
+#else
+#define EMU_OPAQUE(x) __asm__("" : "+m"(x))
+#endif
+inline float __fmul_rn(float a, float b) { EMU_OPAQUE(a); EMU_OPAQUE(b); float r = a * b; EMU_OPAQUE(r); return r; }
+inline float __fadd_rn(float a, float b) { EMU_OPAQUE(a); EMU_OPAQUE(b); float r = a + b; EMU_OPAQUE(r); return r; }
+inline float __fsub_rn(float a, float b) { EMU_OPAQUE(a); EMU_OPAQUE(b); float r = a - b; EMU_OPAQUE(r); return r; }
+inline float __fdiv_rn(float a, float b) { EMU_OPAQUE(a); EMU_OPAQUE(b); float r = a / b; EMU_OPAQUE(r); return r; }
+inline float __fsqrt_rn(float a) { EMU_OPAQUE(a); float r = sqrtf(a); EMU_OPAQUE(r); return r; }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline double __dmul_rn(double a, double b) { EMU_OPAQUE(a); EMU_OPAQUE(b); double r = a * b; EMU_OPAQUE(r); return r; }
+inline double __dadd_rn(double a, double b) { EMU_OPAQUE(a); EMU_OPAQUE(b); double r = a + b; EMU_OPAQUE(r); return r; }
+inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 
 inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
@@ -632,5 +666,14 @@ template <> struct KernelArity<32> {
 };
 #undef EMU_ANY_ARITY
 } // namespace emu
+
+
+// How this .cu file was built (EMU_FMAD_BUILD): runtime.cpp refuses a run whose EMU_FMAD says
+// otherwise (contraction is chosen at build time, as nvcc's --fmad is) and an fma build on a CPU
+// without FMA instructions.
+namespace emu { bool note_fmad_build(int fmad); }
+#ifdef EMU_FMAD_NOTE
+[[maybe_unused]] static const bool emu_fmad_noted = emu::note_fmad_build(EMU_FMAD_BUILD);
+#endif
 
 #endif // EMU_DEVICE_H

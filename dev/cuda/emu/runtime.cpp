@@ -117,6 +117,37 @@ static long env_long(const char* name, long fallback) {
     return v;
 }
 
+// Each emulated .cu file says at start-up how nvcc-cpu built it (emu_device.h): contraction of
+// a*b + c in device code (EMU_FMAD=1, nvcc's --fmad=true) or none (0). It is a build-time choice,
+// as nvcc's is, so an EMU_FMAD in the environment of the run that says otherwise is an error,
+// not a setting silently ignored; files built both ways in one program are an error too; and an
+// fma build needs a CPU with FMA instructions.
+bool note_fmad_build(int fmad) {
+    static int first = -1;
+    if (first < 0) {
+        first = fmad;
+        const char* e = getenv("EMU_FMAD");
+        if (e != nullptr && *e != '\0' && strcmp(e, fmad ? "1" : "0") != 0) {
+            fprintf(stderr, "cuda-emu: EMU_FMAD=%s at run time, but this program was built with EMU_FMAD=%d: contraction "
+                    "is chosen when nvcc-cpu compiles (EMU_FMAD=0|1 or --fmad=false|true there); rebuild it, or unset "
+                    "EMU_FMAD\n", e, fmad);
+            _exit(86); // (static initialization: fatal()'s hooks may not exist yet)
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        if (fmad && !__builtin_cpu_supports("fma")) {
+            fprintf(stderr, "cuda-emu: this program was built with EMU_FMAD=1 (device code contracted into fma "
+                    "instructions), and this CPU has no FMA instructions: rebuild it with EMU_FMAD=0\n");
+            _exit(86);
+        }
+#endif
+    } else if (fmad != first) {
+        fprintf(stderr, "cuda-emu: this program's .cu files were built with different EMU_FMAD settings (%d and %d)\n",
+                first, fmad);
+        _exit(86);
+    }
+    return true;
+}
+
 enum Schedule { SCHEDULE_LAZY, SCHEDULE_EAGER, SCHEDULE_RANDOM };
 
 static Schedule schedule() {

@@ -336,9 +336,9 @@ FIGURES = [
     ("dev/cuda/NOTES.md", r"The same at A100 SXM 80GB \(`--gbs 2039`\): (?P<ms>[\d.]+) ms per micro-step",
      lambda: {"ms": "%.1f" % (floors()[1] / 2039.0)}, "the A100 floor per micro-step (memory_floors.py --gbs 2039)"),
     # tiny Shakespeare: dev/data/tinyshakespeare.js's checked constants
-    ("README.md", r"tiny Shakespeare's (?P<mb>[\d.]+) MB of\s+text",
+    ("README.md", r"the text of tiny Shakespeare \((?P<mb>[\d.]+) MB\)",
      lambda: {"mb": "%.1f" % (js_const("STD_BYTES") / 1e6)}, "tiny Shakespeare's size (tinyshakespeare.js)"),
-    ("dev/data/README.md", r"\((?P<b>\d+) bytes\)[\s\S]*?(?P<train>\d+) and (?P<val>\d+) tokens",
+    ("dev/data/README.md", r"\((?P<b>\d+) bytes: char-rnn[\s\S]*?(?P<train>\d+) and (?P<val>\d+) tokens",
      lambda: {"b": str(js_const("STD_BYTES")), "train": str(js_const("STD_TRAIN")), "val": str(js_const("STD_VAL"))},
      "tiny Shakespeare's bytes and tokens (tinyshakespeare.js's checked constants)"),
     ("README.md", r"beside OpenAI's model \((?P<p>[\d.]+)%\)",

@@ -403,8 +403,9 @@ void kernel_entered(const char* kernel, const void* caller) {
     Worker* w = tl_worker;
     if (w != nullptr && w->current != nullptr) { return; } // a CUDA thread of a launched grid
     fatal("a kernel called without <<<...>>>: host code at %s called the __global__ function %s as an ordinary "
-          "function (nvcc compiles such a call, and on a GPU it does not run the kernel); launch it with "
-          "%s<<<grid, block>>>(...)", source_line(caller).c_str(), kernel, kernel);
+          "function (nvcc refuses such a call where it sees one, \"a __global__ function call must be configured\", "
+          "but not through a pointer or a template); launch it with %s<<<grid, block>>>(...)",
+          source_line(caller).c_str(), kernel, kernel);
 }
 
 void launch_of_host_function(const char* name, Site site) {

@@ -115,6 +115,9 @@ PendingLaunch*& pending_launch();  // kernel.cpp: this host thread's launch slot
 void kernel_entered(const char* kernel, const void* caller);
 [[noreturn]] void launch_of_host_function(const char* name, Site site); // kernel.cpp
 
+// A parameter's type without its top-level qualifiers, in the prologue's decltype (never called).
+template <typename T> T unqualified(T);
+
 template <typename... P, typename... Q>
 inline bool kernel_entry(int bound, const char* kernel, const void* caller, void (*self)(P...), Q&... params) {
     PendingLaunch* pl = pending_launch();

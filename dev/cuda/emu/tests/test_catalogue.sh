@@ -1127,6 +1127,8 @@ checks_nvcc_refuses() {
         nvcc_refuses_line ambiguous "ambiguous"
     check "nvcc_refuses: an atomic CUDA declares no overload for (atomicMax on float) does not build, line named" \
         nvcc_refuses_line atomic "no matching function for call to .atomicMax"
+    check "nvcc_refuses: a direct call of a kernel without <<<...>>> does not build, line named" \
+        nvcc_refuses_line unconfigured "error_a_global_function_call_must_be_configured"
 }
 
 for n in "${names[@]}"; do

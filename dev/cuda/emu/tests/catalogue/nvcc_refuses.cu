@@ -1,4 +1,4 @@
-// BROKEN (does not build): four statements nvcc refuses, each a compile error naming its line (nvcc's own build of this file fails on the same lines): a launch whose argument does not convert to its parameter (a float* for an int*), a launch whose template argument cannot be deduced consistently (T is double from one argument and float from another), a launch of an overloaded name that the arguments leave ambiguous, and an atomicMax on float (CUDA declares none).
+// BROKEN (does not build): five statements nvcc refuses, each a compile error naming its line (nvcc's own build of this file fails on the same lines): a launch whose argument does not convert to its parameter (a float* for an int*), a launch whose template argument cannot be deduced consistently (T is double from one argument and float from another), a launch of an overloaded name that the arguments leave ambiguous, an atomicMax on float (CUDA declares none), and a direct call of a kernel without <<<...>>>.
 #include <cuda_runtime.h>
 #include <stdio.h>
 
@@ -32,7 +32,8 @@ int main() {
     axpy<<<1, 32>>>(2.0, x, y, 32); // BUG-deduce: T = double (a) or float (x, y)
     scale<<<1, 32>>>(x, n);        // BUG-ambiguous: unsigned int -> int or -> long
     peak<<<1, 32>>>(y, x);
+    scale(x, 32);                  // BUG-unconfigured: a __global__ function call must be configured
     cudaDeviceSynchronize();
-    printf("built four statements nvcc refuses\n");
+    printf("built five statements nvcc refuses\n");
     return 0;
 }

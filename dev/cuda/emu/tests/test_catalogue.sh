@@ -354,6 +354,15 @@ checks_kernel_called_without_launch() {
         "kernel_called_without_launch.cu:$l"
 }
 
+checks_inlined_helper_oob() {
+    local h c
+    h=$(marker inlined_helper_oob "// BUG-helper")
+    c=$(marker inlined_helper_oob "// BUG-caller")
+    check "inlined_helper_oob: EMU_CHECK=1 names an inlined helper's line and the kernel line that called it" \
+        fatal_case inlined_helper_oob EMU_CHECK=1 ::: "memcheck" "kernel scale_shifted" \
+        "inlined_helper_oob.cu:$h (called from dev/cuda/emu/tests/catalogue/inlined_helper_oob.cu:$c"
+}
+
 checks_out_of_bounds() {
     local l
     l=$(marker out_of_bounds "// BUG-kernel")

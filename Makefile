@@ -177,9 +177,9 @@ EMU_TARGETS = train_gpt2cu_emu test_gpt2cu_emu train_gpt2fp32cu_emu test_gpt2fp3
               $(EMU_CHECK_TARGETS) $(EMU_FMAD_TARGETS)
 # The same programs with the access hooks that EMU_CHECK and EMU_COUNTERS need (nvcc-cpu --emu-check):
 # the hooks slow a run even with every check off (dev/cuda/emu/README.md), so only the runs under
-# EMU_CHECK use these. train_gpt2cu_emu_check (dev/test/test_emu_check.sh) and
-# dev/cuda/test_kernels_fp32_emu_check are built on request.
-EMU_CHECK_TARGETS = test_gpt2cu_emu_check dev/cuda/test_kernels_emu_check
+# EMU_CHECK use these (train_gpt2cu_emu_check: dev/test/test_emu_check.sh, in make test).
+# dev/cuda/test_kernels_fp32_emu_check is built on request.
+EMU_CHECK_TARGETS = test_gpt2cu_emu_check dev/cuda/test_kernels_emu_check train_gpt2cu_emu_check
 EMU_FMAD_TARGETS = dev/cuda/test_kernels_fp32_emu_fmad train_gpt2cu_emu_fmad train_gpt2fp32cu_emu_fmad
 CUDA_INCLUDE ?= /usr/local/cuda/include
 ifneq ($(wildcard $(CUDA_INCLUDE)/cuda_runtime.h),)

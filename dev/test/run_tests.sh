@@ -93,6 +93,9 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated CUDA kernels (fp32, ASan, random schedule)" env EMU_THREADS=2 EMU_SCHEDULE=random ./dev/cuda/test_kernels_fp32_emu_asan
     run_test "emulated test_gpt2cu (tiny vs PyTorch, fp32, algorithms by alignment)" env EMU_THREADS=2 EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1 ./test_gpt2fp32cu_emu gpt2_tiny
     run_test "emulated test_gpt2cu (tiny vs PyTorch, bf16, random schedule, EMU_CHECK=1 incl. stream order)" env EMU_THREADS=2 EMU_SCHEDULE=random EMU_CHECK=1 ./test_gpt2cu_emu_check gpt2_tiny
+    # the trainer under EMU_CHECK=1: 2 ranks, stage 3, offload, eval, sampling, checkpoint and resume,
+    # and one step with 64-channel heads (~2 min CPU; 6.7 min wall measured at load 13)
+    run_test "emulated trainer under EMU_CHECK=1 (2 ranks, resume, 64-channel heads)" bash dev/test/test_emu_check.sh
     run_test "emulated test_gpt2cu (fp32, ASan, device memory protected)" env EMU_THREADS=2 EMU_PROTECT=1 ./test_gpt2fp32cu_emu_asan gpt2_tiny
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
     run_test "emulated ZeRO stages over NCCL (eager schedule, stream-order check)" env EMU_SCHEDULE=eager EMU_CHECK_STREAMS=1 bash dev/test/test_zero_emu.sh

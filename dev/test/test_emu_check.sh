@@ -2,7 +2,8 @@
 # The CUDA trainer on the emulator under EMU_CHECK=1 (dev/cuda/emu: memcheck, initcheck and
 # racecheck of every load and store of our kernels, and device memory protected from host code):
 # 2 ranks at ZeRO stage 3 with the optimizer state offloaded (-zo 1), evaluation, sampling, a
-# checkpoint at step 2 and a resume from it to step 4. Each run must end with status 0 and no
+# checkpoint at step 2 and a resume from it to step 4, and one step of a model with 64-channel
+# heads (the tensor-core attention at GPT-2's head size). Each run must end with status 0 and no
 # "cuda-emu:" report on any rank, and give the losses and norms of the same 4 steps run without
 # the checks (the checks only watch: they must not change what runs).
 # usage: dev/test/test_emu_check.sh [BIN]   (default ./train_gpt2cu_emu_check, the build with the access hooks: make train_gpt2cu_emu_check)
@@ -45,6 +46,15 @@ if run resumed EMU_CHECK=1 -- -x 4 -v 2 -s 2 -g 8 -y 1 && quiet resumed; then
     ok "the resume from step 2 to step 4: no report under EMU_CHECK=1"
 else
     bad "the checked resume (a report or a failure above)"
+fi
+# A 64-channel head: the tiny model's heads have 16 channels, and the tensor-core attention
+# kernels are templates over the head size (HS, llmc/attention.cuh), with per-warp work that grows
+# with it: a warp-level race at the head size of GPT-2 (64) cannot show at 16. "d1" is a fresh
+# model of one layer with one 64-channel head (C = 64); T = 128 gives two key tiles of 64 rows.
+if run hs64 EMU_CHECK=1 -- -e d1 -b 1 -t 128 -x 1 -v 0 -s 0 && quiet hs64; then
+    ok "a 64-channel head (-e d1, T = 128), one step on 2 ranks: no report under EMU_CHECK=1"
+else
+    bad "the checked run with 64-channel heads (a report or a failure above)"
 fi
 want=$(steps "$tmp/plain.r0.txt")
 got=$( (steps "$tmp/checked.r0.txt"; steps "$tmp/resumed.r0.txt") | sort -n -u)

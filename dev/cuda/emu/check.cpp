@@ -212,21 +212,29 @@ std::string source_line(const void* pc) {
     auto it = cache.find(pc);
     if (it != cache.end()) { return it->second; }
     std::vector<std::string> frames = frames_at(pc);
-    std::string text;
-    for (const std::string& f : frames) {
-        if (!library_frame(f)) {
-            text = f;
-            break;
+    char cwd[4096];
+    std::string prefix = getcwd(cwd, sizeof(cwd)) != nullptr ? std::string(cwd) + "/" : std::string();
+    auto relative = [&](std::string t) { // paths relative to the working directory below it: llmc/x.cuh
+        if (t.rfind("./", 0) == 0) { t = t.substr(2); }
+        if (!prefix.empty() && t.rfind(prefix, 0) == 0) { t = t.substr(prefix.size()); }
+        return t;
+    };
+    // the first frame outside the library; then, where that frame is a function inlined into
+    // others (an inline PTX wrapper of llmc/mma.cuh inside an attention kernel), the lines that
+    // called it, innermost first: "llmc/mma.cuh:40 (called from llmc/attention.cuh:212)"
+    std::string text, callers;
+    for (size_t i = 0; i < frames.size(); i++) {
+        if (library_frame(frames[i])) { continue; }
+        if (text.empty()) {
+            text = relative(frames[i]);
+        } else {
+            callers += (callers.empty() ? " (called from " : ", from ") + relative(frames[i]);
         }
     }
-    if (text.empty()) { text = frames.empty() ? "an unknown line (no line table: build with -g)" : frames.back(); }
-    // paths relative to the working directory where they lie below it: llmc/x.cuh
-    if (text.rfind("./", 0) == 0) { text = text.substr(2); }
-    char cwd[4096];
-    if (getcwd(cwd, sizeof(cwd)) != nullptr) {
-        std::string prefix = std::string(cwd) + "/";
-        if (text.rfind(prefix, 0) == 0) { text = text.substr(prefix.size()); }
+    if (text.empty()) {
+        text = frames.empty() ? "an unknown line (no line table: build with -g)" : relative(frames.back());
     }
+    if (!callers.empty()) { text += callers + ")"; }
     cache[pc] = text;
     return text;
 }

@@ -4,7 +4,7 @@ the CUDA toolkit's own headers (cuda_runtime.h, cuda_bf16.h, cublasLt.h, nccl.h)
 host, and supplies what nvcc would: threadIdx and friends, __syncthreads, the warp intrinsics,
 atomics, a few device math functions, the loads and stores with cache hints, the operands of
 inline PTX (which the driver turns into calls), and the launch that `kernel<<<grid, block, smem,
-stream>>>(args)` becomes (the driver rewrites that syntax into emu::launch(...)).
+stream>>>(args)` becomes (the driver rewrites that syntax into emu::launch_call(...)).
 
 Marker tokens. __global__ and __shared__ expand to __emu_global__ and __emu_shared__, which no
 compiler knows: the driver's rewriting pass (nvcc-cpu) turns them into a kernel prologue and into
@@ -58,7 +58,6 @@ namespace emu {
 struct Site { const char* file; int line; };
 
 // kernel.cpp
-bool kernel_entry(int max_threads_bound);      // the prologue the driver puts in every kernel
 void* dynamic_shared();                        // this block's `extern __shared__` memory
 // A static `__shared__ T name[N];` (nvcc-cpu rewrites it into a reference to this): the block's
 // copy of the variable whose key is `key` (a static of the declaring function), placed in the
@@ -94,11 +93,6 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
 // Checks a pointer argument; a pointer into device or pinned memory also becomes part of the
 // launch's footprint for the stream-order check (read only when it points to const).
 void check_kernel_pointer(const char* name, Site site, int index, const void* p, bool to_const);
-// The launch asks the kernel for its __launch_bounds__: while probing() is set, the kernel's
-// prologue stores its bound in probe_bound() and returns at once. (Functions, not extern
-// thread_local variables: UBSan mistakes those for null pointers.)
-bool& probing();
-int& probe_bound();
 
 template <typename T> inline void check_arg(const char* name, Site site, int index, const T& value) {
     if constexpr (std::is_pointer<T>::value) {
@@ -112,27 +106,61 @@ inline void check_args(const char* name, Site site, const Tuple& t, std::index_s
     (check_arg(name, site, (int)I, std::get<I>(t)), ...);
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) becomes launch(kernel, "kernel", site, cfg, args...).
-// The arguments are converted to the kernel's parameter types now (as CUDA copies them at the
-// launch); each CUDA thread then calls the kernel with its own copy.
+// The launch. nvcc-cpu rewrites `k<<<grid, block, smem, stream>>>(args)` into
+//     emu::launch_call(emu::LaunchConfig(grid, block, smem, stream), "k", site, [&]() { k(args); })
+// so the launch is an ordinary call of `k`: the compiler resolves an overloaded name, deduces
+// template arguments and converts each argument to its parameter's type exactly as for any call
+// (and refuses, naming the line, what a call would refuse), as nvcc does for a launch. The call
+// is made with this thread's launch slot set; the prologue nvcc-cpu puts in every __global__
+// function (kernel_entry) then takes the kernel's own address and its parameters, already
+// converted, queues the grid and returns at once. Each CUDA thread later calls the kernel with
+// its own copy of those parameters, and then the prologue lets the body run.
+struct PendingLaunch {
+    const LaunchConfig* cfg;
+    const char* name;
+    Site site;
+    bool taken;
+};
+PendingLaunch*& pending_launch();  // kernel.cpp: this host thread's launch slot (null: none)
+// kernel.cpp: a __global__ function entered outside a launch and outside a block: an
+// unconfigured call from host code (`k(args)` without <<<...>>>); ends the process naming the
+// caller's line (`caller`: the kernel's return address).
+void kernel_entered(const char* kernel, const void* caller);
+[[noreturn]] void launch_of_host_function(const char* name, Site site); // kernel.cpp
 
-template <typename... P, typename... A>
-inline void launch(void (*kernel)(P...), const char* name, Site site, const LaunchConfig& cfg, A&&... args) {
-    static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
+// A parameter's type without its top-level qualifiers, in the prologue's decltype (never called).
+template <typename T> T unqualified(T);
+
+template <typename... P, typename... Q>
+inline bool kernel_entry(int bound, const char* kernel, const void* caller, void (*self)(P...), Q&... params) {
+    PendingLaunch* pl = pending_launch();
+    if (__builtin_expect(pl == nullptr, 1)) {
+        kernel_entered(kernel, caller);
+        return false;
+    }
+    pending_launch() = nullptr; // taken: calls the kernel makes from here on are not this launch
+    pl->taken = true;
     typedef std::tuple<typename std::remove_cv<P>::type...> Args;
     struct Closure { void (*kernel)(P...); Args args; };
-    auto closure = std::make_shared<Closure>(Closure{kernel, Args(std::forward<A>(args)...)});
-    check_args(name, site, closure->args, std::index_sequence_for<P...>{});
-    probing() = true; // the kernel's prologue returns at once, telling its __launch_bounds__
-    probe_bound() = -1;
-    std::apply(kernel, closure->args);
-    probing() = false;
-    if (probe_bound() < 0) { device_trap(site); }
+    auto closure = std::make_shared<Closure>(Closure{self, Args(params...)});
+    check_args(pl->name, pl->site, closure->args, std::index_sequence_for<P...>{});
     ThreadBody body = [](void* c) {
         Closure* cl = (Closure*)c;
         std::apply(cl->kernel, cl->args);
     };
-    launch_grid((const void*)kernel, name, site, cfg, probe_bound(), body, closure.get(), closure);
+    launch_grid((const void*)self, pl->name, pl->site, *pl->cfg, bound, body, closure.get(), closure);
+    return true;
+}
+
+template <typename Call> inline void launch_call(const LaunchConfig& cfg, const char* name, Site site, Call&& call) {
+    static_assert(std::is_void<decltype(call())>::value,
+                  "a launch <<<...>>> of a function that returns a value: only a __global__ function (void) can be launched");
+    PendingLaunch pl{&cfg, name, site, false};
+    PendingLaunch* outer = pending_launch(); // an argument expression may launch a kernel itself
+    pending_launch() = &pl;
+    call();
+    pending_launch() = outer;
+    if (!pl.taken) { launch_of_host_function(name, site); }
 }
 
 } // namespace emu
@@ -220,21 +248,79 @@ template <typename T> inline T emu_atomic_update(T* address, T (*update)(T, T), 
     } while (!__atomic_compare_exchange_n(bits, &old_bits, new_bits, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     return old_value;
 }
-template <typename T> inline T atomicAdd(T* address, T value) {
-    return emu_atomic_update<T>(address, [](T a, T b) { return (T)(a + b); }, value);
-}
-template <typename T> inline T atomicMax(T* address, T value) {
-    return emu_atomic_update<T>(address, [](T a, T b) { return a > b ? a : b; }, value);
-}
-template <typename T> inline T atomicMin(T* address, T value) {
-    return emu_atomic_update<T>(address, [](T a, T b) { return a < b ? a : b; }, value);
-}
-template <typename T> inline T atomicExch(T* address, T value) {
-    return emu_atomic_update<T>(address, [](T, T b) { return b; }, value);
-}
-template <typename T> inline T atomicCAS(T* address, T compare, T value) {
-    __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+// CUDA's overload sets (device_atomic_functions.h, sm_20/32/60/90_atomic_functions.h,
+// cuda_fp16.h, cuda_bf16.h), not templates: an argument converts as to any of them (an int added
+// to an unsigned int), and a type CUDA declares no overload for does not build.
+#define EMU_ATOMIC_RMW(NAME, T, EXPR) \
+    inline T NAME(T* address, T val) { return emu_atomic_update<T>(address, [](T a, T b) -> T { return EXPR; }, val); }
+#define EMU_ATOMIC_INT(NAME, EXPR) \
+    EMU_ATOMIC_RMW(NAME, int, EXPR) EMU_ATOMIC_RMW(NAME, unsigned int, EXPR) EMU_ATOMIC_RMW(NAME, unsigned long long, EXPR)
+EMU_ATOMIC_INT(atomicAdd, (decltype(a))((unsigned long long)a + (unsigned long long)b))
+EMU_ATOMIC_RMW(atomicAdd, float, a + b)
+EMU_ATOMIC_RMW(atomicAdd, double, a + b)
+EMU_ATOMIC_RMW(atomicSub, int, (int)((unsigned)a - (unsigned)b))
+EMU_ATOMIC_RMW(atomicSub, unsigned int, a - b)
+EMU_ATOMIC_INT(atomicExch, ((void)a, b))
+EMU_ATOMIC_RMW(atomicExch, float, ((void)a, b))
+EMU_ATOMIC_INT(atomicMin, a < b ? a : b)
+EMU_ATOMIC_RMW(atomicMin, long long, a < b ? a : b)
+EMU_ATOMIC_INT(atomicMax, a > b ? a : b)
+EMU_ATOMIC_RMW(atomicMax, long long, a > b ? a : b)
+EMU_ATOMIC_INT(atomicAnd, a & b)
+EMU_ATOMIC_RMW(atomicAnd, long long, a & b)
+EMU_ATOMIC_INT(atomicOr, a | b)
+EMU_ATOMIC_RMW(atomicOr, long long, a | b)
+EMU_ATOMIC_INT(atomicXor, a ^ b)
+EMU_ATOMIC_RMW(atomicXor, long long, a ^ b)
+EMU_ATOMIC_RMW(atomicInc, unsigned int, a >= b ? 0u : a + 1u)
+EMU_ATOMIC_RMW(atomicDec, unsigned int, (a == 0u || a > b) ? b : a - 1u)
+#undef EMU_ATOMIC_INT
+#undef EMU_ATOMIC_RMW
+inline int atomicCAS(int* address, int compare, int val) {
+    __atomic_compare_exchange_n(address, &compare, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     return compare;
+}
+inline unsigned int atomicCAS(unsigned int* address, unsigned int compare, unsigned int val) {
+    __atomic_compare_exchange_n(address, &compare, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare;
+}
+inline unsigned long long atomicCAS(unsigned long long* address, unsigned long long compare, unsigned long long val) {
+    __atomic_compare_exchange_n(address, &compare, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare;
+}
+inline unsigned short atomicCAS(unsigned short* address, unsigned short compare, unsigned short val) {
+    __atomic_compare_exchange_n(address, &compare, val, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return compare;
+}
+// 16-bit floating point adds: a compare-and-swap of the 2 bytes; the two halves of a __half2 or
+// __nv_bfloat162 are each atomic (CUDA promises no more), float2/float4 (sm_90) each component.
+template <typename H> inline H emu_atomic_add16(H* address, H val) {
+    unsigned short* bits = (unsigned short*)address;
+    unsigned short old_bits = __atomic_load_n(bits, __ATOMIC_RELAXED), new_bits;
+    H old_value;
+    do {
+        memcpy((void*)&old_value, &old_bits, 2);
+        H next = (H)((float)old_value + (float)val);
+        memcpy(&new_bits, (const void*)&next, 2);
+    } while (!__atomic_compare_exchange_n(bits, &old_bits, new_bits, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    return old_value;
+}
+inline __half atomicAdd(__half* address, __half val) { return emu_atomic_add16(address, val); }
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 val) { return emu_atomic_add16(address, val); }
+inline __half2 atomicAdd(__half2* address, __half2 val) {
+    __half lo = emu_atomic_add16(&address->x, val.x), hi = emu_atomic_add16(&address->y, val.y);
+    return __half2(lo, hi);
+}
+inline __nv_bfloat162 atomicAdd(__nv_bfloat162* address, __nv_bfloat162 val) {
+    __nv_bfloat16 lo = emu_atomic_add16(&address->x, val.x), hi = emu_atomic_add16(&address->y, val.y);
+    return __nv_bfloat162(lo, hi);
+}
+inline float2 atomicAdd(float2* address, float2 val) {
+    return make_float2(atomicAdd(&address->x, val.x), atomicAdd(&address->y, val.y));
+}
+inline float4 atomicAdd(float4* address, float4 val) {
+    return make_float4(atomicAdd(&address->x, val.x), atomicAdd(&address->y, val.y), atomicAdd(&address->z, val.z),
+                       atomicAdd(&address->w, val.w));
 }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
@@ -281,14 +367,26 @@ inline double __hiloint2double(int hi, int lo) {
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
-inline int min(int a, int b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
-inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-inline long long min(long long a, long long b) { return a < b ? a : b; }
-inline long long max(long long a, long long b) { return a > b ? a : b; }
-inline float min(float a, float b) { return fminf(a, b); }
-inline float max(float a, float b) { return fmaxf(a, b); }
+// min and max as CUDA's headers declare them (crt/math_functions.h): every integer pairing of a
+// width (mixed signedness gives the unsigned type, as C's conversions would), float, double,
+// and float with double.
+#define EMU_MINMAX(R, A, B) \
+    inline R min(const A a, const B b) { return (R)a < (R)b ? (R)a : (R)b; } \
+    inline R max(const A a, const B b) { return (R)a > (R)b ? (R)a : (R)b; }
+#define EMU_MINMAX_WIDTH(S, U) EMU_MINMAX(S, S, S) EMU_MINMAX(U, U, U) EMU_MINMAX(U, S, U) EMU_MINMAX(U, U, S)
+EMU_MINMAX_WIDTH(int, unsigned int)
+EMU_MINMAX_WIDTH(long int, unsigned long int)
+EMU_MINMAX_WIDTH(long long int, unsigned long long int)
+#undef EMU_MINMAX_WIDTH
+#undef EMU_MINMAX
+inline float min(const float a, const float b) { return fminf(a, b); }
+inline float max(const float a, const float b) { return fmaxf(a, b); }
+inline double min(const double a, const double b) { return fmin(a, b); }
+inline double max(const double a, const double b) { return fmax(a, b); }
+inline double min(const float a, const double b) { return fmin((double)a, b); }
+inline double max(const float a, const double b) { return fmax((double)a, b); }
+inline double min(const double a, const float b) { return fmin(a, (double)b); }
+inline double max(const double a, const float b) { return fmax(a, (double)b); }
 
 // ----------------------------------------------------------------------------
 // Loads and stores with cache hints: __ldg (read-only cache), __ldcg/__ldca/__ldcs/__ldlu/__ldcv,
@@ -434,239 +532,6 @@ inline unsigned int __isShared(const void* p) {
     uint64_t offset = 0;
     return emu::shared_offset_of(p, &offset) ? 1u : 0u;
 }
-
-// ----------------------------------------------------------------------------
-// Launches of an overloaded kernel name (used by the launches nvcc-cpu writes)
-
-// A launch names its kernel, and a host function may share the name (a launcher `void k(...)`
-// beside `__global__ void k(...)`): KernelArity<N>::pick(k) takes, of the functions named k, the
-// one with N parameters (N = the launch's argument count). A kernel with a different count still
-// gets through the second pick, and launch() then says the count is wrong.
-namespace emu {
-#define EMU_ANY_ARITY template <class... P> static auto pick(void (*k)(P...)) { return k; }
-template <int N> struct KernelArity;
-template <> struct KernelArity<0> {
-    static auto pick(void (*k)()) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<1> {
-    template <class P0>
-    static auto pick(void (*k)(P0)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<2> {
-    template <class P0, class P1>
-    static auto pick(void (*k)(P0, P1)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<3> {
-    template <class P0, class P1, class P2>
-    static auto pick(void (*k)(P0, P1, P2)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<4> {
-    template <class P0, class P1, class P2, class P3>
-    static auto pick(void (*k)(P0, P1, P2, P3)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<5> {
-    template <class P0, class P1, class P2, class P3, class P4>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<6> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<7> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<8> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<9> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<10> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<11> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<12> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<13> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<14> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<15> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<16> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<17> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16)) { return
-                     k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<18> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17)) {
-                     return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<19> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18))
-                     { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<20> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<21> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<22> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<23> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<24> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<25> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23, class P24>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23, P24)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<26> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23, class P24, class P25>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23, P24, P25)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<27> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23, P24, P25, P26)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<28> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23, P24, P25, P26, P27)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<29> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27,
-              class P28>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23, P24, P25, P26, P27, P28)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<30> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27,
-              class P28, class P29>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23, P24, P25, P26, P27, P28, P29)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<31> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27,
-              class P28, class P29, class P30>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23, P24, P25, P26, P27, P28, P29, P30)) { return k; }
-    EMU_ANY_ARITY
-};
-template <> struct KernelArity<32> {
-    template <class P0, class P1, class P2, class P3, class P4, class P5, class P6, class P7, class P8, class P9,
-              class P10, class P11, class P12, class P13, class P14, class P15, class P16, class P17, class P18,
-              class P19, class P20, class P21, class P22, class P23, class P24, class P25, class P26, class P27,
-              class P28, class P29, class P30, class P31>
-    static auto pick(void (*k)(P0, P1, P2, P3, P4, P5, P6, P7, P8, P9, P10, P11, P12, P13, P14, P15, P16, P17, P18,
-                     P19, P20, P21, P22, P23, P24, P25, P26, P27, P28, P29, P30, P31)) { return k; }
-    EMU_ANY_ARITY
-};
-#undef EMU_ANY_ARITY
-} // namespace emu
-
 
 // How this .cu file was built (EMU_FMAD_BUILD): runtime.cpp refuses a run whose EMU_FMAD says
 // otherwise (contraction is chosen at build time, as nvcc's --fmad is) and an fma build on a CPU

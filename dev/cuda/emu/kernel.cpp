@@ -62,14 +62,10 @@ sees them through one window of offsets (the .shared state space): shared_window
 
 namespace emu {
 
-bool& probing() {
-    static thread_local bool p = false;
+// (Functions, not extern thread_local variables: UBSan mistakes those for null pointers.)
+PendingLaunch*& pending_launch() {
+    static thread_local PendingLaunch* p = nullptr;
     return p;
-}
-
-int& probe_bound() {
-    static thread_local int b = -1;
-    return b;
 }
 
 // ----------------------------------------------------------------------------
@@ -403,12 +399,18 @@ static EmuThread* current_thread(const char* what) {
     return w->current;
 }
 
-bool kernel_entry(int bound) {
-    if (probing()) {
-        probe_bound() = bound;
-        return true;
-    }
-    return false;
+void kernel_entered(const char* kernel, const void* caller) {
+    Worker* w = tl_worker;
+    if (w != nullptr && w->current != nullptr) { return; } // a CUDA thread of a launched grid
+    fatal("a kernel called without <<<...>>>: host code at %s called the __global__ function %s as an ordinary "
+          "function (nvcc refuses such a call where it sees one, \"a __global__ function call must be configured\", "
+          "but not through a pointer or a template); launch it with %s<<<grid, block>>>(...)",
+          source_line(caller).c_str(), kernel, kernel);
+}
+
+void launch_of_host_function(const char* name, Site site) {
+    fatal("%s:%d: %s<<<...>>> called a function that is not __global__ (nvcc refuses to configure a call of a "
+          "host function)", site.file, site.line, name);
 }
 
 void* dynamic_shared() {

@@ -479,7 +479,8 @@ static void segv_handler(int sig, siginfo_t* info, void* ctx) {
     if (text[0] != '\0') {
         char line[1600];
         int n = snprintf(line, sizeof(line), "cuda-emu: %s", text);
-        if (!where.empty() && ctx != nullptr) { // the faulting instruction's line (addr2line: not signal-safe, but we exit)
+        if (ctx != nullptr) { // the faulting instruction's line, a kernel's or host code's (addr2line: not
+                              // signal-safe, but we exit)
             const void* pc = (const void*)((ucontext_t*)ctx)->uc_mcontext.gregs[REG_RIP];
             n += snprintf(line + n, sizeof(line) - n, ", at %s", source_line((const char*)pc + 1).c_str());
         }

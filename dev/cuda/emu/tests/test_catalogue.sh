@@ -52,6 +52,7 @@ fail() {
 # programs that must not build (their checks read $build/NAME.build.log)
 build_fails_ptx_unknown() { :; }
 build_fails_launch_overload_args() { :; }
+build_fails_nvcc_refuses() { :; }
 
 # ---------------------------------------------------------------------------------------------
 # building, two at a time (the emulator's library is built once, under nvcc-cpu's own lock)
@@ -334,8 +335,32 @@ checks_host_pointer_arg() {
 }
 
 checks_host_reads_device() {
-    check "host_reads_device: EMU_PROTECT=1 stops a host read of device memory" \
-        fatal_case host_reads_device EMU_PROTECT=1 ::: "host code read or wrote device memory"
+    local l
+    l=$(marker host_reads_device "// BUG")
+    check "host_reads_device: EMU_PROTECT=1 stops a host read of device memory, naming the host line" \
+        fatal_case host_reads_device EMU_PROTECT=1 ::: "host code read or wrote device memory" "host_reads_device.cu:$l"
+    check "host_reads_device: so does EMU_CHECK=1" \
+        fatal_case host_reads_device EMU_CHECK=1 ::: "host code read or wrote device memory" "host_reads_device.cu:$l"
+}
+
+checks_kernel_called_without_launch() {
+    local l
+    l=$(marker kernel_called_without_launch "// BUG")
+    check "kernel_called_without_launch: a host call of a __global__ function without <<<...>>>, its line named" \
+        fatal_case kernel_called_without_launch ::: "a kernel called without <<<...>>>" "function scale" \
+        "kernel_called_without_launch.cu:$l"
+    check "kernel_called_without_launch: the same under EMU_CHECK=1" \
+        fatal_case kernel_called_without_launch EMU_CHECK=1 ::: "a kernel called without <<<...>>>" \
+        "kernel_called_without_launch.cu:$l"
+}
+
+checks_inlined_helper_oob() {
+    local h c
+    h=$(marker inlined_helper_oob "// BUG-helper")
+    c=$(marker inlined_helper_oob "// BUG-caller")
+    check "inlined_helper_oob: EMU_CHECK=1 names an inlined helper's line and the kernel line that called it" \
+        fatal_case inlined_helper_oob EMU_CHECK=1 ::: "memcheck" "kernel scale_shifted" \
+        "inlined_helper_oob.cu:$h (called from dev/cuda/emu/tests/catalogue/inlined_helper_oob.cu:$c"
 }
 
 checks_out_of_bounds() {
@@ -1080,6 +1105,39 @@ checks_launch_overload_args() {
     check "launch_overload_args: a launch of an overloaded name with no match does not build, its line named" \
         eval '[ ! -x "$build/launch_overload_args" ] && grep -q "launch_overload_args.cu:$l:.*error: no matching function" "$log" ||
               { why="built, or no such message ($(grep -m1 error "$log" | cut -c1-200))"; false; }'
+}
+
+checks_launch_semantics_ok() { correct_everywhere launch_semantics_ok; }
+checks_atomics_minmax_ok() { correct_everywhere atomics_minmax_ok; }
+
+# nvcc_refuses: each BUG-x line is a compile error of nvcc-cpu with g++'s reason, and of nvcc
+# (where the toolkit has it) on the same line
+nvcc_refuses_line() { # TAG G++-REASON
+    local l log=$build/nvcc_refuses.build.log nv=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+    l=$(marker nvcc_refuses "// BUG-$1") || return 1
+    if [ -x "$build/nvcc_refuses" ] || ! grep -q "nvcc_refuses.cu:$l:[0-9]*: error: .*$2" "$log"; then
+        why="built, or no error at line $l with \"$2\" ($(grep -m1 error "$log" | cut -c1-200))"
+        return 1
+    fi
+    [ -x "$nv" ] || return 0
+    [ -f "$work/nvcc_refuses.nvcc.log" ] ||
+        "$nv" -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -c "$cat_dir/nvcc_refuses.cu" \
+            -o "$work/nvcc_refuses.o" >"$work/nvcc_refuses.nvcc.log" 2>&1
+    grep -q "nvcc_refuses.cu($l): error" "$work/nvcc_refuses.nvcc.log" ||
+        { why="nvcc itself does not refuse line $l ($(grep -m1 error "$work/nvcc_refuses.nvcc.log" | cut -c1-200))"; return 1; }
+}
+
+checks_nvcc_refuses() {
+    check "nvcc_refuses: a launch argument that does not convert to its parameter does not build, line named" \
+        nvcc_refuses_line convert "cannot convert"
+    check "nvcc_refuses: a launch whose template argument cannot be deduced does not build, line named" \
+        nvcc_refuses_line deduce "no matching function for call to .axpy"
+    check "nvcc_refuses: a launch of an overloaded name that the arguments leave ambiguous does not build, line named" \
+        nvcc_refuses_line ambiguous "ambiguous"
+    check "nvcc_refuses: an atomic CUDA declares no overload for (atomicMax on float) does not build, line named" \
+        nvcc_refuses_line atomic "no matching function for call to .atomicMax"
+    check "nvcc_refuses: a direct call of a kernel without <<<...>>> does not build, line named" \
+        nvcc_refuses_line unconfigured "error_a_global_function_call_must_be_configured"
 }
 
 for n in "${names[@]}"; do

@@ -503,6 +503,15 @@ def copy_result(launch, S, dev):
 
 
 def predict_launches(launches, S, dev, counts):
+    out = predict_kernels(launches, S, dev, counts)
+    # the time between launches (host and driver), once per kernel launch (ours, cuBLASLt's and its
+    # split-k reduce; not the memsets and copies): devices.json launch_gap_us
+    for r in out:
+        r.gap = dev.launch_gap if r.launch.kind in ("kernel", "gemm") and CAUSES["launch_gap"] else 0.0
+    return out
+
+
+def predict_kernels(launches, S, dev, counts):
     out = []
     for l in launches:
         if l.kind == "kernel":
@@ -549,10 +558,8 @@ def summarize(results, S, dev):
                 row["spills"] = r.res["spill_stores"] + r.res["spill_loads"]
         else:
             row["dram_mb"] += r.bytes / 1e6
-    # the time between launches (host and driver), once per kernel launch (ours, cuBLASLt's and its
-    # split-k reduce; not the memsets and copies): devices.json launch_gap_us
     kernels = sum(1 for r in results if r.launch.kind in ("kernel", "gemm"))
-    gaps = kernels * dev.launch_gap if CAUSES["launch_gap"] else 0.0
+    gaps = sum(r.gap for r in results)
     kernel_time = sum(r.time for r in results)
     step = kernel_time + gaps
     tokens = S.BT
@@ -684,9 +691,7 @@ def bench_predictions(counts, dev, B, T):
             continue
         # each row is one call timed between two cudaEvents on an idle GPU: the start event is
         # recorded at once and each launch reaches the GPU a host launch gap later
-        res = predict_launches(launches, S, dev, counts)
-        gaps = sum(1 for r in res if r.launch.kind in ("kernel", "gemm")) * dev.launch_gap if CAUSES["launch_gap"] else 0
-        out[row] = (sum(r.time for r in res) + gaps) * 1e3
+        out[row] = sum(r.time + r.gap for r in predict_launches(launches, S, dev, counts)) * 1e3
     return out
 
 
@@ -740,7 +745,7 @@ def llmc_check(devices, counts, label):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="predicted (not measured) GPU time of one training step, kernel by kernel")
-    ap.add_argument("--device", default="h100-sxm", help="a key of devices.json: h100-sxm, a100-sxm-80gb")
+    ap.add_argument("--device", default="h200", help="a key of devices.json: h200 (measured), h100-sxm, a100-sxm-80gb")
     ap.add_argument("--batch", type=int, default=32, help="B per GPU")
     ap.add_argument("--seq", type=int, default=1024, help="T")
     ap.add_argument("--baseline", default=BASELINE, help="git revision of 'before' (none: skip)")
@@ -771,8 +776,9 @@ def main(argv=None):
     before = None if a.baseline in ("none", "") else step_counts.counts_for(a.baseline, a.recompute, a.seq)
     print("# PREDICTED, not measured: GPT-2 124M, B=%d, T=%d, -r %d, one %s (%s, %d SMs, %.0f dense bf16 TFLOP/s, "
           "%.2f TB/s)" % (a.batch, a.seq, a.recompute, dev.name, dev.arch, dev.sms, dev.tc / 1e12, dev.bw / 1e12))
-    print("No GPU has run this code: every figure below is the performance model's (dev/perf/README.md); "
-          "dev/gpu_check.sh measures the same rows and prints measured beside predicted.")
+    print("Every figure below is the performance model's (dev/perf/README.md). Measured: one H200, 2026-11-28, main at "
+          "2ef5778, B=32: 73.0 ms/step (68.9 ms of kernels); the model is held to it and to B=64 and the B=8 bench "
+          "(dev/perf/measured/, test_perf_model.py; `python3 dev/perf/fixtures.py` prints measured beside predicted).")
     out = {"device": dev.key, "B": a.batch, "T": a.seq, "recompute": a.recompute, "trees": {}}
     summaries = {}
     for label, counts in (("before", before), ("after", after)):

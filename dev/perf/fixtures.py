@@ -145,9 +145,14 @@ def compare(fx, dev):
     return out
 
 
+def device_key(fx):
+    """devices.json's key for the fixture's card (the same name)."""
+    return fx.card
+
+
 def device_for(fx, devices=None):
     devices = devices or pm.load_devices()
-    return pm.Device(devices, {"h200": "h200"}.get(fx.card, fx.card))
+    return pm.Device(devices, device_key(fx))
 
 
 def table(fx, dev, cmp=None):

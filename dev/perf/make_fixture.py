@@ -5,6 +5,8 @@ the performance model to (dev/perf/measured/<card>_<date>/).
     python3 dev/perf/make_fixture.py --out DIR --card NAME --date YYYY-MM-DD \
         [--ncu NCU.csv --ncu-steps N --ncu-batch B] [--steps STEPS.csv] [--bench BENCH.csv] \
         [--conditions TEXT] [--bench-batch 8] [--rev REV | --no-trace]
+    python3 dev/perf/make_fixture.py --out DIR --card NAME --date YYYY-MM-DD --rev REV
+        (no raw files: adds model_inputs.json to a fixture made with --no-trace)
 
 Inputs (dev/gpu_check.sh leaves them in its LOGDIR; any may be .xz-compressed):
   --ncu    `ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw` over N
@@ -154,10 +156,19 @@ def main(argv=None):
         die("--card: expected a lower-case name such as h200, got %r" % a.card)
     if a.ncu and (not a.ncu_steps or a.ncu_steps < 1 or not a.ncu_batch or a.ncu_batch < 1):
         die("--ncu needs --ncu-steps N >= 1 and --ncu-batch B >= 1")
-    if not (a.ncu or a.steps or a.bench):
-        die("nothing to do: give --ncu, --steps or --bench")
+    trace_only = not (a.ncu or a.steps or a.bench)
+    if trace_only and a.no_trace:
+        die("nothing to do: give --ncu, --steps or --bench (or none of them, to add model_inputs.json to a fixture)")
     os.makedirs(a.out, exist_ok=True)
     meta = {"card": a.card, "date": a.date, "conditions": a.conditions, "inputs": {}, "T": a.ncu_seq}
+    if trace_only:  # a fixture made with --no-trace (e.g. on the GPU machine): add the measured tree's trace
+        path = os.path.join(a.out, "meta.json")
+        if not os.path.exists(path):
+            die("%s: no fixture there to add model_inputs.json to (give --ncu, --steps or --bench)" % a.out)
+        with open(path) as fp:
+            meta = json.load(fp)
+        if (meta["card"], meta["date"]) != (a.card, a.date):
+            die("%s: the fixture is of %s %s, not %s %s" % (a.out, meta["card"], meta["date"], a.card, a.date))
     cmd = "python3 dev/perf/make_fixture.py " + " ".join(
         ("'%s'" % x if " " in x else x) for x in (argv if argv is not None else sys.argv[1:]))
     if a.ncu:
@@ -211,6 +222,15 @@ def main(argv=None):
         with open(os.path.join(a.out, "model_inputs.json"), "w") as fp:
             json.dump(keep, fp)
         meta["model_inputs"] = {"rev": rev, "commit": head, "tree_key": counts["key"]}
+    if trace_only:
+        meta["trace_command"] = cmd
+        with open(os.path.join(a.out, "meta.json"), "w") as fp:
+            json.dump(meta, fp, indent=1)
+        with open(os.path.join(a.out, "README.md"), "a") as fp:
+            fp.write("- model_inputs.json added by `%s`: the measured tree's traced step (%s, commit %s)\n" % (
+                cmd, meta["model_inputs"]["rev"], meta["model_inputs"]["commit"][:12]))
+        print("make_fixture.py: added model_inputs.json to %s" % a.out)
+        return
     meta["command"] = cmd
     with open(os.path.join(a.out, "meta.json"), "w") as fp:
         json.dump(meta, fp, indent=1)

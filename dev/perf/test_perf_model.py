@@ -310,6 +310,9 @@ for path in fixtures.fixtures():
     if fx.inputs is None:
         check(False, "fixture %s has model_inputs.json (make_fixture.py without --no-trace)" % name)
         continue
+    if fixtures.device_key(fx) not in devices["devices"]:
+        check(False, "fixture %s: devices.json has an entry for its card %s" % (name, fx.card))
+        continue
     dev_fx = fixtures.device_for(fx, devices)
     known = KNOWN_MISSES.get(name, {})
     for key, m, p, tol, note in fixture_comparisons(fx, dev_fx):
@@ -329,6 +332,21 @@ for path in fixtures.fixtures():
             finally:
                 pm.CAUSES[cause] = True
         mutant_caught("%s: %s" % (name, what), run_mutant)
+
+# make_fixture.py refuses bad input with one line and a non-zero exit
+def make_fixture(*args):
+    p = subprocess.run([sys.executable, os.path.join(HERE, "make_fixture.py")] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    return p.returncode, p.stderr.strip().splitlines()
+
+
+rc, err = make_fixture("--out", "/nonexistent/x", "--card", "h200", "--date", "28-11-2026", "--no-trace")
+check(rc == 2 and len(err) == 1 and "--date" in err[0], "make_fixture.py: a bad --date -> one line, exit 2", str(err))
+h200 = os.path.join(fixtures.MEASURED, "h200_2026-11-28")
+rc, err = make_fixture("--out", "/tmp", "--card", "h200", "--date", "2026-11-28", "--steps",
+                       os.path.join(h200, "kernels_bench.csv"), "--no-trace")
+check(rc == 2 and len(err) == 1 and "kernels_bench.csv" in err[0] and "header" in err[0],
+      "make_fixture.py: a steps file with the wrong header -> one line naming it, exit 2", str(err))
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

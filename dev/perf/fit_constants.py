@@ -72,11 +72,11 @@ def main():
     gap = (wall - kernel_ms) / launches * 1e3
     print("launch_gap_us = (%.1f - %.2f ms) / %d launches = %.2f us" % (wall, kernel_ms, launches, gap))
     dev.launch_gap = gap * 1e-6
-    scale = dev.bw_scale * dev.bw * dev.bw_best("scale", scaled=False)
-    w, vals, err = search(fx, dev, ("bw_scale",), [[x / 100 * dev.bw_scale for x in range(60, 121)]], STREAM_CLASSES)
+    # the curve's height: bw_scale x the curve's best copy point x the datasheet peak = stream_tb_s
+    best_copy = dev.bw * dev.bw_best("scale", scaled=False)
+    w, vals, err = search(fx, dev, ("bw_scale",), [[x / 100 * 1e12 / best_copy for x in range(250, 451)]], STREAM_CLASSES)
     print("stream_tb_s = %.2f (fitted on %s at B=%d: predicted/measured %s)" % (
-        vals[0] / dev.bw_scale * scale / 1e12 if False else dev.bw_scale * dev.bw * dev.bw_best("scale", scaled=False) / 1e12,
-        ", ".join(STREAM_CLASSES), B, ", ".join("%.2f" % e for e in err.values())))
+        vals[0] * best_copy / 1e12, ", ".join(STREAM_CLASSES), B, ", ".join("%.2f" % e for e in err.values())))
     w, vals, err = search(fx, dev, ("chain_latency",), [[x * 1e-9 for x in range(300, 801, 5)]], LATENCY_CLASSES)
     print("dram_chain_ns = %.0f (fitted on %s at B=%d: predicted/measured %s)" % (
         vals[0] * 1e9, ", ".join(LATENCY_CLASSES), B, ", ".join("%.2f" % e for e in err.values())))

@@ -528,6 +528,8 @@ def cost_function(name, header_fingerprint):
 def template_for(name, S):
     if name.startswith("attention_") and name != "attention_backward_rowdot_kernel":
         return "<%d>" % S.hs
+    if name == "layernorm_backward_warp_kernel":  # branch kernels (issue 30): built per packs per lane
+        return "<%d>" % cdiv(cdiv(S.C, PACK), 32)
     if name in ("adamw_kernel", "global_norm_partial_kernel"):
         return "<__nv_bfloat16>"
     return ""

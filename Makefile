@@ -3,6 +3,11 @@
 # `make demo` trains a small GPT-2 on tiny Shakespeare.
 # Install the system packages first: dev/install_deps.sh (see README.md).
 
+# OpenMPI's mpirun refuses root unless both are set: every target that runs mpirun (test, check,
+# compare, and the scripts they call) runs with them
+export OMPI_ALLOW_RUN_AS_ROOT = 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
+
 CC ?= gcc
 # -fno-math-errno: sqrtf becomes one vector instruction (nothing here reads errno after math calls)
 CFLAGS ?= -O3 -march=native
@@ -257,7 +262,7 @@ check: train_gpt2 test_gpt2 $(CHECK_EMU) data gpt2_tiny.bin
 	bash dev/test/run_tests.sh check
 
 # a 4-layer GPT-2 (16M parameters) from scratch, then a sample: 43 min measured once on a shared
-# 2-core machine at load average 9-12 (README, Performance)
+# 2-core machine at load average 9-12 (dev/bench/README.md)
 demo: train_gpt2 data
 	OMP_NUM_THREADS=$$(nproc) ./train_gpt2 -e d4 -b 16 -t 64 -l 1e-3 -u 20 -q 0.1 -c 0.1 -x 300 -v 50 -s 100 -g 128 -o log_demo
 	@echo "loss curve: log_demo/main.log; model: log_demo/model_00000300.bin"

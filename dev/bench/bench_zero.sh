@@ -11,6 +11,7 @@ MODEL=${1:-gpt2_124M.bin}
 RANKS=${2:-1 2 4}
 STEPS=${3:-4}
 [ -f "$MODEL" ] || { echo "no $MODEL: run 'make references' first"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # mpirun refuses root without them
 command -v mpirun >/dev/null || { echo "mpirun not found: install openmpi-bin"; exit 1; }
 make -s train_gpt2
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -59,8 +59,8 @@ def update(L, C, V, Vp, maxT):
     P = Vp * C + maxT * C + 2 * C + L * (12 * C * C + 13 * C)  # every parameter (padding units aside)
     units = 1 + L
     return [
-        # grads read; master, m, v read and written; params written
-        ("adamw (one launch per unit)", units, P * (X + 6 * F)),
+        # grads read (floatX); master, m, v read and written (fp32); params written (floatX)
+        ("adamw (one launch per unit)", units, P * (2 * X + 6 * F)),
         ("global norm (partials + finish)", 2, P * X),
     ], P
 

@@ -106,7 +106,10 @@ def collectives(events):
 
 def plan_collectives(header, model, precision_bytes=None, grad_bytes=None):
     """zero_plan_print --collectives for the traced run: [(kind, unit, bytes)]."""
-    cmd = [os.path.join(ROOT, "dev/bench/zero_plan_print"), "--collectives", header["stage"]]
+    zpp = os.path.join(ROOT, "dev/bench/zero_plan_print")
+    if not os.path.exists(zpp):
+        raise TraceError("dev/bench/zero_plan_print is not built: make dev/bench/zero_plan_print")
+    cmd = [zpp, "--collectives", header["stage"]]
     if header["trainer"] == "cuda":
         cmd += ["--cuda", str(precision_bytes)]
         if grad_bytes and grad_bytes != precision_bytes:

@@ -46,8 +46,9 @@ async function readInput(input) {
     if (!fs.existsSync(input)) die(`input file not found: ${input}`);
     return { name: input, data: fs.readFileSync(input) };
   }
-  const shared = path.resolve(ROOT, '../shared/data/tinyshakespeare.txt');
-  if (fs.existsSync(shared)) return { name: shared, data: fs.readFileSync(shared) };
+  // the repository's copy (dev/data/README.md says where it comes from): no network needed
+  const copy = path.join(ROOT, 'dev/data/tinyshakespeare.txt');
+  if (fs.existsSync(copy)) return { name: copy, data: fs.readFileSync(copy) };
   try {
     const res = await fetch(SRC_URL);
     if (!res.ok) throw new Error(`HTTP ${res.status}`);

@@ -37,6 +37,7 @@ cd "$(dirname "$0")/../.."
 : "${CKPT_EVERY:=5000}" "${CKPT_KEEP:=2}"      # -n, -nk
 : "${RECOMPUTE:=0}"                            # -r (llm.c's recipe: 0)
 : "${GPUS:=8}" "${ZERO:=1}"                    # ranks, ZeRO stage (-z 0..3)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # OpenMPI's mpirun refuses root without them
 : "${LAUNCH:=mpirun}" "${HOSTFILE:=}"
 : "${TRAINER:=./train_gpt2cu}"
 : "${EDU:=0}"                                  # 1: FineWeb-Edu instead of FineWeb

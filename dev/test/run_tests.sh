@@ -58,6 +58,7 @@ run_test "rendezvous without mpirun (fs, tcp)" bash dev/test/test_rendezvous.sh
 run_test "NCCL found where GPU images keep it (Makefile)" bash dev/test/test_build_detect.sh
 run_test "stage comparison and plots" bash dev/test/test_compare.sh
 run_test "README and DESIGN.md samples = fresh runs (fields, not timings)" bash dev/test/test_doc_samples.sh
+run_test "the docs' figures = the tree; the first hour as root; old and mutated figures fail (~75 s)" bash dev/test/test_doc_figures.sh --mutants
 run_test "checkpoints and resume" bash dev/test/test_checkpoint.sh
 run_test "faults: hangs, deaths, slow and full disk, corrupt checkpoints" bash dev/test/test_faults.sh
 run_test "one job at a time in an output dir (lock)" bash dev/test/test_outdir_lock.sh

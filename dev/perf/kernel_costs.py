@@ -487,7 +487,8 @@ DERIVED_FROM = {
 # (6f2061f) only moved the AttRowsA struct above the products that use it.
 KERNEL_DERIVED_FROM = {
     "attention_backward_rowdot_kernel": {"9b8e04fd5dda": "b654100 (kernel and launch unchanged)",
-                                         "c3e96622e206": "6f2061f (kernel and launch unchanged)"},
+                                         "c3e96622e206": "6f2061f (kernel and launch unchanged)",
+                                         "237eab970e7c": "465beb5 (a comment rewrapped; kernel and launch unchanged)"},
 }
 HEADER_OF = {
     "encoder_": "llmc/encoder.cuh", "layernorm_": "llmc/layernorm.cuh", "dbias_": "llmc/matmul.cuh",

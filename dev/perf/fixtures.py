@@ -162,7 +162,7 @@ def table(fx, dev, cmp=None):
         lines += ["| class (B=%d) | measured ms/step | predicted ms/step | predicted / measured |" % fx.meta["ncu"]["B"],
                   "|---|---:|---:|---:|"]
         for cls, m, p in cmp["classes"]:
-            lines.append("| %s | %.3f | %.3f | %s |" % (cls, m, p, "%.2f" % (p / m) if m else "-"))
+            lines.append("| `%s` | %.3f | %.3f | %s |" % (cls, m, p, "%.2f" % (p / m) if m else "-"))
         m, p = cmp["kernels"]
         lines.append("| **all kernels** | **%.2f** | **%.2f** | **%.2f** |" % (m, p, p / m))
     for B, m, p in cmp["steps"]:
@@ -171,7 +171,7 @@ def table(fx, dev, cmp=None):
         lines += ["", "| test_kernels --bench row (B=%d) | measured ms | predicted ms | predicted / measured |" % fx.meta["bench"]["B"],
                   "|---|---:|---:|---:|"]
         for row, m, p in cmp["bench"]:
-            lines.append("| %s | %.4f | %.4f | %.2f |" % (row, m, p, p / m))
+            lines.append("| `%s` | %.4f | %.4f | %.2f |" % (row, m, p, p / m))
     return lines
 
 

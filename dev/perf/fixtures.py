@@ -145,9 +145,14 @@ def compare(fx, dev):
     return out
 
 
+# dev/gpu_check.sh names a card by nvidia-smi's model ("NVIDIA H100 80GB HBM3" -> h100); the
+# devices.json entry it is costed with, where the names differ
+CARD_DEVICES = {"h100": "h100-sxm", "a100": "a100-sxm-80gb"}
+
+
 def device_key(fx):
-    """devices.json's key for the fixture's card (the same name)."""
-    return fx.card
+    """devices.json's key for the fixture's card."""
+    return CARD_DEVICES.get(fx.card, fx.card)
 
 
 def device_for(fx, devices=None):

@@ -288,12 +288,12 @@ demo: train_gpt2 data
 compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
 	$(PYTHON) dev/bench/compare_stages.py --unit-blocks 1,2 --timeline --out log_compare
 
-# `make profile`: the performance model's PREDICTION (no GPU has run this code) of one training step
-# of GPT-2 124M, kernel by kernel, before (PROFILE_BASELINE, main before issue 22's kernels) and
-# after (this tree), then the ZeRO stages at N = 8 (dev/perf/README.md). PROFILE_DEVICE: h100-sxm or
-# a100-sxm-80gb; PROFILE_BATCH: B per GPU (T = 1024). The first run traces each tree on the
-# emulator (~5 minutes per tree on 2 cores; cached in dev/perf/cache/).
-PROFILE_DEVICE ?= h100-sxm
+# `make profile`: the performance model's PREDICTION of one training step of GPT-2 124M, kernel by
+# kernel, before (PROFILE_BASELINE, main before issue 22's kernels) and after (this tree), then the
+# ZeRO stages at N = 8 (dev/perf/README.md). PROFILE_DEVICE: h200 (the card measured on 2026-11-28,
+# dev/perf/measured/), h100-sxm or a100-sxm-80gb; PROFILE_BATCH: B per GPU (T = 1024). The first
+# run traces each tree on the emulator (~5-15 minutes per tree on 2 cores; cached in dev/perf/cache/).
+PROFILE_DEVICE ?= h200
 PROFILE_BATCH ?= 32
 PROFILE_BASELINE ?= 2e0af91
 .PHONY: profile

@@ -26,6 +26,16 @@ distinct words of distinct banks, or the same word (broadcast), is one wavefront
 
 X = 2  # bytes per floatX element in the bf16 build
 
+# IEEE special functions as the project builds them (no --use_fast_math; cicc -prec_div=1
+# -prec_sqrt=1 -ftz=0): each compiles to a sequence of FP32 instructions rather than one MUFU
+# operation. Instructions per call (an estimate from libdevice's sequences: a MUFU approximation,
+# Newton-Raphson or range-reduction FMAs and the special-case test; not read from SASS, which no
+# tool here disassembles): div.rn.f32, sqrt.rn.f32, expf, tanhf.
+IEEE_INSTRUCTIONS = {"div": 10, "sqrt": 8, "exp": 10, "tanh": 16}
+
+# perf_model.CAUSES is this dict: the switches of issue 29's causes (test_perf_model.py's mutants)
+CAUSES = {}
+
 
 def cdiv(a, b):
     return -(-a // b)
@@ -37,7 +47,8 @@ class Cost:
     more loads and a store), for the bandwidth-vs-bytes-in-flight curve of devices.json."""
 
     def __init__(self, grid, block, dyn_smem=0, read=0, write=0, tc_flops=0, cc_flops=0, smem_wavefronts=0,
-                 serial_trips=1, stream="triad", note=""):
+                 serial_trips=1, stream="triad", note="", inflight=None, block_trips=0, block_barriers=0,
+                 ieee=None, charge_stack=True):
         self.grid, self.block, self.dyn_smem = grid, block, dyn_smem
         self.read, self.write = read, write
         self.tc_flops, self.cc_flops = tc_flops, cc_flops
@@ -45,6 +56,16 @@ class Cost:
         self.serial_trips = serial_trips
         self.stream = stream
         self.note = note
+        # bytes of loads one thread has in flight in the loop that runs at this shape (None: the
+        # PTX's busiest innermost loop, step_counts.py); a block's serial chain: dependent DRAM round
+        # trips and block-wide barriers (each a __syncthreads with the reduction around it) one block
+        # waits through from its start to its end, in order; IEEE special functions the build
+        # compiles to instruction sequences (no --use_fast_math): {"div": n, "sqrt": n, "exp": n,
+        # "tanh": n} per launch; charge_stack: ptxas' stack frame is stored (and read) per thread
+        self.inflight = inflight
+        self.block_trips, self.block_barriers = block_trips, block_barriers
+        self.ieee = ieee or {}
+        self.charge_stack = charge_stack
 
     @property
     def dram(self):
@@ -203,9 +224,14 @@ def attention_forward_kernel(S, ctx):
 
 
 def attention_backward_rowdot_kernel(S, ctx):
-    # one warp per (b, t, h): D = dout . out over the head's dims
+    # one warp per (b, t, h): D = dout . out over the head's dims. issue 29: the loop that runs at
+    # hs = 64 is nvcc's remainder loop of `for (i = lane; i < hs; i += 32)`, one iteration at a
+    # time (the unrolled-by-4 body the PTX reader picks, 16 bytes, runs only from hs = 128): two
+    # 2-byte loads in flight per thread, and each iteration's FMA waits on its loads before the
+    # next iteration issues (in-order issue): hs/32 round trips per block, then a warp reduction
     rows = S.B * S.T * S.NH
-    return Cost(cdiv(rows, 8), 256, read=2 * S.BT * S.C * X, write=rows * 4, cc_flops=2 * S.BT * S.C, stream="read")
+    return Cost(cdiv(rows, 8), 256, read=2 * S.BT * S.C * X, write=rows * 4, cc_flops=2 * S.BT * S.C, stream="read",
+                inflight=2 * X, block_trips=cdiv(S.hs, 32), block_barriers=1)
 
 
 def attention_backward_dkdv_kernel(S, ctx):
@@ -272,9 +298,12 @@ def adamw_kernel(S, ctx):
 def global_norm_partial_kernel(S, ctx):
     # a fixed grid of 1024 blocks x 512 threads, each thread squaring and summing (in double) its
     # strided elements; one partial per block
+    # issue 29: a thread's elements x[tid], x[tid + nthreads], ... are one 2-byte load per iteration
+    # whose fp64 square-add waits on it before the next load issues: ceil(n / 524,288) round trips
+    # per block, then a block sum (2 barriers); 1,024 blocks of 512 threads are 2 waves at 4 per SM
     n = ctx["n"]
     return Cost(1024, 512, read=n * X, write=1024 * 8, cc_flops=2 * n, smem_wavefronts=1024 * 32, stream="read",
-                note="%d elements" % n)
+                note="%d elements" % n, block_trips=cdiv(n, 1024 * 512), block_barriers=2)
 
 
 def global_norm_finish_kernel(S, ctx):
@@ -305,6 +334,12 @@ def encoder_backward_dwte_kernel_16(S, ctx):
     # grid (distinct tokens, ceil(packs/256)): thread (k, g) walks its token's positions for one pack
     c = encoder_backward_dwte_kernel(S, ctx)
     c.grid = S.D * cdiv(_packs(S.C), 256)
+    # issue 29: the H200 measured one loaded DRAM round trip per position of the longest bucket
+    # (1.173 ms / 2,496 positions), not one per 4: each position's dout pack is added into the same
+    # 8 accumulators, and the fp32 adds of position i wait on its load, so the unrolled loads do not
+    # overlap the chain
+    c.serial_trips = S.kmax
+    c.inflight = 16
     return c
 
 
@@ -325,9 +360,12 @@ def layernorm_forward_kernel_16(S, ctx):
     # each a store by every warp's lane 0 and a load per warp: 4 x warps wavefronts per row.
     fused = ctx.get("fused", False)
     rows, streams, threads = S.BT, 2 if fused else 1, _ln_threads(S.C)
+    # issue 29: a block is one row: its loads (one round trip, 16 bytes per input pack per thread)
+    # then two block sums (2 barriers each) and the IEEE divisions by C and the rsqrt's division
     return Cost(rows, threads, read=streams * rows * S.C * X + 2 * S.C * X, write=streams * rows * S.C * X + rows * 8,
                 cc_flops=rows * S.C * (8 + (1 if fused else 0)), smem_wavefronts=rows * 4 * (threads // 32),
-                stream="triad" if fused else "scale", note="fused residual" if fused else "")
+                stream="triad" if fused else "scale", note="fused residual" if fused else "",
+                inflight=16 * streams, block_trips=1, block_barriers=4, ieee={"div": 3 * rows * threads})
 
 
 def layernorm_backward_kernel(S, ctx):
@@ -337,9 +375,14 @@ def layernorm_backward_kernel(S, ctx):
     # row sums 3, dinp 4 and += 1, dweight and dbias terms 3. Shared: two block sums per row.
     rows, threads = S.BT, _ln_threads(S.C)
     chunks = cdiv(rows, 32)
+    # issue 29: the rows of a block run one after another: each row's loads (mean, rstd and the
+    # inp, dout, dinp packs: one round trip, 48 bytes per thread) wait on the previous row's two
+    # block sums (4 barriers), and each row divides twice by C (IEEE div.rn)
+    per_block = min(32, rows)
     return Cost(chunks, threads, read=3 * rows * S.C * X + S.C * X + rows * 8, write=rows * S.C * X + chunks * 2 * S.C * 4,
                 cc_flops=rows * S.C * 14, smem_wavefronts=rows * 4 * (threads // 32), stream="triad",
-                note="%d chunks of 32 rows" % chunks)
+                note="%d chunks of 32 rows" % chunks, inflight=3 * 16, block_trips=per_block,
+                block_barriers=4 * per_block, ieee={"div": 2 * rows * threads})
 
 
 def layernorm_backward_dweight_kernel(S, ctx):
@@ -365,12 +408,41 @@ def dbias_partial_kernel_16(S, ctx):
 def gelu_forward_kernel_16(S, ctx):
     c = gelu_forward_kernel(S, ctx)
     c.grid = cdiv(_packs(S.BT * 4 * S.C), 256)  # one thread per pack
+    c.inflight, c.block_trips = 16, 1
+    c.ieee = {"tanh": S.BT * 4 * S.C}  # tanhf without fast math
     return c
 
 
 def gelu_backward_kernel_16(S, ctx):
     c = gelu_backward_kernel(S, ctx)
     c.grid = cdiv(_packs(S.BT * 4 * S.C), 256)
+    c.inflight, c.block_trips = 32, 1
+    c.ieee = {"tanh": S.BT * 4 * S.C}
+    return c
+
+
+def fused_classifier_kernel_2pass(S, ctx):
+    # issue 29: the second pass over the row is charged at DRAM (a 100 KB row per block, 2 blocks
+    # of 1024 threads per SM: 264 rows in flight are 26 MB, and between a row's two passes the
+    # other SMs stream ~the L2's 50 MB through: measured 3.33 ms at B=32 against 2.3 ms for three
+    # DRAM passes at the measured copy bandwidth, not the 1.6 ms of two); pass 1 merges each logit
+    # into the online state (two IEEE expf: the rescale and the new term), pass 2 one expf per logit
+    # and the reciprocal; each block: pass 1's loads, a block reduction (1 barrier), pass 2's
+    n = S.BT * S.Vp
+    per_thread = cdiv(_packs(S.Vp), 1024)
+    passes = 2 if CAUSES["classifier_dram_pass2"] else 1
+    return Cost(S.BT, 1024, read=passes * n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=10 * n, stream="scale",
+                inflight=16, block_trips=2 * per_thread, block_barriers=1, ieee={"exp": 3 * n, "div": S.BT * 1024})
+
+
+def adamw_kernel_unit(S, ctx):
+    # issue 29: the same bytes; the update's IEEE divisions (3) and square root per element, the
+    # loads (14 bytes per thread) issued only after the tensor lookup (which reads the tensor table
+    # from ptxas' stack frame: charged in perf_model.py from ptxas' stack bytes)
+    c = adamw_kernel(S, ctx)
+    n = ctx["n"]
+    c.inflight = X + 12
+    c.ieee = {"div": 3 * n, "sqrt": n}
     return c
 
 
@@ -388,6 +460,8 @@ KERNELS_ISSUE22 = {
     "dbias_partial_kernel": dbias_partial_kernel_16,
     "gelu_forward_kernel": gelu_forward_kernel_16,
     "gelu_backward_kernel": gelu_backward_kernel_16,
+    "fused_classifier_kernel": fused_classifier_kernel_2pass,
+    "adamw_kernel": adamw_kernel_unit,
 }
 
 
@@ -415,7 +489,8 @@ DERIVED_FROM = {
 # (6f2061f) only moved the AttRowsA struct above the products that use it.
 KERNEL_DERIVED_FROM = {
     "attention_backward_rowdot_kernel": {"9b8e04fd5dda": "b654100 (kernel and launch unchanged)",
-                                         "c3e96622e206": "6f2061f (kernel and launch unchanged)"},
+                                         "c3e96622e206": "6f2061f (kernel and launch unchanged)",
+                                         "237eab970e7c": "465beb5 (a comment rewrapped; kernel and launch unchanged)"},
 }
 HEADER_OF = {
     "encoder_": "llmc/encoder.cuh", "layernorm_": "llmc/layernorm.cuh", "dbias_": "llmc/matmul.cuh",
@@ -456,6 +531,8 @@ def cost_function(name, header_fingerprint):
 def template_for(name, S):
     if name.startswith("attention_") and name != "attention_backward_rowdot_kernel":
         return "<%d>" % S.hs
+    if name == "layernorm_backward_warp_kernel":  # branch kernels (issue 30): built per packs per lane
+        return "<%d>" % cdiv(cdiv(S.C, PACK), 32)
     if name in ("adamw_kernel", "global_norm_partial_kernel"):
         return "<__nv_bfloat16>"
     return ""

@@ -228,5 +228,131 @@ $L__BB0_2:
 """
 check(step_counts.ptx_load_bytes(ptx) == 18, "PTX: bytes in flight = the busiest innermost loop's loads (2 + 16)")
 
+# ----------------------------------------------------------------------------
+# 6. the model against the GPU: every measured fixture (dev/perf/measured/, make_fixture.py)
+#
+# At the fixture's ncu batch (B=32 on the H200): each kernel class within 15% and the wall-clock
+# step within 10%; the constants fitted there (devices.json "FITTED", fit_constants.py) make this
+# partly a fit. What was not fitted on: the step at the other batch of steps.csv (B=64) and the
+# rows of the B=8 kernel bench, within 20%: there the tolerance is a property of the model.
+# Then each of issue 29's causes is switched off in turn (perf_model.CAUSES) and the same
+# comparison must fail.
+import fixtures  # noqa: E402
+
+CLASS_TOL, STEP_TOL, OUT_OF_FIT_TOL = 0.15, 0.10, 0.20
+
+# Comparisons the model misses today, each with what it does not model. They are printed, not
+# counted; each must still miss (a fix that brings one in shows here, and it leaves this list).
+# Not loosened tolerances: the misses are reported in dev/cuda/NOTES.md as they are.
+KNOWN_MISSES = {
+    "h200_2026-11-28": {
+        "class encoder forward": "25 us per launch measured, 16 predicted: a kernel's fixed start and drain and its "
+                                 "dependent inp -> wte load are not modeled (0.01 ms of the step)",
+        "class cuBLASLt split-K reduce": "cuBLASLt's splitKreduce is modeled from its grids only (0.19 ms of the step)",
+        "class attention row-dot": "49,152 blocks of one short chain each: the block turnover per SM is not modeled",
+        "bench encoder_backward (incl. host bucket sort)": "the bench times the host's bucket sort; the model has no host",
+        "bench encoder_forward": "the step's launch gap (8.67 us, fitted on the step) is larger than the bench's",
+        "bench layernorm_backward": "the bench's tensors sit in L2 (no cache flush between runs): its chain waits on L2, "
+                                    "not DRAM; the model has no L2 residency",
+        "bench matmul_backward qkv (768->2304)": ("5 launches at the step's launch gap, and a split-K reduce that cuBLASLt may not run at k = 8192 "
+                                                 "(its choice at B=8 is unmeasured; without the reduce the row is within 20%)"),
+        "bench matmul_backward attproj (768->768)": ("5 launches at the step's launch gap, and a split-K reduce that cuBLASLt may not run at k = 8192 "
+                                                 "(its choice at B=8 is unmeasured; without the reduce the row is within 20%)"),
+        "bench matmul_backward fc (768->3072)": ("5 launches at the step's launch gap, and a split-K reduce that cuBLASLt may not run at k = 8192 "
+                                                 "(its choice at B=8 is unmeasured; without the reduce the row is within 20%)"),
+        "bench matmul_backward fcproj (3072->768)": ("5 launches at the step's launch gap, and a split-K reduce that cuBLASLt may not run at k = 8192 "
+                                                 "(its choice at B=8 is unmeasured; without the reduce the row is within 20%)"),
+        "bench fused_classifier (loss + dlogits)": "0.71: at B=8 a row takes 1.3x as long as at B=32 (0.88); not "
+                                                   "explained (the bench's logits are the previous call's dlogits, the "
+                                                   "step's are real logits: the online merge's branches may differ)",
+    },
+}
+
+
+def within(pred, meas, tol):
+    return meas > 0 and abs(pred / meas - 1) <= tol
+
+
+def fixture_comparisons(fx, dev):
+    """[(key, measured, predicted, tolerance, note)] of every comparison the fixture supports."""
+    cmp = fixtures.compare(fx, dev)
+    B = fx.meta["ncu"]["B"] if "ncu" in fx.meta else None
+    out = [("class " + cls, m, p, CLASS_TOL, "B=%s" % B) for cls, m, p in cmp["classes"]]
+    for b, m, p in cmp["steps"]:
+        out.append(("step B=%d" % b, m, p, STEP_TOL if b == B else OUT_OF_FIT_TOL, "" if b == B else "not fitted on"))
+    for row, m, p in cmp["bench"]:
+        out.append(("bench " + row, m, p, OUT_OF_FIT_TOL, "B=%d, not fitted on" % fx.meta["bench"]["B"]))
+    return out
+
+
+def fixture_failures(fx, dev):
+    """{key: |log(predicted / measured)|} of the comparisons outside their tolerance."""
+    import math
+    return {k: abs(math.log(p / m)) if p > 0 and m > 0 else float("inf")
+            for k, m, p, tol, _ in fixture_comparisons(fx, dev) if not within(p, m, tol)}
+
+
+def new_failures(base, now):
+    """What a mutant broke: comparisons that passed and now fail, and misses that got worse by more
+    than 10% (a known miss can only be caught growing)."""
+    import math
+    return [k for k, e in now.items() if k not in base or e > base[k] + math.log(1.1)]
+
+
+MUTANTS = [
+    ("attention_from_mix", "attention at FlashAttention-2's published 35% of the dense peak"),
+    ("stack_charge", "no charge for ptxas' stack frame (AdamW's tensor table in local memory)"),
+    ("block_chain", "no serial chain of round trips and barriers per block"),
+    ("wave_tail", "no wave tails (memory time and a block's chain over waves / slots, not whole waves)"),
+    ("inflight_from_source", "bytes in flight from the PTX's busiest loop (the row-dot's remainder loop)"),
+    ("classifier_dram_pass2", "the classifier's second pass served by L2"),
+    ("splitk_reduce", "no cuBLASLt split-K reduce kernels"),
+    ("launch_gap", "no time between launches"),
+]
+
+for path in fixtures.fixtures():
+    fx = fixtures.Fixture(path)
+    name = os.path.basename(path)
+    if fx.inputs is None:
+        check(False, "fixture %s has model_inputs.json (make_fixture.py without --no-trace)" % name)
+        continue
+    if fixtures.device_key(fx) not in devices["devices"]:
+        check(False, "fixture %s: devices.json has an entry for its card %s" % (name, fx.card))
+        continue
+    dev_fx = fixtures.device_for(fx, devices)
+    known = KNOWN_MISSES.get(name, {})
+    for key, m, p, tol, note in fixture_comparisons(fx, dev_fx):
+        what = "%s %s: predicted %.4g ms within %d%% of the measured %.4g (%.2fx)%s" % (
+            name, key, p, 100 * tol, m, p / m if m else 0, "; " + note if note else "")
+        if key in known:
+            check(not within(p, m, tol), "KNOWN MISS still a miss: %s -- %s" % (what, known[key]),
+                  "(it is in now: take it out of KNOWN_MISSES)")
+        else:
+            check(within(p, m, tol), what)
+    base = fixture_failures(fx, dev_fx)  # a mutant must fail a comparison the model passes
+    for cause, what in MUTANTS:
+        def run_mutant(cause=cause):
+            pm.CAUSES[cause] = False
+            try:
+                return not new_failures(base, fixture_failures(fx, dev_fx))
+            finally:
+                pm.CAUSES[cause] = True
+        mutant_caught("%s: %s" % (name, what), run_mutant)
+
+# make_fixture.py refuses bad input with one line and a non-zero exit
+def make_fixture(*args):
+    p = subprocess.run([sys.executable, os.path.join(HERE, "make_fixture.py")] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    return p.returncode, p.stderr.strip().splitlines()
+
+
+rc, err = make_fixture("--out", "/nonexistent/x", "--card", "h200", "--date", "28-11-2026", "--no-trace")
+check(rc == 2 and len(err) == 1 and "--date" in err[0], "make_fixture.py: a bad --date -> one line, exit 2", str(err))
+h200 = os.path.join(fixtures.MEASURED, "h200_2026-11-28")
+rc, err = make_fixture("--out", "/tmp", "--card", "h200", "--date", "2026-11-28", "--steps",
+                       os.path.join(h200, "kernels_bench.csv"), "--no-trace")
+check(rc == 2 and len(err) == 1 and "kernels_bench.csv" in err[0] and "header" in err[0],
+      "make_fixture.py: a steps file with the wrong header -> one line naming it, exit 2", str(err))
+
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -41,6 +41,12 @@ def walk_events(stage, N, L):
 # ----------------------------------------------------------------------------
 # the single-GPU step cut into the schedule's parts
 
+def busy(r):
+    """A launch's time on the stream: its kernel time and the time between it and the next launch
+    (perf_model.py's launch gap)."""
+    return r.time + getattr(r, "gap", 0.0)
+
+
 def segments(results, L):
     """Seconds of compute per part of the step, from the predicted launches in trace order:
     forward = encoder, then block l ending at its 4th cuBLASLt product (fcproj), then the head;
@@ -55,13 +61,13 @@ def segments(results, L):
     if len(gemms) != 4 * L + 1:
         raise SystemExit("dev/perf: the forward has %d cuBLASLt products, expected 4 L + 1 = %d" % (len(gemms), 4 * L + 1))
     first_ln = next(i for i, r in enumerate(fwd) if r.launch.name.startswith("layernorm"))
-    seg["encoder"] = sum(r.time for r in fwd[:first_ln])
+    seg["encoder"] = sum(busy(r) for r in fwd[:first_ln])
     start = first_ln
     for l in range(L):
         end = gemms[4 * l + 3] + 1
-        seg["block %d" % (l + 1)] = sum(r.time for r in fwd[start:end])
+        seg["block %d" % (l + 1)] = sum(busy(r) for r in fwd[start:end])
         start = end
-    seg["head"] = sum(r.time for r in fwd[start:])
+    seg["head"] = sum(busy(r) for r in fwd[start:])
     gemms = [i for i, r in enumerate(bwd) if r.launch.kind == "gemm"]
     if len(gemms) != 8 * L + 2:
         raise SystemExit("dev/perf: the backward has %d cuBLASLt products, expected 8 L + 2 = %d" % (len(gemms), 8 * L + 2))
@@ -74,12 +80,12 @@ def segments(results, L):
         while s > 0 and bwd[s - 1].launch.kind == "kernel" and bwd[s - 1].launch.name in ("gelu_forward_kernel", "layernorm_forward_kernel"):
             s -= 1  # -r 1/2: the recompute belongs to the block it feeds
         starts.append(s)
-    seg["head_bwd"] = sum(r.time for r in bwd[:starts[0]])
+    seg["head_bwd"] = sum(busy(r) for r in bwd[:starts[0]])
     for j in range(L):
         end = starts[j + 1] if j + 1 < L else enc
-        seg["block_bwd %d" % (L - j)] = sum(r.time for r in bwd[starts[j]:end])
-    seg["encoder_bwd"] = sum(r.time for r in bwd[enc:])
-    seg["update"] = sum(r.time for r in upd)
+        seg["block_bwd %d" % (L - j)] = sum(busy(r) for r in bwd[starts[j]:end])
+    seg["encoder_bwd"] = sum(busy(r) for r in bwd[enc:])
+    seg["update"] = sum(busy(r) for r in upd)
     return seg
 
 
@@ -95,7 +101,7 @@ def sharded_update(results, N, dev):
             scaled = {k: (v / N if k in ("memory", "compute", "shared memory") else v) for k, v in r.parts.items()}
             total += max(scaled.values())
         else:
-            total += r.time
+            total += busy(r)
     return total
 
 

@@ -319,7 +319,36 @@ static const EncoderShape ENCODER_SHAPES[] = {
     {1, 1, 768, 64, 1, 64},           // a single position
     {2, 32, 64, 50304, 1024, 50257},  // the tiny model's C: 8 packs of bf16 per row (16 of fp32)
     {2, 5, 68, 200, 8, 100},          // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
+    {8, 128, 40, 64, 128, 5},         // buckets of ~200: each of the 8 slices loops 3-4 times over 8 positions
 };
+
+// dwte += dout scattered by token, in encoder_backward_dwte_kernel's own order: per bucket and
+// column, 8 slice sums (slice s: the positions start + s, start + s + 8, ... in order, from 0),
+// added in slice order, then added to dwte and rounded to floatX. Only adds, each one fp32
+// rounding on both sides (no products a compiler could contract into them), so the kernel must
+// match these bits exactly, whatever its thread or block order.
+static void encoder_dwte_replay(float* dwte, const float* dout, const int* inp, int BT, int C, int Vp) {
+    int* token = (int*)mallocCheck((size_t)BT * sizeof(int));
+    int* start = (int*)mallocCheck(((size_t)BT + 1) * sizeof(int));
+    int* pos = (int*)mallocCheck((size_t)BT * sizeof(int));
+    int* cursor = (int*)mallocCheck((size_t)Vp * sizeof(int));
+    int num_tokens = encoder_backward_buckets(token, start, pos, cursor, Vp, inp, BT);
+    for (int k = 0; k < num_tokens; k++) {
+        for (int c = 0; c < C; c++) {
+            float sum = 0.0f;
+            for (int sl = 0; sl < ENCODER_SLICES; sl++) {
+                float slice_sum = 0.0f;
+                for (int j = start[k] + sl; j < start[k + 1]; j += ENCODER_SLICES) {
+                    slice_sum += dout[(size_t)pos[j] * C + c];
+                }
+                sum = sl == 0 ? slice_sum : sum + slice_sum;
+            }
+            float* w = &dwte[(size_t)token[k] * C + c];
+            *w = to_float(from_float(*w + sum));
+        }
+    }
+    free(token); free(start); free(pos); free(cursor);
+}
 
 static void check_encoder(const EncoderShape* s) {
     int B = s->B, T = s->T, C = s->C;
@@ -366,6 +395,11 @@ static void check_encoder(const EncoderShape* s) {
         dwte_bits[run] = snapshot_floatX(d_dwte, n_wte);
         dwpe_bits[run] = snapshot_floatX(d_dwpe, n_wpe);
     }
+    float* dwte_replay = host_copy(dwte0, n_wte);
+    encoder_dwte_replay(dwte_replay, dout, inp, B * T, C, s->Vp);
+    float* dwte_got = floats_of(dwte_bits[0], n_wte);
+    check_close(bwd, "dwte: the kernel's order replayed on the host", dwte_got, dwte_replay, n_wte, TOL_EXACT);
+    free(dwte_got); free(dwte_replay);
     check_twice(bwd, "dwte", dwte_bits, dwte_ref, n_wte, TOL_OUT);
     check_twice(bwd, "dwpe", dwpe_bits, dwpe_ref, n_wpe, TOL_OUT);
 

@@ -391,6 +391,29 @@ KERNELS_ISSUE22 = {
 }
 
 
+# ----------------------------------------------------------------------------
+# issue 30's versions (branch kernels): a header recorded under "issue 30" in DERIVED_FROM is
+# costed with these over issue 22's.
+
+def encoder_backward_dwte_kernel_30(S, ctx):
+    # grid (distinct tokens, ceil(packs/32)), block (32, 8): lane = pack, warp = slice; slice s takes
+    # positions s, s+8, ... of its bucket, 4 at a time (4 pos loads, then 4 dout packs, then the adds),
+    # so the longest chain is the commonest token's ceil(kmax/8) positions in ceil(kmax/32) groups of
+    # 2 dependent round trips. DRAM bytes as before plus the order array (4 BT + 1 ints copied).
+    # Shared: slices 1..7 store PACK rows of 32 floats, slice 0 reads them: 14 PACK wavefronts per
+    # block, one barrier.
+    blocks = S.D * cdiv(_packs(S.C), 32)
+    return Cost(blocks, 256, read=S.BT * S.C * X + 4 * (4 * S.BT + 1) + S.D * S.C * X,
+                write=S.D * S.C * X, cc_flops=S.BT * S.C, smem_wavefronts=blocks * 14 * PACK,
+                serial_trips=2 * cdiv(S.kmax, 32), stream="read",
+                note="longest token bucket %d positions, 8 slices" % S.kmax)
+
+
+KERNELS_ISSUE30 = {
+    "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_30,
+}
+
+
 # Each cost function above was derived from one version of its header. A tree whose header differs
 # (another branch rewrote the kernel under the same name) must not be costed with it: perf_model.py
 # stops with a message naming the file, unless the emulator's counters describe the kernel. The
@@ -398,7 +421,7 @@ KERNELS_ISSUE22 = {
 # the version of the cost functions it was derived for ("2e0af91": KERNELS; "issue 22": KERNELS
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
-    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22"},
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "8599364aaba0": "issue 30"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22"},
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22"},
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91"},
@@ -437,7 +460,8 @@ KERNELS = {f.__name__: f for f in [
     attention_backward_dq_kernel, gelu_forward_kernel, gelu_backward_kernel, fused_classifier_kernel,
     adamw_kernel, global_norm_partial_kernel, global_norm_finish_kernel,
 ]}
-VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22)}
+VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22),
+            "issue 30": {**KERNELS, **KERNELS_ISSUE22, **KERNELS_ISSUE30}}
 
 
 def cost_function(name, header_fingerprint):

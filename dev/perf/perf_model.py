@@ -192,8 +192,12 @@ def expand_step(counts, S):
             launches.append(Launch("memset", "cudaMemsetAsync", phase, {"bytes": nbytes}))
         elif op["op"] == "memcpy":
             b = op["bytes"]
-            # inputs, targets, losses: 4 bytes per position; the encoder's buckets 4 (3 BT + 1); the norm 8
-            nb = 4 * S.BT if b == 4 * tBT else 4 * (3 * S.BT + 1) if b == 4 * (3 * tBT + 1) else b
+            # inputs, targets, losses: 4 bytes per position; the encoder's buckets 4 (3 BT + 1), with
+            # the blocks' order (issue 30) 4 (4 BT + 1); the norm 8
+            nb = 4 * S.BT if b == 4 * tBT else b
+            for per_position in (3, 4):
+                if b == 4 * (per_position * tBT + 1):
+                    nb = 4 * (per_position * S.BT + 1)
             launches.append(Launch("memcpy", "cudaMemcpyAsync", phase, {"bytes": nb}))
     # AdamW once per tensor (2e0af91) or once per unit (issue 22); the norm twice per unit (2e0af91,
     # each pass over the unit's slice) or twice in all (issue 22, one pass over every unit)

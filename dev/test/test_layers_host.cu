@@ -362,7 +362,8 @@ static void check_buckets(const char* name, const int* inp, int BT, int V) {
 // forward: one float add per element on both sides, then floatX rounding in the kernel: exact
 // in the fp32 build; the comparison is made before the rounding, so exact in both.
 // backward: the CPU adds each position into the gradient one by one, the kernel sums a token's
-// positions first and adds once: a few ulps of sums of up to ~B*T/V values ~1: atol 1e-5.
+// positions first (8 slices of every 8th position, then the slices in order) and adds once: a
+// few ulps of sums of up to ~B*T/V values ~1: atol 1e-5.
 static void test_encoder(int B, int T, int C, int V, uint64_t seed) {
     Rng rng;
     rng_init(&rng, seed);
@@ -397,10 +398,17 @@ static void test_encoder(int B, int T, int C, int V, uint64_t seed) {
     int* pos = (int*)mallocCheck((size_t)BT * sizeof(int));
     int* cursor = (int*)mallocCheck((size_t)V * sizeof(int));
     int num_tokens = encoder_backward_buckets(token, start, pos, cursor, V, inp, BT);
-    for (int k = 0; k < num_tokens; k++) { // encoder_backward_dwte_kernel, thread (k, c)
+    for (int k = 0; k < num_tokens; k++) { // encoder_backward_dwte_kernel, block of bucket k, column c
         for (int c = 0; c < C; c++) {
-            float sum = 0.0f;
-            for (int j = start[k]; j < start[k + 1]; j++) { sum += dout[(size_t)pos[j] * C + c]; }
+            float slice_sum[ENCODER_SLICES];
+            for (int sl = 0; sl < ENCODER_SLICES; sl++) { // slice sl: every ENCODER_SLICES-th position from sl
+                slice_sum[sl] = 0.0f;
+                for (int j = start[k] + sl; j < start[k + 1]; j += ENCODER_SLICES) {
+                    slice_sum[sl] += dout[(size_t)pos[j] * C + c];
+                }
+            }
+            float sum = slice_sum[0];
+            for (int sl = 1; sl < ENCODER_SLICES; sl++) { sum += slice_sum[sl]; } // slice order
             dwte[(size_t)token[k] * C + c] += sum;
         }
     }
@@ -447,6 +455,7 @@ int main(void) {
     test_buckets();
     test_encoder(4, 64, 48, 50, 5);
     test_encoder(2, 3, 32, 1000, 6);
+    test_encoder(8, 64, 16, 3, 8); // 3 tokens over 512 positions: buckets of ~170, every slice ~21 deep
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }

@@ -179,7 +179,7 @@ encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token,
             p[u] = iu < j1 ? pos[iu] : -1;
         }
         for (int u = 0; u < ENCODER_UNROLL; u++) {
-            if (p[u] >= 0) { d[u] = load_pack(dout + (size_t)p[u] * C, g, C, aligned); }
+            d[u] = p[u] >= 0 ? load_pack(dout + (size_t)p[u] * C, g, C, aligned) : PackX{};
         }
         for (int u = 0; u < ENCODER_UNROLL; u++) {
             if (p[u] < 0) { break; } // the positions past j1 are all at the end

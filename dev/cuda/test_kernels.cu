@@ -422,6 +422,8 @@ static const LayernormShape LAYERNORM_SHAPES[] = {
     {37, 50},              // C not a multiple of the pack (8 bf16, 4 fp32): unaligned rows, element by element
     {64, 68},              // C a multiple of fp32's pack, not of bf16's: a partial last pack
     {70, 64},              // the tiny model's C: 8 bf16 packs, so 24 of the block's 32 threads only join the sums
+    {40, 1024},            // bf16: 4 packs per lane of a warp (the most the warp-per-chunk kernel takes); fp32: 8, a block per chunk
+    {33, 512},             // bf16: 2 packs per lane; fp32: 4
     {5, LAYERNORM_MAX_C},  // the largest C: LAYERNORM_MAX_THREADS threads, one pack each
 };
 

@@ -409,8 +409,24 @@ def encoder_backward_dwte_kernel_30(S, ctx):
                 note="longest token bucket %d positions, 8 slices" % S.kmax)
 
 
+def layernorm_backward_warp_kernel(S, ctx):
+    # a WARP per chunk of 32 rows (layernorm.cuh, where C <= 1024 in bf16), 4 warps (chunks) per
+    # block: lane l holds packs l, l+32, ... of a row in registers. DRAM bytes as the block
+    # version (dout, inp, dinp read once, dinp written, mean/rstd, 2 C floats per chunk); weight
+    # read once per warp (from L2 after the first). FLOPs per element: the block version's 14 plus
+    # norm and dnorm recomputed for dinp (3). No shared memory, no barrier: the two row sums are
+    # 2 x 5 shuffles. Each warp walks its 32 rows in turn, one round trip each (the next row's
+    # loads wait behind this row's dinp stores: the compiler cannot prove they do not alias).
+    rows = S.BT
+    chunks = cdiv(rows, 32)
+    return Cost(cdiv(chunks, 4), 128, read=3 * rows * S.C * X + chunks * S.C * X + rows * 8,
+                write=rows * S.C * X + chunks * 2 * S.C * 4, cc_flops=rows * S.C * 17, serial_trips=32,
+                stream="triad", note="%d chunks of 32 rows, a warp each" % chunks)
+
+
 KERNELS_ISSUE30 = {
     "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_30,
+    "layernorm_backward_warp_kernel": layernorm_backward_warp_kernel,
 }
 
 
@@ -421,8 +437,8 @@ KERNELS_ISSUE30 = {
 # the version of the cost functions it was derived for ("2e0af91": KERNELS; "issue 22": KERNELS
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
-    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "8599364aaba0": "issue 30"},
-    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22"},
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30"},
+    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22"},
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91"},
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},

@@ -485,7 +485,9 @@ def bench_rows(S, traced=()):
                                                          K("encoder_backward_dwte_kernel"), K("encoder_backward_dwpe_kernel")]
     rows["layernorm_forward"] = [K("layernorm_forward_kernel", fused=False)]
     rows["fused_residual_layernorm_forward"] = [K("layernorm_forward_kernel", fused=True)]
-    if "layernorm_backward_kernel" in traced:  # issue 22: one pass, then the column sums
+    if "layernorm_backward_warp_kernel" in traced:  # issue 30: a warp per chunk, then the column sums
+        rows["layernorm_backward"] = [K("layernorm_backward_warp_kernel"), K("layernorm_backward_dweight_kernel")]
+    elif "layernorm_backward_kernel" in traced:  # issue 22: one pass, then the column sums
         rows["layernorm_backward"] = [K("layernorm_backward_kernel"), K("layernorm_backward_dweight_kernel")]
     else:
         rows["layernorm_backward"] = [K("layernorm_backward_dinp_kernel"), K("layernorm_backward_dweight_partial_kernel"),

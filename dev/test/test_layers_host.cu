@@ -107,12 +107,15 @@ static void layernorm_forward_row_host(float* out, float* mean, float* rstd, con
     free(part);
 }
 
-// layernorm_backward_kernel and layernorm_backward_dweight_kernel: the rows in chunks of
-// LAYERNORM_BWD_ROWS; per row the threads' sums and the block sums, dinp (before the kernel's
+// layernorm_backward_warp_kernel (a warp per chunk, where C allows) or layernorm_backward_kernel
+// (a block per chunk), then layernorm_backward_dweight_kernel: the rows in chunks of
+// LAYERNORM_BWD_ROWS; per row the lanes' (threads') sums and the warp (block) sums, dinp (before the kernel's
 // rounding to floatX) +=, each column's dweight/dbias terms in row order; then the chunks, by lane
 static void layernorm_backward_host(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                     const float* weight, const float* mean, const float* rstd, int N, int C) {
     int nthreads = layernorm_threads(C), chunks = layernorm_backward_chunks(N);
+    int packs = (int)packs_of(C);
+    int warp_rows = layernorm_backward_lane_packs(C) <= LAYERNORM_BWD_LANE_PACKS; // the launcher's choice
     size_t scratch_floats = layernorm_backward_scratch_floats(N, C);
     if (scratch_floats < (size_t)chunks * 2 * C) { fail("scratch too small"); }
     float* partial = (float*)mallocCheck(scratch_floats * sizeof(float));
@@ -127,16 +130,33 @@ static void layernorm_backward_host(float* dinp, float* dweight, float* dbias, c
             const float* x = inp + (size_t)r * C;
             const float* d = dout + (size_t)r * C;
             float m = mean[r], s = rstd[r];
-            for (int t = 0; t < nthreads; t++) {
-                dnorm_part[t] = dnorm_norm_part[t] = 0.0f;
-                for (int i = t * PACKX_SIZE; i < (t + 1) * PACKX_SIZE && i < C; i++) {
-                    float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
-                    dnorm_part[t] += dnorm;
-                    dnorm_norm_part[t] += dnorm * norm;
+            float dnorm_mean, dnorm_norm_mean;
+            if (warp_rows) { // layernorm_backward_warp_kernel: lane l sums packs l, l + 32, ... in order, then warp_sum
+                float lanes_dnorm[32], lanes_dnorm_norm[32];
+                for (int l = 0; l < 32; l++) {
+                    lanes_dnorm[l] = lanes_dnorm_norm[l] = 0.0f;
+                    for (int g = l; g < packs; g += 32) {
+                        for (int i = g * PACKX_SIZE; i < (g + 1) * PACKX_SIZE && i < C; i++) {
+                            float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
+                            lanes_dnorm[l] += dnorm;
+                            lanes_dnorm_norm[l] += dnorm * norm;
+                        }
+                    }
                 }
+                dnorm_mean = warp_sum_host(lanes_dnorm) / C;
+                dnorm_norm_mean = warp_sum_host(lanes_dnorm_norm) / C;
+            } else { // layernorm_backward_kernel: thread t sums pack t, then block_sum
+                for (int t = 0; t < nthreads; t++) {
+                    dnorm_part[t] = dnorm_norm_part[t] = 0.0f;
+                    for (int i = t * PACKX_SIZE; i < (t + 1) * PACKX_SIZE && i < C; i++) {
+                        float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
+                        dnorm_part[t] += dnorm;
+                        dnorm_norm_part[t] += dnorm * norm;
+                    }
+                }
+                dnorm_mean = block_sum_host(dnorm_part, nthreads) / C;
+                dnorm_norm_mean = block_sum_host(dnorm_norm_part, nthreads) / C;
             }
-            float dnorm_mean = block_sum_host(dnorm_part, nthreads) / C;
-            float dnorm_norm_mean = block_sum_host(dnorm_norm_part, nthreads) / C;
             for (int i = 0; i < C; i++) {
                 float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
                 dinp[(size_t)r * C + i] += layernorm_dinp(dnorm, norm, dnorm_mean, dnorm_norm_mean, s);

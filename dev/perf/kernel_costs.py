@@ -424,7 +424,19 @@ def layernorm_backward_warp_kernel(S, ctx):
                 stream="triad", note="%d chunks of 32 rows, a warp each" % chunks)
 
 
+def fused_classifier_kernel_30(S, ctx):
+    # as fused_classifier_kernel (one block of 1024 threads per row, 16-byte packs; DRAM: the row
+    # read once, dlogits written once), with pass 1 per pack: a max over its 8 logits, 8
+    # independent expf(x - max) summed, one merge (one expf, a compare) per pack instead of one per
+    # logit: ~4 operations per logit; pass 2 walks the thread's packs last first (the likeliest to
+    # be in L2) and writes dlogits with st.global.cs (evict first): expf and ~4 operations per logit
+    n = S.BT * S.Vp
+    return Cost(S.BT, 1024, read=n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=9 * n, stream="scale",
+                note="second pass in reverse, streaming stores")
+
+
 KERNELS_ISSUE30 = {
+    "fused_classifier_kernel": fused_classifier_kernel_30,
     "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_30,
     "layernorm_backward_warp_kernel": layernorm_backward_warp_kernel,
 }
@@ -442,7 +454,7 @@ DERIVED_FROM = {
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22"},
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91"},
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
-    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22"},
+    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30"},
     "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22"},
     "llmc/global_norm.cuh": {"d1125d1ea8d6": "2e0af91", "80ce77d7589a": "issue 22"},
 }

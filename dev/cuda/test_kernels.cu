@@ -891,6 +891,33 @@ static void check_attention(const AttentionShape* s) {
         dqkv_bits[run] = snapshot_floatX(d_dqkv, n_qkv);
     }
     check_twice(bwd, "dqkv", dqkv_bits, dqkv_ref, n_qkv, TOL_ATT_BWD);
+    // the row term D (B,NH,T) the backward leaves in its scratch, against attention_rowdot_kernel's
+    // order replayed on the host from the same floatX out and dout: each lane's pack by fmaf (one
+    // rounding per term on both sides), then the butterfly over the row's lanes: the same bits
+    float* D = download_float(d_scratch, n_lse);
+    float* D_replay = host_zeros(n_lse);
+    int hs = C / NH, G = attention_rowdot_lanes(hs);
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < NH; h++) {
+                float lanes[32];
+                for (int g = 0; g < G; g++) {
+                    const float* d = dout + ((size_t)b * T + t) * C + h * hs + g * PACKX_SIZE;
+                    const float* o = out + ((size_t)b * T + t) * C + h * hs + g * PACKX_SIZE;
+                    lanes[g] = 0.0f;
+                    for (int j = 0; j < PACKX_SIZE; j++) { lanes[g] = fmaf(d[j], o[j], lanes[g]); }
+                }
+                for (int offset = G / 2; offset > 0; offset >>= 1) {
+                    float next[32];
+                    for (int g = 0; g < G; g++) { next[g] = lanes[g] + lanes[g ^ offset]; }
+                    memcpy(lanes, next, sizeof(next));
+                }
+                D_replay[((size_t)b * NH + h) * T + t] = lanes[0];
+            }
+        }
+    }
+    check_close(bwd, "D (rowdot): the kernel's order replayed on the host", D, D_replay, n_lse, TOL_EXACT);
+    free(D); free(D_replay);
 
     device_free(d_qkv); device_free(d_out); device_free(d_lse); device_free(d_dout);
     device_free(d_dqkv); device_free(d_scratch);

@@ -435,7 +435,17 @@ def fused_classifier_kernel_30(S, ctx):
                 note="second pass in reverse, streaming stores")
 
 
+def attention_backward_rowdot_kernel_30(S, ctx):
+    # G = hs / 8 lanes per (b, t, h) row, one 16-byte pack of dout and of out each (8 fmaf), then
+    # a butterfly of log2 G shuffles; 256 threads per block; D written as one float per row
+    rows = S.B * S.T * S.NH
+    G = S.hs // PACK
+    return Cost(cdiv(rows * G, 256), 256, read=2 * S.BT * S.C * X, write=rows * 4, cc_flops=2 * S.BT * S.C,
+                stream="read", note="%d lanes per row, 16-byte loads" % G)
+
+
 KERNELS_ISSUE30 = {
+    "attention_backward_rowdot_kernel": attention_backward_rowdot_kernel_30,
     "fused_classifier_kernel": fused_classifier_kernel_30,
     "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_30,
     "layernorm_backward_warp_kernel": layernorm_backward_warp_kernel,
@@ -452,7 +462,7 @@ DERIVED_FROM = {
     "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22"},
-    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91"},
+    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30"},  # issue 30: the row-dot (the mma kernels: counters)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
     "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30"},
     "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22"},

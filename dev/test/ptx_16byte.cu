@@ -5,3 +5,4 @@
 #include "../../llmc/encoder.cuh"
 #include "../../llmc/matmul.cuh"
 #include "../../llmc/fused_classifier.cuh"
+#include "../../llmc/attention.cuh"

@@ -191,21 +191,41 @@ __host__ __device__ inline float attention_dscore(float p, float dp, float D) { 
 // ----------------------------------------------------------------------------
 // the backward's row term (both builds)
 
-// D (B,NH,T) = sum over the head's dims of dout * out, both (B,T,C). One warp per (b, t, h).
+// D (B,NH,T) = sum over the head's dims of dout * out, both (B,T,C). A row (b, t, h) is hs / 8
+// 16-byte packs in bf16 (hs / 4 in fp32): G = attention_rowdot_lanes(hs) consecutive lanes take
+// one pack each (G = 8 at hs = 64 in bf16: 4 rows per warp, 32 per block of 256). A lane sums its
+// pack's products in dim order, each one rounding (fmaf: a fused multiply-add on the GPU and in
+// the host's libm alike, so a host replay can give the same bits), then the G lanes' sums are
+// added by a butterfly (xor G/2, ..., 1). Per row: 2 hs floatX read in 16-byte loads, 4 bytes
+// written; no shared memory, no barrier. (It was one warp per row, a floatX per lane: at
+// hs = 64, 2 bytes per load and 32 lanes for 64 elements.)
+__host__ __device__ inline int attention_rowdot_lanes(int hs) { return hs / PACKX_SIZE; }
+
+__host__ __device__ inline float attention_rowdot_pack(const PackX& d, const PackX& o, float sum) {
+    for (int j = 0; j < PACKX_SIZE; j++) { sum = fmaf(to_float(d.v[j]), to_float(o.v[j]), sum); }
+    return sum;
+}
+
 __global__ void attention_backward_rowdot_kernel(float* D, const floatX* dout, const floatX* out,
                                                  int B, int T, int C, int NH) {
-    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; // (b*T + t)*NH + h
-    if (row >= (size_t)B * T * NH) { return; } // a whole warp leaves together
-    int lane = threadIdx.x % 32, hs = C / NH;
-    int h = (int)(row % NH);
-    size_t bt = row / NH;
-    int b = (int)(bt / T), t = (int)(bt % T);
-    const floatX* d = dout + bt * C + h * hs;
-    const floatX* o = out + bt * C + h * hs;
+    int hs = C / NH, G = attention_rowdot_lanes(hs); // a power of 2, 2..32 (hs 16..128)
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t row = idx / G; // (b*T + t)*NH + h
+    int g = (int)(idx % G);
+    bool mine = row < (size_t)B * T * NH; // the lanes past the last row still join the shuffles
     float sum = 0.0f;
-    for (int i = lane; i < hs; i += 32) { sum += to_float(d[i]) * to_float(o[i]); }
-    sum = warp_sum(sum);
-    if (lane == 0) { D[((size_t)b * NH + h) * T + t] = sum; }
+    size_t bt = row / NH;
+    int h = (int)(row % NH);
+    if (mine) {
+        PackX d = load128(dout + bt * C + h * hs + g * PACKX_SIZE);
+        PackX o = load128(out + bt * C + h * hs + g * PACKX_SIZE);
+        sum = attention_rowdot_pack(d, o, 0.0f);
+    }
+    for (int offset = G / 2; offset > 0; offset >>= 1) { sum += __shfl_xor_sync(0xffffffff, sum, offset); }
+    if (mine && g == 0) {
+        int b = (int)(bt / T), t = (int)(bt % T);
+        D[((size_t)b * NH + h) * T + t] = sum;
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1041,10 +1061,10 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
     attention_check_aligned("attention_backward", "qkv", qkv);
     attention_check_aligned("attention_backward", "dout", dout);
 #endif
-    const int rows_per_block = 8; // warps of 32 threads, one (b, t, h) row each
-    size_t rows = (size_t)B * T * NH;
-    attention_backward_rowdot_kernel<<<ceil_div(rows, rows_per_block), 32 * rows_per_block, 0, stream>>>(
-        scratch, dout, out, B, T, C, NH);
+    check_aligned16(dout, "dout", "attention_backward");
+    check_aligned16(out, "out", "attention_backward");
+    size_t lanes = (size_t)B * T * NH * attention_rowdot_lanes(C / NH); // whole rows per warp: G divides 32
+    attention_backward_rowdot_kernel<<<ceil_div(lanes, 256), 256, 0, stream>>>(scratch, dout, out, B, T, C, NH);
     cudaCheckLaunch();
     switch (C / NH) {
         case 16: attention_backward_launch<16>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;

@@ -7,9 +7,12 @@ Pack128 in cuda_common.cuh). The backward is a scatter: position (b,t) adds dout
 inp[b][t] of dwte and row t of dwpe. Positions that share a token would collide on the same row
 of dwte, and atomics would make the sum's order (and so its bits) change from run to run. So the
 backward first sorts the positions by token on the host, where the tokens already are (a
-counting sort: the "buckets"), and then one thread per (distinct token, pack of channels) sums
-its token's positions in ascending (b,t) order: one writer per element of dwte, a fixed order,
-no atomics. dwpe needs no buckets: row t is the sum over b.
+counting sort: the "buckets"). Then one block per (distinct token, 32 packs of channels) sums
+its token's positions in a fixed order: each of its 8 warps (the "slices") takes every 8th
+position of the bucket in ascending order, lane g holding pack g, and the 8 slice sums are
+added in slice order; one writer per element of dwte, no atomics. A frequent token (the
+newline is ~8% of tiny Shakespeare's positions) is so one serial chain of an 8th of its bucket,
+walked 4 positions at a time (4 loads in flight per thread). dwpe needs no buckets: row t is the sum over b.
 */
 #ifndef LLMC_ENCODER_CUH
 #define LLMC_ENCODER_CUH
@@ -86,18 +89,34 @@ static int encoder_backward_buckets(int* token, int* start, int* pos, int* curso
     return num_tokens;
 }
 
+// The order the dwte kernel's blocks take the buckets in: those of at least
+// ENCODER_LONG_BUCKET positions first (the longest chains start in the first wave, not the
+// last), then the others, each group by ascending token. Each bucket still has one writer and
+// its own summation order, so this order moves time, never bits. Writes num_tokens indices.
+#define ENCODER_LONG_BUCKET 64
+static void encoder_backward_order(int* order, const int* start, int num_tokens) {
+    int n = 0;
+    for (int k = 0; k < num_tokens; k++) {
+        if (start[k + 1] - start[k] >= ENCODER_LONG_BUCKET) { order[n++] = k; }
+    }
+    for (int k = 0; k < num_tokens; k++) {
+        if (start[k + 1] - start[k] < ENCODER_LONG_BUCKET) { order[n++] = k; }
+    }
+}
+
 // What encoder_backward keeps between calls: the buckets on the host (pinned, so the copy to the
-// device is asynchronous) and on the device, in the same layout: token (BT) | start (BT+1) | pos (BT).
+// device is asynchronous) and on the device, in the same layout:
+// token (BT) | start (BT+1) | pos (BT) | order (BT).
 typedef struct {
     int capacity;          // B*T positions the buffers were sized for
-    int* host;             // pinned host memory, 3 * capacity + 1 ints
-    int* device;           // device memory, 3 * capacity + 1 ints
+    int* host;             // pinned host memory, 4 * capacity + 1 ints
+    int* device;           // device memory, 4 * capacity + 1 ints
     int* cursor;           // (num_cursor) host workspace of the counting sort, grown to the largest token id + 1
     int num_cursor;
     cudaEvent_t done;      // recorded after the last kernel that reads `device`; see encoder_backward
 } EncoderBackwardScratch;
 
-static size_t encoder_backward_scratch_ints(int capacity) { return 3 * (size_t)capacity + 1; }
+static size_t encoder_backward_scratch_ints(int capacity) { return 4 * (size_t)capacity + 1; }
 
 static void encoder_backward_scratch_init(EncoderBackwardScratch* s, int B, int T) {
     if (B < 1 || T < 1 || (size_t)B * T > (size_t)INT32_MAX / 4) {
@@ -122,24 +141,58 @@ static void encoder_backward_scratch_free(EncoderBackwardScratch* s) {
 }
 
 // ----------------------------------------------------------------------------
-// backward: the kernels (one thread per 16-byte pack of a row's columns, as the forward)
+// backward: the kernels (16-byte packs of a row's columns, as the forward)
 
-// grid (num_tokens, ceil(packs / 256)), block 256: thread (k, g) sums pack g of dout[p] over the
-// positions p of token k in ascending order, then adds the sums to pack g of dwte[token[k]] (its
-// only writer). The distinct tokens are on grid.x, which allows 2^31 - 1 of them (grid.y stops at
-// 65535). A frequent token makes one long serial sum; the order is what keeps the bits reproducible.
-__global__ void encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start,
-                                             const int* pos, int C) {
-    int k = blockIdx.x;
-    size_t g = (size_t)blockIdx.y * blockDim.x + threadIdx.x;
-    if (g >= packs_of(C)) { return; }
+#define ENCODER_SLICES 8 // warps per dwte block: each takes every 8th position of the bucket
+#define ENCODER_UNROLL 4 // positions a warp loads before it adds them (loads in flight per thread)
+
+// grid (num_tokens, ceil(packs / 32)), block (32, ENCODER_SLICES). Block (x, y) sums bucket
+// k = order[x] for the packs g = 32 y + lane. Slice s (warp threadIdx.y) adds the positions
+// start[k] + s, start[k] + s + 8, ... in that (ascending) order into a sum from 0; then slice 0
+// adds the 8 slice sums in slice order, ((s0 + s1) + s2) + ... + s7, and adds that to pack g of
+// dwte[token[k]] (its only writer). Each slice walks its positions ENCODER_UNROLL at a time:
+// first every load (pos, then the dout packs), then the adds in order, so 4 round trips to
+// memory overlap where a plain loop would wait for each in turn (4, not more: at 8 the bf16
+// build needs ~100 registers, half the blocks per SM, and spills under a 4-blocks-per-SM bound).
+// Only adds, each one fp32 rounding (no product a compiler could contract into them), so a host
+// loop in the same order gives the same bits (test_kernels checks it). Per element of dwte
+// touched: its bucket's dout elements read once, the dwte element read and written once; one
+// barrier.
+// The distinct tokens are on grid.x, which allows 2^31 - 1 of them (grid.y stops at 65535).
+__global__ void __launch_bounds__(32 * ENCODER_SLICES, 4)
+encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start, const int* pos,
+                             const int* order, int C) {
+    __shared__ float partial[ENCODER_SLICES - 1][PACKX_SIZE][32]; // slices 1..7; [j][lane]: no bank conflicts
+    int k = order[blockIdx.x];
+    int lane = threadIdx.x, slice = threadIdx.y;
+    size_t g = (size_t)blockIdx.y * 32 + lane;
+    bool active = g < packs_of(C);
     bool aligned = C % PACKX_SIZE == 0;
     float sum[PACKX_SIZE];
     for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = 0.0f; }
     int j0 = start[k], j1 = start[k + 1];
-    for (int i = j0; i < j1; i++) {
-        PackX d = load_pack(dout + (size_t)pos[i] * C, g, C, aligned);
-        for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d.v[j]); }
+    for (int i = j0 + slice; active && i < j1; i += ENCODER_SLICES * ENCODER_UNROLL) {
+        int p[ENCODER_UNROLL];
+        PackX d[ENCODER_UNROLL];
+        for (int u = 0; u < ENCODER_UNROLL; u++) {
+            int iu = i + u * ENCODER_SLICES;
+            p[u] = iu < j1 ? pos[iu] : -1;
+        }
+        for (int u = 0; u < ENCODER_UNROLL; u++) {
+            d[u] = p[u] >= 0 ? load_pack(dout + (size_t)p[u] * C, g, C, aligned) : PackX{};
+        }
+        for (int u = 0; u < ENCODER_UNROLL; u++) {
+            if (p[u] < 0) { break; } // the positions past j1 are all at the end
+            for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d[u].v[j]); }
+        }
+    }
+    if (slice > 0) {
+        for (int j = 0; j < PACKX_SIZE; j++) { partial[slice - 1][j][lane] = sum[j]; }
+    }
+    __syncthreads();
+    if (slice > 0 || !active) { return; }
+    for (int s = 0; s < ENCODER_SLICES - 1; s++) {
+        for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += partial[s][j][lane]; }
     }
     floatX* row = dwte + (size_t)token[k] * C;
     PackX w = load_pack(row, g, C, aligned);
@@ -198,16 +251,19 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
     int* token = s->host;
     int* start = token + BT;
     int* pos = start + BT + 1;
+    int* order = pos + BT;
     int num_tokens = encoder_backward_buckets(token, start, pos, s->cursor, s->num_cursor, inp_host, BT);
+    encoder_backward_order(order, start, num_tokens);
     // the device copy has the same layout for this BT, so the whole used prefix is one copy
     size_t used = encoder_backward_scratch_ints(BT);
     cudaCheck(cudaMemcpyAsync(s->device, s->host, used * sizeof(int), cudaMemcpyHostToDevice, stream));
     const int* d_token = s->device;
     const int* d_start = d_token + BT;
     const int* d_pos = d_start + BT + 1;
+    const int* d_order = d_pos + BT;
 
-    dim3 grid(num_tokens, ceil_div(packs_of(C), 256));
-    encoder_backward_dwte_kernel<<<grid, 256, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, C);
+    dim3 grid(num_tokens, ceil_div(packs_of(C), 32)), block(32, ENCODER_SLICES);
+    encoder_backward_dwte_kernel<<<grid, block, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, d_order, C);
     cudaCheckLaunch();
     encoder_backward_dwpe_kernel<<<ceil_div((size_t)T * packs_of(C), 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     cudaCheckLaunch();

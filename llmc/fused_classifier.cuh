@@ -86,26 +86,53 @@ __host__ __device__ inline float crossentropy_dlogit(float p, int is_target, flo
 
 #define CLASSIFIER_THREADS 1024 // one block per row; V = 50257 is 49 logits per thread
 
-// The state of the logits thread `tid` of `nthreads` reads in row (Vp), each pack's columns in
-// order; the padded columns [V, Vp) are skipped.
+// The state of the logits thread `tid` of `nthreads` reads in row (Vp): per pack, the max of
+// its columns, then the sum of expf(x - that max) over them in column order (eight independent
+// expf, no branch per element), and that pack's state merged into the thread's (one expf more);
+// the padded columns [V, Vp) are skipped.
 __host__ __device__ inline SoftmaxState classifier_thread_state(const floatX* row, int V, int Vp, int tid, int nthreads) {
     SoftmaxState st = softmax_state_empty();
     for (int k = tid; k < Vp / PACKX_SIZE; k += nthreads) {
         PackX pk = load128(row + (size_t)k * PACKX_SIZE);
+        int valid = V - k * PACKX_SIZE; // columns of this pack below V
+        if (valid <= 0) { continue; }
+        float x[PACKX_SIZE];
+        float m = -INFINITY;
         for (int j = 0; j < PACKX_SIZE; j++) {
-            int col = k * PACKX_SIZE + j;
-            if (col < V) { st = softmax_state_merge(st, softmax_state_of(to_float(pk.v[j]))); }
+            x[j] = to_float(pk.v[j]);
+            if (j < valid) { m = fmaxf(m, x[j]); }
         }
+        SoftmaxState pack = {m, 0.0f};
+        for (int j = 0; j < PACKX_SIZE && j < valid; j++) { pack.sum += expf(x[j] - m); } // a NaN x: NaN sum
+        st = softmax_state_merge(st, pack);
     }
     return st;
 }
 
+// store128 with the streaming hint (st.global.cs: evict first): dlogits are not read again by
+// this kernel, so they should not push the logits the other blocks are about to reread out of L2
+template <typename T>
+__host__ __device__ inline void store128_streaming(T* p, const Pack128<T>& x) {
+#if defined(__CUDA_ARCH__)
+    int4 bits;
+    memcpy(&bits, &x, sizeof(bits));
+    __stcs(reinterpret_cast<int4*>(p), bits);
+#else
+    store128(p, x); // the host (tests' replays) and the CPU emulator
+#endif
+}
+
 // Overwrites the same packs of row (Vp) with dlogits: (p - onehot(target)) * dloss for the
-// first V columns, 0 for the padded ones. Each thread rewrites only what it read.
+// first V columns, 0 for the padded ones. Each thread rewrites only what it read, in the
+// reverse order (the element values do not depend on the order).
 __host__ __device__ inline void classifier_thread_dlogits(floatX* row, SoftmaxState st, int target, float dloss,
                                                           int V, int Vp, int tid, int nthreads) {
     float inv_sum = 1.0f / st.sum;
-    for (int k = tid; k < Vp / PACKX_SIZE; k += nthreads) {
+    int packs = Vp / PACKX_SIZE;
+    // the same packs as the first pass, last first: those were read most recently and are the
+    // likeliest to be still in L2 (a row is ~100 KB; the first pass has just read all of it)
+    int last = tid < packs ? tid + (packs - 1 - tid) / nthreads * nthreads : tid - nthreads;
+    for (int k = last; k >= tid; k -= nthreads) {
         PackX pk = load128(row + (size_t)k * PACKX_SIZE);
         for (int j = 0; j < PACKX_SIZE; j++) {
             int col = k * PACKX_SIZE + j;
@@ -113,7 +140,7 @@ __host__ __device__ inline void classifier_thread_dlogits(floatX* row, SoftmaxSt
             if (col < V) { d = crossentropy_dlogit(softmax_prob(to_float(pk.v[j]), st.maxval, inv_sum), col == target, dloss); }
             pk.v[j] = from_float(d);
         }
-        store128(row + (size_t)k * PACKX_SIZE, pk);
+        store128_streaming(row + (size_t)k * PACKX_SIZE, pk);
     }
 }
 

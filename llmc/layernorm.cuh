@@ -10,19 +10,25 @@ Pack128 in cuda_common.cuh), and a block has one thread per pack, rounded up to 
   forward   one row per block: the thread's pack of the row is read once (16 bytes), the block
             sums give the mean and then the variance (two passes over the registers, as the
             CPU twin: no cancellation), and the normalized pack is written once.
-  backward  ONE pass: a block takes LAYERNORM_BWD_ROWS rows in turn. For each, a thread reads
-            its pack of dout, inp and dinp once, the block sums give the row means of dnorm and
-            dnorm * norm, and the thread writes dinp back and adds its columns' dweight/dbias
-            terms to its registers. After its rows, the block writes those column sums (one
-            chunk) to `scratch`; a second small kernel adds the chunks in a fixed order (32
-            lanes per column, each summing every 32nd chunk, then the lanes in order). No atomics, so two runs give the same bits (and the same bits on
-            any GPU: the chunking depends on N only, not on the number of SMs).
+  backward  ONE pass over chunks of LAYERNORM_BWD_ROWS rows. Where a lane can hold its share
+            of a row (C <= 1024 in bf16, 512 in fp32: every GPT-2 up to 350M in bf16), a WARP
+            takes a chunk (layernorm_backward_warp_kernel): lane l owns packs l, l + 32, ... and
+            the row sums are warp sums, with no barrier. Otherwise a block takes it, one thread
+            per pack (layernorm_backward_kernel). Either way the rows go in turn: for each, a
+            thread reads its pack(s) of dout, inp and dinp once, the warp (block) sums give the
+            row means of dnorm and dnorm * norm, and the thread writes dinp back and adds its
+            columns' dweight/dbias terms to its registers. After its rows, the warp (block)
+            writes those column sums (one chunk) to `scratch`; a second small kernel adds the
+            chunks in a fixed order (32 lanes per column, each summing every 32nd chunk, then
+            the lanes in order). No atomics, so two runs give the same bits (and the same bits
+            on any GPU: the chunking depends on N and C only, not on the number of SMs).
 Bytes moved per row (floatX = 2 bytes in bf16): forward 2C read + 2C written (+2C read and 2C
 written fused with the residual); backward 6C read (dout, inp, dinp) + 2C written, plus the
 chunk sums, 2 x 4C bytes per LAYERNORM_BWD_ROWS rows.
 
-Every reduction has a fixed order: each thread sums its pack's columns in increasing order, then
-block_sum's butterflies (cuda_common.cuh); the column sums go row by row within a chunk, then
+Every reduction has a fixed order: each thread sums its pack's columns in increasing order (its
+packs in increasing order, in the warp version), then block_sum's (warp_sum's) butterflies
+(cuda_common.cuh); the column sums go row by row within a chunk, then
 chunk lane by chunk lane.
 dev/test/test_layers_host.cu replays exactly these orders on the host with the helpers below and
 compares them with train_gpt2.c.
@@ -226,6 +232,88 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
     }
 }
 
+// The same chunk, one WARP per chunk (issue 30): where a lane can hold its share of a row in
+// registers (at most LAYERNORM_BWD_LANE_PACKS packs per lane: C <= 1024 in bf16, 512 in fp32),
+// lane l owns the packs l, l + 32, ..., l + 32 (P - 1) of every row of its warp's chunk, and the
+// two row sums are warp sums (shuffles): no shared memory and no barrier, where the block version
+// crosses four per row. Per row a lane loads P packs each of inp, dout and dinp (all 3P loads
+// issued before the first use), sums its columns in pack order, then the butterfly
+// (cuda_common.cuh's warp_sum); writes P packs of dinp and adds its columns' dweight/dbias terms
+// to registers, in row order as the block version. Bytes per row as the block version (6C read,
+// 2C written); per chunk 2 C floats of partial sums written. The warps of a block are independent
+// chunks (LAYERNORM_BWD_WARPS per block), so a block never waits for another warp.
+#define LAYERNORM_BWD_LANE_PACKS 4
+#define LAYERNORM_BWD_WARPS 4
+
+// Packs of a row per lane when a warp holds the row: ceil(packs / 32).
+static inline int layernorm_backward_lane_packs(int C) { return ceil_div(ceil_div(C, PACKX_SIZE), 32); }
+
+template <int P>
+__global__ void __launch_bounds__(32 * LAYERNORM_BWD_WARPS)
+layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout, const floatX* inp,
+                               const floatX* weight, const float* mean, const float* rstd, int N, int C) {
+    int lane = threadIdx.x % 32;
+    int chunk = blockIdx.x * LAYERNORM_BWD_WARPS + threadIdx.x / 32;
+    if (chunk * LAYERNORM_BWD_ROWS >= N) { return; } // the whole warp: no barrier follows
+    int packs = (int)packs_of(C);
+    bool aligned = C % PACKX_SIZE == 0;
+    PackX w[P];
+    float dw[P][PACKX_SIZE], db[P][PACKX_SIZE]; // this lane's columns, summed over the chunk's rows in order
+    for (int p = 0; p < P; p++) {
+        int g = lane + 32 * p;
+        if (g < packs) { w[p] = load_pack(weight, g, C, true); }
+        for (int j = 0; j < PACKX_SIZE; j++) { dw[p][j] = db[p][j] = 0.0f; }
+    }
+    int r0 = chunk * LAYERNORM_BWD_ROWS, r1 = min(N, r0 + LAYERNORM_BWD_ROWS);
+    for (int row = r0; row < r1; row++) {
+        size_t base = (size_t)row * C;
+        float m = mean[row], s = rstd[row];
+        PackX xp[P], dp[P], gp[P];
+        for (int p = 0; p < P; p++) {
+            int g = lane + 32 * p;
+            if (g < packs) {
+                xp[p] = load_pack(inp + base, g, C, aligned);
+                dp[p] = load_pack(dout + base, g, C, aligned);
+                gp[p] = load_pack(dinp + base, g, C, aligned);
+            }
+        }
+        float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
+        for (int p = 0; p < P; p++) {
+            int g = lane + 32 * p;
+            for (int j = 0; j < PACKX_SIZE && g < packs && g * PACKX_SIZE + j < C; j++) {
+                float norm = layernorm_norm(to_float(xp[p].v[j]), m, s);
+                float dnorm = to_float(w[p].v[j]) * to_float(dp[p].v[j]);
+                dnorm_sum += dnorm;
+                dnorm_norm_sum += dnorm * norm;
+            }
+        }
+        float dnorm_mean = warp_sum(dnorm_sum) / C;
+        float dnorm_norm_mean = warp_sum(dnorm_norm_sum) / C;
+        for (int p = 0; p < P; p++) {
+            int g = lane + 32 * p;
+            if (g >= packs) { continue; }
+            for (int j = 0; j < PACKX_SIZE; j++) {
+                float d = to_float(dp[p].v[j]);
+                float norm = layernorm_norm(to_float(xp[p].v[j]), m, s);
+                float dnorm = to_float(w[p].v[j]) * d;
+                float dx = layernorm_dinp(dnorm, norm, dnorm_mean, dnorm_norm_mean, s);
+                gp[p].v[j] = from_float(to_float(gp[p].v[j]) + dx);
+                dw[p][j] += norm * d;
+                db[p][j] += d;
+            }
+            store_pack(dinp + base, g, C, aligned, gp[p]);
+        }
+    }
+    float* out = partial + (size_t)chunk * 2 * C;
+    for (int p = 0; p < P; p++) {
+        int first = (lane + 32 * p) * PACKX_SIZE;
+        for (int j = 0; j < PACKX_SIZE && first + j < C; j++) {
+            out[first + j] = dw[p][j];
+            out[C + first + j] = db[p][j];
+        }
+    }
+}
+
 // grid ceil(C / 32), block (32, LAYERNORM_CHUNK_LANES): dweight[col], dbias[col] += the chunks'
 // partial sums. Chunk lane y sums chunks y, y + 32, ... in order (a warp reads 32 neighbouring
 // columns of a chunk: 128 bytes), then the 32 lanes are added in order. With one thread per column
@@ -275,8 +363,18 @@ static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
     check_aligned16(inp, "inp", who);
     check_aligned16(weight, "weight", who);
     int chunks = layernorm_backward_chunks(N);
-    layernorm_backward_kernel<<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
-                                                                           rstd, N, C);
+    int lane_packs = layernorm_backward_lane_packs(C);
+    dim3 warps_grid(ceil_div(chunks, LAYERNORM_BWD_WARPS)), warps_block(32 * LAYERNORM_BWD_WARPS);
+    switch (lane_packs) { // a warp per chunk where a lane holds its packs of a row; else a block per chunk
+    case 1: layernorm_backward_warp_kernel<1><<<warps_grid, warps_block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C); break;
+    case 2: layernorm_backward_warp_kernel<2><<<warps_grid, warps_block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C); break;
+    case 3: layernorm_backward_warp_kernel<3><<<warps_grid, warps_block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C); break;
+    case 4: layernorm_backward_warp_kernel<4><<<warps_grid, warps_block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C); break;
+    default:
+        layernorm_backward_kernel<<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
+                                                                               rstd, N, C);
+    }
+    static_assert(LAYERNORM_BWD_LANE_PACKS == 4, "the switch above instantiates P = 1..4");
     cudaCheckLaunch();
     dim3 lanes(32, LAYERNORM_CHUNK_LANES);
     layernorm_backward_dweight_kernel<<<ceil_div(C, 32), lanes, 0, stream>>>(dweight, dbias, scratch, chunks, C);

@@ -32,8 +32,8 @@ def kernels(L, C, V, Vp, maxT, B, T):
     # encoder: out written; per position a row of wte and of wpe read (at most BT distinct rows), tokens
     rows.append(("encoder_forward", 1, 4 * BT + 2 * BT * C * X))
     # backward: dout read; each touched dwte row read and written (at most BT); dwpe's T rows read
-    # and written; the buckets (3 BT + 1 ints)
-    rows.append(("encoder_backward (dwte + dwpe)", 1, BT * C * X + 2 * BT * C * X + 2 * T * C * X + 4 * (3 * BT + 1)))
+    # and written; the buckets and their order (4 BT + 1 ints)
+    rows.append(("encoder_backward (dwte + dwpe)", 1, BT * C * X + 2 * BT * C * X + 2 * T * C * X + 4 * (4 * BT + 1)))
     # layernorm forward: row read, out written, weight and bias, mean and rstd; fused: + inp2 read, residual written
     ln_fwd = 2 * N * C * X + 2 * C * X + 2 * N * F
     rows.append(("layernorm_forward (layer 0's ln1)", 1, ln_fwd))

@@ -319,7 +319,36 @@ static const EncoderShape ENCODER_SHAPES[] = {
     {1, 1, 768, 64, 1, 64},           // a single position
     {2, 32, 64, 50304, 1024, 50257},  // the tiny model's C: 8 packs of bf16 per row (16 of fp32)
     {2, 5, 68, 200, 8, 100},          // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
+    {8, 128, 40, 64, 128, 5},         // buckets of ~200: each of the 8 slices loops 3-4 times over 8 positions
 };
+
+// dwte += dout scattered by token, in encoder_backward_dwte_kernel's own order: per bucket and
+// column, 8 slice sums (slice s: the positions start + s, start + s + 8, ... in order, from 0),
+// added in slice order, then added to dwte and rounded to floatX. Only adds, each one fp32
+// rounding on both sides (no products a compiler could contract into them), so the kernel must
+// match these bits exactly, whatever its thread or block order.
+static void encoder_dwte_replay(float* dwte, const float* dout, const int* inp, int BT, int C, int Vp) {
+    int* token = (int*)mallocCheck((size_t)BT * sizeof(int));
+    int* start = (int*)mallocCheck(((size_t)BT + 1) * sizeof(int));
+    int* pos = (int*)mallocCheck((size_t)BT * sizeof(int));
+    int* cursor = (int*)mallocCheck((size_t)Vp * sizeof(int));
+    int num_tokens = encoder_backward_buckets(token, start, pos, cursor, Vp, inp, BT);
+    for (int k = 0; k < num_tokens; k++) {
+        for (int c = 0; c < C; c++) {
+            float sum = 0.0f;
+            for (int sl = 0; sl < ENCODER_SLICES; sl++) {
+                float slice_sum = 0.0f;
+                for (int j = start[k] + sl; j < start[k + 1]; j += ENCODER_SLICES) {
+                    slice_sum += dout[(size_t)pos[j] * C + c];
+                }
+                sum = sl == 0 ? slice_sum : sum + slice_sum;
+            }
+            float* w = &dwte[(size_t)token[k] * C + c];
+            *w = to_float(from_float(*w + sum));
+        }
+    }
+    free(token); free(start); free(pos); free(cursor);
+}
 
 static void check_encoder(const EncoderShape* s) {
     int B = s->B, T = s->T, C = s->C;
@@ -366,6 +395,11 @@ static void check_encoder(const EncoderShape* s) {
         dwte_bits[run] = snapshot_floatX(d_dwte, n_wte);
         dwpe_bits[run] = snapshot_floatX(d_dwpe, n_wpe);
     }
+    float* dwte_replay = host_copy(dwte0, n_wte);
+    encoder_dwte_replay(dwte_replay, dout, inp, B * T, C, s->Vp);
+    float* dwte_got = floats_of(dwte_bits[0], n_wte);
+    check_close(bwd, "dwte: the kernel's order replayed on the host", dwte_got, dwte_replay, n_wte, TOL_EXACT);
+    free(dwte_got); free(dwte_replay);
     check_twice(bwd, "dwte", dwte_bits, dwte_ref, n_wte, TOL_OUT);
     check_twice(bwd, "dwpe", dwpe_bits, dwpe_ref, n_wpe, TOL_OUT);
 
@@ -388,6 +422,8 @@ static const LayernormShape LAYERNORM_SHAPES[] = {
     {37, 50},              // C not a multiple of the pack (8 bf16, 4 fp32): unaligned rows, element by element
     {64, 68},              // C a multiple of fp32's pack, not of bf16's: a partial last pack
     {70, 64},              // the tiny model's C: 8 bf16 packs, so 24 of the block's 32 threads only join the sums
+    {40, 1024},            // bf16: 4 packs per lane of a warp (the most the warp-per-chunk kernel takes); fp32: 8, a block per chunk
+    {33, 512},             // bf16: 2 packs per lane; fp32: 4
     {5, LAYERNORM_MAX_C},  // the largest C: LAYERNORM_MAX_THREADS threads, one pack each
 };
 
@@ -855,6 +891,33 @@ static void check_attention(const AttentionShape* s) {
         dqkv_bits[run] = snapshot_floatX(d_dqkv, n_qkv);
     }
     check_twice(bwd, "dqkv", dqkv_bits, dqkv_ref, n_qkv, TOL_ATT_BWD);
+    // the row term D (B,NH,T) the backward leaves in its scratch, against attention_rowdot_kernel's
+    // order replayed on the host from the same floatX out and dout: each lane's pack by fmaf (one
+    // rounding per term on both sides), then the butterfly over the row's lanes: the same bits
+    float* D = download_float(d_scratch, n_lse);
+    float* D_replay = host_zeros(n_lse);
+    int hs = C / NH, G = attention_rowdot_lanes(hs);
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            for (int h = 0; h < NH; h++) {
+                float lanes[32];
+                for (int g = 0; g < G; g++) {
+                    const float* d = dout + ((size_t)b * T + t) * C + h * hs + g * PACKX_SIZE;
+                    const float* o = out + ((size_t)b * T + t) * C + h * hs + g * PACKX_SIZE;
+                    lanes[g] = 0.0f;
+                    for (int j = 0; j < PACKX_SIZE; j++) { lanes[g] = fmaf(d[j], o[j], lanes[g]); }
+                }
+                for (int offset = G / 2; offset > 0; offset >>= 1) {
+                    float next[32];
+                    for (int g = 0; g < G; g++) { next[g] = lanes[g] + lanes[g ^ offset]; }
+                    memcpy(lanes, next, sizeof(next));
+                }
+                D_replay[((size_t)b * NH + h) * T + t] = lanes[0];
+            }
+        }
+    }
+    check_close(bwd, "D (rowdot): the kernel's order replayed on the host", D, D_replay, n_lse, TOL_EXACT);
+    free(D); free(D_replay);
 
     device_free(d_qkv); device_free(d_out); device_free(d_lse); device_free(d_dout);
     device_free(d_dqkv); device_free(d_scratch);

@@ -465,6 +465,67 @@ KERNELS_ISSUE22 = {
 }
 
 
+# ----------------------------------------------------------------------------
+# issue 30's versions (branch kernels): a header recorded under "issue 30" in DERIVED_FROM is
+# costed with these over issue 22's.
+
+def encoder_backward_dwte_kernel_30(S, ctx):
+    # grid (distinct tokens, ceil(packs/32)), block (32, 8): lane = pack, warp = slice; slice s takes
+    # positions s, s+8, ... of its bucket, 4 at a time (4 pos loads, then 4 dout packs, then the adds),
+    # so the longest chain is the commonest token's ceil(kmax/8) positions in ceil(kmax/32) groups of
+    # 2 dependent round trips. DRAM bytes as before plus the order array (4 BT + 1 ints copied).
+    # Shared: slices 1..7 store PACK rows of 32 floats, slice 0 reads them: 14 PACK wavefronts per
+    # block, one barrier.
+    blocks = S.D * cdiv(_packs(S.C), 32)
+    return Cost(blocks, 256, read=S.BT * S.C * X + 4 * (4 * S.BT + 1) + S.D * S.C * X,
+                write=S.D * S.C * X, cc_flops=S.BT * S.C, smem_wavefronts=blocks * 14 * PACK,
+                serial_trips=2 * cdiv(S.kmax, 32), stream="read",
+                note="longest token bucket %d positions, 8 slices" % S.kmax)
+
+
+def layernorm_backward_warp_kernel(S, ctx):
+    # a WARP per chunk of 32 rows (layernorm.cuh, where C <= 1024 in bf16), 4 warps (chunks) per
+    # block: lane l holds packs l, l+32, ... of a row in registers. DRAM bytes as the block
+    # version (dout, inp, dinp read once, dinp written, mean/rstd, 2 C floats per chunk); weight
+    # read once per warp (from L2 after the first). FLOPs per element: the block version's 14 plus
+    # norm and dnorm recomputed for dinp (3). No shared memory, no barrier: the two row sums are
+    # 2 x 5 shuffles. Each warp walks its 32 rows in turn, one round trip each (the next row's
+    # loads wait behind this row's dinp stores: the compiler cannot prove they do not alias).
+    rows = S.BT
+    chunks = cdiv(rows, 32)
+    return Cost(cdiv(chunks, 4), 128, read=3 * rows * S.C * X + chunks * S.C * X + rows * 8,
+                write=rows * S.C * X + chunks * 2 * S.C * 4, cc_flops=rows * S.C * 17, serial_trips=32,
+                stream="triad", note="%d chunks of 32 rows, a warp each" % chunks)
+
+
+def fused_classifier_kernel_30(S, ctx):
+    # as fused_classifier_kernel (one block of 1024 threads per row, 16-byte packs; DRAM: the row
+    # read once, dlogits written once), with pass 1 per pack: a max over its 8 logits, 8
+    # independent expf(x - max) summed, one merge (one expf, a compare) per pack instead of one per
+    # logit: ~4 operations per logit; pass 2 walks the thread's packs last first (the likeliest to
+    # be in L2) and writes dlogits with st.global.cs (evict first): expf and ~4 operations per logit
+    n = S.BT * S.Vp
+    return Cost(S.BT, 1024, read=n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=9 * n, stream="scale",
+                note="second pass in reverse, streaming stores")
+
+
+def attention_backward_rowdot_kernel_30(S, ctx):
+    # G = hs / 8 lanes per (b, t, h) row, one 16-byte pack of dout and of out each (8 fmaf), then
+    # a butterfly of log2 G shuffles; 256 threads per block; D written as one float per row
+    rows = S.B * S.T * S.NH
+    G = S.hs // PACK
+    return Cost(cdiv(rows * G, 256), 256, read=2 * S.BT * S.C * X, write=rows * 4, cc_flops=2 * S.BT * S.C,
+                stream="read", note="%d lanes per row, 16-byte loads" % G)
+
+
+KERNELS_ISSUE30 = {
+    "attention_backward_rowdot_kernel": attention_backward_rowdot_kernel_30,
+    "fused_classifier_kernel": fused_classifier_kernel_30,
+    "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_30,
+    "layernorm_backward_warp_kernel": layernorm_backward_warp_kernel,
+}
+
+
 # Each cost function above was derived from one version of its header. A tree whose header differs
 # (another branch rewrote the kernel under the same name) must not be costed with it: perf_model.py
 # stops with a message naming the file, unless the emulator's counters describe the kernel. The
@@ -472,12 +533,12 @@ KERNELS_ISSUE22 = {
 # the version of the cost functions it was derived for ("2e0af91": KERNELS; "issue 22": KERNELS
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
-    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22"},
-    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22"},
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30"},
+    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22"},
-    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91"},
+    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30"},  # issue 30: the row-dot (the mma kernels: counters)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
-    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22"},
+    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30"},
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
     "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22", "0e7664ab0b07": "issue 22"},
@@ -514,7 +575,8 @@ KERNELS = {f.__name__: f for f in [
     attention_backward_dq_kernel, gelu_forward_kernel, gelu_backward_kernel, fused_classifier_kernel,
     adamw_kernel, global_norm_partial_kernel, global_norm_finish_kernel,
 ]}
-VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22)}
+VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22),
+            "issue 30": {**KERNELS, **KERNELS_ISSUE22, **KERNELS_ISSUE30}}
 
 
 def cost_function(name, header_fingerprint):

@@ -226,8 +226,12 @@ def expand_step(counts, S):
             launches.append(Launch("memset", "cudaMemsetAsync", phase, {"bytes": nbytes}))
         elif op["op"] == "memcpy":
             b = op["bytes"]
-            # inputs, targets, losses: 4 bytes per position; the encoder's buckets 4 (3 BT + 1); the norm 8
-            nb = 4 * S.BT if b == 4 * tBT else 4 * (3 * S.BT + 1) if b == 4 * (3 * tBT + 1) else b
+            # inputs, targets, losses: 4 bytes per position; the encoder's buckets 4 (3 BT + 1), with
+            # the blocks' order (issue 30) 4 (4 BT + 1); the norm 8
+            nb = 4 * S.BT if b == 4 * tBT else b
+            for per_position in (3, 4):
+                if b == 4 * (per_position * tBT + 1):
+                    nb = 4 * (per_position * S.BT + 1)
             launches.append(Launch("memcpy", "cudaMemcpyAsync", phase, {"bytes": nb}))
     # AdamW once per tensor (2e0af91) or once per unit (issue 22); the norm twice per unit (2e0af91,
     # each pass over the unit's slice) or twice in all (issue 22, one pass over every unit)
@@ -653,7 +657,9 @@ def bench_rows(S, traced=()):
                                                          K("encoder_backward_dwte_kernel"), K("encoder_backward_dwpe_kernel")]
     rows["layernorm_forward"] = [K("layernorm_forward_kernel", fused=False)]
     rows["fused_residual_layernorm_forward"] = [K("layernorm_forward_kernel", fused=True)]
-    if "layernorm_backward_kernel" in traced:  # issue 22: one pass, then the column sums
+    if "layernorm_backward_warp_kernel" in traced:  # issue 30: a warp per chunk, then the column sums
+        rows["layernorm_backward"] = [K("layernorm_backward_warp_kernel"), K("layernorm_backward_dweight_kernel")]
+    elif "layernorm_backward_kernel" in traced:  # issue 22: one pass, then the column sums
         rows["layernorm_backward"] = [K("layernorm_backward_kernel"), K("layernorm_backward_dweight_kernel")]
     else:
         rows["layernorm_backward"] = [K("layernorm_backward_dinp_kernel"), K("layernorm_backward_dweight_partial_kernel"),

@@ -88,7 +88,8 @@ check(names.count("adamw_kernel") == L + 1, "AdamW launches = units = L + 1 (one
       str(names.count("adamw_kernel")))
 check(names.count("global_norm_partial_kernel") == 1 and names.count("global_norm_finish_kernel") == 1,
       "gradient norm: two launches in all (one pass over every unit; two per unit before issue 22)")
-check(names.count("layernorm_backward_kernel") == 2 * L + 1 and names.count("layernorm_backward_dweight_kernel") == 2 * L + 1,
+ln_bwd = names.count("layernorm_backward_kernel") + names.count("layernorm_backward_warp_kernel")  # block or warp per chunk (issue 30)
+check(ln_bwd == 2 * L + 1 and names.count("layernorm_backward_dweight_kernel") == 2 * L + 1,
       "layernorm backward: the one-pass kernel and the column sums, once per layernorm (2 L + 1)")
 check(names.count("layernorm_forward_kernel") == 2 * L + 1, "layernorm forward launches = 2 L + 1 (ln1, ln2, lnf)")
 check(all(names.count(k) == L for k in ("attention_forward_kernel", "attention_backward_dq_kernel", "gelu_forward_kernel")),

@@ -13,3 +13,4 @@ template __global__ void adamw_kernel<floatX>(floatX*, float*, const floatX*, fl
 template __global__ void adamw_kernel<float>(floatX*, float*, const float*, float*, float*, size_t, unsigned int,
                                              AdamWTensors, float, float, float, float, float, float, float, float);
 #endif
+#include "../../llmc/attention.cuh"

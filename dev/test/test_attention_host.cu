@@ -217,11 +217,24 @@ static void emulate_backward(float* dqkv, int* writes, const float* dout, const 
     float scale = 1.0f / sqrtf((float)hs);
     float* D = (float*)mallocCheck((size_t)B * NH * T * sizeof(float)); // (B,NH,T), the scratch
     float acc1[128], acc2[128];
-    // attention_backward_rowdot_kernel
+    // attention_backward_rowdot_kernel: G lanes of one 16-byte pack each (fmaf in dim order), then
+    // their butterfly
+    int G = attention_rowdot_lanes(hs);
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             for (int h = 0; h < NH; h++) {
-                D[((size_t)b * NH + h) * T + t] = dot_or_zero(head_row(dout, b, t, T, C, h * hs), head_row(out, b, t, T, C, h * hs), hs);
+                const float* d = head_row(dout, b, t, T, C, h * hs);
+                const float* o = head_row(out, b, t, T, C, h * hs);
+                float lanes[32], next[32];
+                for (int g = 0; g < G; g++) {
+                    lanes[g] = 0.0f;
+                    for (int j = g * PACKX_SIZE; j < (g + 1) * PACKX_SIZE; j++) { lanes[g] = fmaf(d[j], o[j], lanes[g]); }
+                }
+                for (int offset = G / 2; offset > 0; offset >>= 1) {
+                    for (int g = 0; g < G; g++) { next[g] = lanes[g] + lanes[g ^ offset]; }
+                    memcpy(lanes, next, sizeof(next));
+                }
+                D[((size_t)b * NH + h) * T + t] = lanes[0];
             }
         }
     }

@@ -107,12 +107,15 @@ static void layernorm_forward_row_host(float* out, float* mean, float* rstd, con
     free(part);
 }
 
-// layernorm_backward_kernel and layernorm_backward_dweight_kernel: the rows in chunks of
-// LAYERNORM_BWD_ROWS; per row the threads' sums and the block sums, dinp (before the kernel's
+// layernorm_backward_warp_kernel (a warp per chunk, where C allows) or layernorm_backward_kernel
+// (a block per chunk), then layernorm_backward_dweight_kernel: the rows in chunks of
+// LAYERNORM_BWD_ROWS; per row the lanes' (threads') sums and the warp (block) sums, dinp (before the kernel's
 // rounding to floatX) +=, each column's dweight/dbias terms in row order; then the chunks, by lane
 static void layernorm_backward_host(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                     const float* weight, const float* mean, const float* rstd, int N, int C) {
     int nthreads = layernorm_threads(C), chunks = layernorm_backward_chunks(N);
+    int packs = (int)packs_of(C);
+    int warp_rows = layernorm_backward_lane_packs(C) <= LAYERNORM_BWD_LANE_PACKS; // the launcher's choice
     size_t scratch_floats = layernorm_backward_scratch_floats(N, C);
     if (scratch_floats < (size_t)chunks * 2 * C) { fail("scratch too small"); }
     float* partial = (float*)mallocCheck(scratch_floats * sizeof(float));
@@ -127,16 +130,33 @@ static void layernorm_backward_host(float* dinp, float* dweight, float* dbias, c
             const float* x = inp + (size_t)r * C;
             const float* d = dout + (size_t)r * C;
             float m = mean[r], s = rstd[r];
-            for (int t = 0; t < nthreads; t++) {
-                dnorm_part[t] = dnorm_norm_part[t] = 0.0f;
-                for (int i = t * PACKX_SIZE; i < (t + 1) * PACKX_SIZE && i < C; i++) {
-                    float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
-                    dnorm_part[t] += dnorm;
-                    dnorm_norm_part[t] += dnorm * norm;
+            float dnorm_mean, dnorm_norm_mean;
+            if (warp_rows) { // layernorm_backward_warp_kernel: lane l sums packs l, l + 32, ... in order, then warp_sum
+                float lanes_dnorm[32], lanes_dnorm_norm[32];
+                for (int l = 0; l < 32; l++) {
+                    lanes_dnorm[l] = lanes_dnorm_norm[l] = 0.0f;
+                    for (int g = l; g < packs; g += 32) {
+                        for (int i = g * PACKX_SIZE; i < (g + 1) * PACKX_SIZE && i < C; i++) {
+                            float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
+                            lanes_dnorm[l] += dnorm;
+                            lanes_dnorm_norm[l] += dnorm * norm;
+                        }
+                    }
                 }
+                dnorm_mean = warp_sum_host(lanes_dnorm) / C;
+                dnorm_norm_mean = warp_sum_host(lanes_dnorm_norm) / C;
+            } else { // layernorm_backward_kernel: thread t sums pack t, then block_sum
+                for (int t = 0; t < nthreads; t++) {
+                    dnorm_part[t] = dnorm_norm_part[t] = 0.0f;
+                    for (int i = t * PACKX_SIZE; i < (t + 1) * PACKX_SIZE && i < C; i++) {
+                        float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
+                        dnorm_part[t] += dnorm;
+                        dnorm_norm_part[t] += dnorm * norm;
+                    }
+                }
+                dnorm_mean = block_sum_host(dnorm_part, nthreads) / C;
+                dnorm_norm_mean = block_sum_host(dnorm_norm_part, nthreads) / C;
             }
-            float dnorm_mean = block_sum_host(dnorm_part, nthreads) / C;
-            float dnorm_norm_mean = block_sum_host(dnorm_norm_part, nthreads) / C;
             for (int i = 0; i < C; i++) {
                 float norm = layernorm_norm(x[i], m, s), dnorm = weight[i] * d[i];
                 dinp[(size_t)r * C + i] += layernorm_dinp(dnorm, norm, dnorm_mean, dnorm_norm_mean, s);
@@ -362,7 +382,8 @@ static void check_buckets(const char* name, const int* inp, int BT, int V) {
 // forward: one float add per element on both sides, then floatX rounding in the kernel: exact
 // in the fp32 build; the comparison is made before the rounding, so exact in both.
 // backward: the CPU adds each position into the gradient one by one, the kernel sums a token's
-// positions first and adds once: a few ulps of sums of up to ~B*T/V values ~1: atol 1e-5.
+// positions first (8 slices of every 8th position, then the slices in order) and adds once: a
+// few ulps of sums of up to ~B*T/V values ~1: atol 1e-5.
 static void test_encoder(int B, int T, int C, int V, uint64_t seed) {
     Rng rng;
     rng_init(&rng, seed);
@@ -397,10 +418,17 @@ static void test_encoder(int B, int T, int C, int V, uint64_t seed) {
     int* pos = (int*)mallocCheck((size_t)BT * sizeof(int));
     int* cursor = (int*)mallocCheck((size_t)V * sizeof(int));
     int num_tokens = encoder_backward_buckets(token, start, pos, cursor, V, inp, BT);
-    for (int k = 0; k < num_tokens; k++) { // encoder_backward_dwte_kernel, thread (k, c)
+    for (int k = 0; k < num_tokens; k++) { // encoder_backward_dwte_kernel, block of bucket k, column c
         for (int c = 0; c < C; c++) {
-            float sum = 0.0f;
-            for (int j = start[k]; j < start[k + 1]; j++) { sum += dout[(size_t)pos[j] * C + c]; }
+            float slice_sum[ENCODER_SLICES];
+            for (int sl = 0; sl < ENCODER_SLICES; sl++) { // slice sl: every ENCODER_SLICES-th position from sl
+                slice_sum[sl] = 0.0f;
+                for (int j = start[k] + sl; j < start[k + 1]; j += ENCODER_SLICES) {
+                    slice_sum[sl] += dout[(size_t)pos[j] * C + c];
+                }
+            }
+            float sum = slice_sum[0];
+            for (int sl = 1; sl < ENCODER_SLICES; sl++) { sum += slice_sum[sl]; } // slice order
             dwte[(size_t)token[k] * C + c] += sum;
         }
     }
@@ -447,6 +475,7 @@ int main(void) {
     test_buckets();
     test_encoder(4, 64, 48, 50, 5);
     test_encoder(2, 3, 32, 1000, 6);
+    test_encoder(8, 64, 16, 3, 8); // 3 tokens over 512 positions: buckets of ~170, every slice ~21 deep
     printf("%d passed, %d failed\n", g_passed, g_failed);
     return g_failed == 0 ? 0 : 1;
 }

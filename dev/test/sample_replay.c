@@ -1,0 +1,82 @@
+/*
+sample_replay: checks a sampled token sequence against the CPU trainer's model (train_gpt2.c), in
+one forward where the trainers run one per token. Token t of a sample is drawn from the
+distribution given the last min(t, W) tokens before it (W: the trainer's -t; both trainers'
+gpt2_sample), with the t-th uniform of the sampling generator (seed -rs + 1). A causal model's
+row t-1 of one forward over tokens 0..W-1 is that distribution for every t <= W, so one forward
+checks the first W tokens; each token after W needs its own forward over its window.
+
+    dev/test/sample_replay MODEL SEED W IDS_FILE
+
+MODEL: a model file or dN (a fresh model of depth N, initialized from SEED as the trainers do);
+IDS_FILE: the generated token ids, whitespace-separated, after the <|endoftext|> that starts
+every sample (a trainer without gpt2_tokenizer.bin prints them as <id>). Prints how many tokens
+the CPU model draws the same way, the first that differs, and exits 0 when all do.
+*/
+#define TESTING
+#include "../../train_gpt2.c"
+
+int main(int argc, char** argv) {
+    if (argc != 5) { fprintf(stderr, "usage: %s MODEL SEED W IDS_FILE\n", argv[0]); return 2; }
+    Comm comm;
+    int one_argc = 1;
+    comm_init(&comm, &one_argc, &argv); // one process: stage 0, no communication
+    TrainArgs args = train_args_defaults();
+    args.model = argv[1];
+    args.seed = atoi(argv[2]);
+    int W = atoi(argv[3]);
+    if (W < 1) { fail("window W must be >= 1, got '%s'", argv[3]); }
+    args.T = W;
+    FILE* ids = fopenCheck(argv[4], "r");
+    int cap = 1024, n = 0; // tokens[0] = <|endoftext|>, then the n generated ones
+    int* tokens = (int*)mallocCheck((size_t)cap * sizeof(int));
+    tokens[0] = GPT2_EOT;
+    int id;
+    while (fscanf(ids, "%d", &id) == 1) {
+        if (n + 2 > cap) { cap *= 2; int* grown = (int*)realloc(tokens, (size_t)cap * sizeof(int));
+            if (grown == NULL) { fail("out of memory for %d token ids", cap); }
+            tokens = grown; }
+        tokens[++n] = id;
+    }
+    fclose(ids);
+    if (n == 0) { fail("'%s' holds no token ids", argv[4]); }
+
+    GPT2Config config;
+    FILE* fp = train_model_config(&args, &config, NULL);
+    for (int t = 1; t <= n; t++) {
+        if (tokens[t] < 0 || tokens[t] >= config.vocab_size) { fail("token %d (%d) is outside the vocabulary", t, tokens[t]); }
+    }
+    ZeroOptions opt = {0, 1, RESHARD_DEFAULT, 0, 0, 1, 0, 0}; // stage 0 on one process (gpt2_build_from_checkpoint's)
+    GPT2 model;
+    gpt2_init(&model, &config, &comm, opt, 0);
+    float* full = train_initial_params(&args, &config, &model.plan.layout, fp, MODEL_VERSION_FP32);
+    gpt2_set_params(&model, full);
+    free(full);
+
+    Rng rng;
+    rng_init(&rng, (uint64_t)args.seed + 1); // the trainers' sampling generator
+    int Vp = config.padded_vocab_size, agree = 0, first_bad = 0;
+    int head = n < W ? n : W; // tokens 1..head come from one forward over tokens 0..head-1
+    gpt2_forward_only(&model, tokens, NULL, 1, head);
+    float* probs_head = (float*)mallocCheck((size_t)head * Vp * sizeof(float));
+    memcpy(probs_head, model.acts.probs, (size_t)head * Vp * sizeof(float));
+    for (int t = 1; t <= n; t++) {
+        const float* probs = probs_head + (size_t)(t - 1) * Vp;
+        if (t > W) { // the window has slid: its own forward, the last row
+            gpt2_forward_only(&model, tokens + t - W, NULL, 1, W);
+            probs = model.acts.probs + (size_t)(W - 1) * Vp;
+        }
+        int want = sample_index(probs, config.vocab_size, rng_uniform(&rng));
+        if (want == tokens[t]) { agree++; }
+        else if (first_bad == 0) {
+            first_bad = t;
+            printf("token %d: the sample has %d, the CPU model draws %d\n", t, tokens[t], want);
+        }
+    }
+    printf("sample_replay %s: %d of %d tokens drawn as the CPU model draws them (window %d)\n", argv[1], agree, n, W);
+    free(probs_head);
+    free(tokens);
+    gpt2_free(&model);
+    comm_finalize(&comm);
+    return agree == n ? 0 : 1;
+}

@@ -27,12 +27,14 @@ ABS_DATA=(-i "$root/dev/data/tinyshakespeare/tiny_shakespeare_train.bin" -j "$ro
 SEED=7
 mkdir -p "$tmp/run" # no tokenizer here: ids
 
+# samples NAME: the text of the run's samples (between the two --- lines after each "generating:")
+samples() { awk '/^generating:$/ { g = 1; n = 0; next } g && /^---$/ { if (++n == 2) g = 0; next } g' "$tmp/$1.txt"; }
 # sample NAME BIN MODEL T G: G tokens with window T; the ids go to $tmp/NAME.ids
 sample() {
     local name=$1 bin=$2 model=$3 T=$4 G=$5
     (cd "$tmp/run" && timeout 900 "$bin" -e "$model" "${ABS_DATA[@]}" -b 1 -t "$T" -x 0 -v 0 -s 1 -g "$G" -rs $SEED) > "$tmp/$name.txt" 2>&1
     local rc=$?
-    sed -n '/^generating:$/,/^---$/p' "$tmp/$name.txt" | grep -o '<[0-9]*>' | tr -d '<>' > "$tmp/$name.ids"
+    samples "$name" | grep -o '<[0-9]*>' | tr -d '<>' > "$tmp/$name.ids"
     [ $rc -eq 0 ] || { echo "     $name exited $rc:"; tail -n 2 "$tmp/$name.txt" | cut -c1-300; return 1; }
     [ "$(wc -l < "$tmp/$name.ids")" -eq "$G" ] || { echo "     $name: $(wc -l < "$tmp/$name.ids") ids, expected $G"; return 1; }
 }

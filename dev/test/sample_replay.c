@@ -11,10 +11,19 @@ checks the first W tokens; each token after W needs its own forward over its win
 MODEL: a model file or dN (a fresh model of depth N, initialized from SEED as the trainers do);
 IDS_FILE: the generated token ids, whitespace-separated, after the <|endoftext|> that starts
 every sample (a trainer without gpt2_tokenizer.bin prints them as <id>). Prints how many tokens
-the CPU model draws the same way, the first that differs, and exits 0 when all do.
+the CPU model draws the same way and how far u was from the others' intervals of the CPU's cdf,
+and exits 0 when every token is drawn the same way or within MISS_TOLERANCE of it.
 */
 #define TESTING
 #include "../../train_gpt2.c"
+
+// A token may differ from the CPU's draw where u falls within rounding of the boundary between
+// two tokens' intervals of the cdf: the two trainers' fp32 logits differ in the last bits
+// (other summation orders), and the random models' near-uniform distributions put a boundary
+// every ~1/V = 2e-5. The CPU's cdf must then put u within this of the sample's token's interval.
+// A token drawn from another distribution misses its interval by a multiple of 2e-5 (measured:
+// see dev/test/test_sample.sh).
+static const double MISS_TOLERANCE = 1e-6;
 
 int main(int argc, char** argv) {
     if (argc != 5) { fprintf(stderr, "usage: %s MODEL SEED W IDS_FILE\n", argv[0]); return 2; }
@@ -55,7 +64,8 @@ int main(int argc, char** argv) {
 
     Rng rng;
     rng_init(&rng, (uint64_t)args.seed + 1); // the trainers' sampling generator
-    int Vp = config.padded_vocab_size, agree = 0, first_bad = 0;
+    int Vp = config.padded_vocab_size, V = config.vocab_size, same = 0, outside = 0;
+    double worst = 0.0;
     int head = n < W ? n : W; // tokens 1..head come from one forward over tokens 0..head-1
     gpt2_forward_only(&model, tokens, NULL, 1, head);
     float* probs_head = (float*)mallocCheck((size_t)head * Vp * sizeof(float));
@@ -66,17 +76,24 @@ int main(int argc, char** argv) {
             gpt2_forward_only(&model, tokens + t - W, NULL, 1, W);
             probs = model.acts.probs + (size_t)(W - 1) * Vp;
         }
-        int want = sample_index(probs, config.vocab_size, rng_uniform(&rng));
-        if (want == tokens[t]) { agree++; }
-        else if (first_bad == 0) {
-            first_bad = t;
-            printf("token %d: the sample has %d, the CPU model draws %d\n", t, tokens[t], want);
+        float u = rng_uniform(&rng);
+        int want = sample_index(probs, V, u), k = tokens[t];
+        if (want == k) { same++; continue; }
+        // k's interval [lo, hi) of the CPU's cdf, summed as sample_index sums it: how far u is from it
+        float lo = 0.0f;
+        for (int i = 0; i < k; i++) { lo += probs[i]; }
+        float hi = lo + probs[k];
+        double miss = u < lo ? (double)lo - u : (double)u - hi;
+        if (miss > worst) { worst = miss; }
+        if (miss > MISS_TOLERANCE) {
+            if (outside++ == 0) { printf("token %d: the sample has %d, the CPU model draws %d (u %.9f, %d's interval [%.9f, %.9f))\n", t, k, want, u, k, lo, hi); }
         }
     }
-    printf("sample_replay %s: %d of %d tokens drawn as the CPU model draws them (window %d)\n", argv[1], agree, n, W);
+    printf("sample_replay %s (window %d): %d of %d tokens drawn as the CPU model draws them, %d more within %.0e of "
+           "their interval, %d not (largest miss %.2e)\n", argv[1], W, same, n, n - same - outside, MISS_TOLERANCE, outside, worst);
     free(probs_head);
     free(tokens);
     gpt2_free(&model);
     comm_finalize(&comm);
-    return agree == n ? 0 : 1;
+    return outside == 0 ? 0 : 1;
 }

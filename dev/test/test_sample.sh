@@ -4,15 +4,22 @@
 #  A. 300 tokens from the tiny model and from a fresh d12 (-e d12, random init), both builds, with
 #     -t 320: every token a position of the key-value cache (gpt2_decode). The fp32 build's token
 #     ids must be the CPU trainer's draws from the same weights and seed (dev/test/sample_replay:
-#     train_gpt2.c's forward, one over the whole sequence); the bf16 build's must be 300 ids
-#     (its logits differ from fp32 by bf16 rounding, so its draws may part from the CPU's).
+#     train_gpt2.c's forward, one over the whole sequence; a token may differ only where the
+#     uniform fell within 1e-6 of the boundary between two tokens' intervals of the CPU's cdf:
+#     measured largest miss 1.2e-7 on d2, 0 on d12). The bf16 build's must be 300 ids; its
+#     replay is printed, not judged (bf16 logits move the cdf by ~1e-5: d2's largest miss was
+#     1.65e-5). A mutant that gives every decoded position wpe row 0 misses by up to 1.8e-3
+#     (291 of 300 tokens outside); the code before the fix dies at token 13 of d12 with
+#     "more than 64 distinct matmul shapes".
 #  B. past the window (-t 16, 48 tokens: 16 from the cache, then 32 from B=1 x T forwards over
 #     the sliding window), fp32, tiny model: again the CPU trainer's draws.
-#  C. the CPU trainer's own sampling (train_gpt2, the same window rule) draws the same 48 tokens.
+#  C. the CPU trainer's own sampling (train_gpt2, the same window rule): its 48 tokens are the
+#     replay's draws too.
 # A trainer run without gpt2_tokenizer.bin in its directory prints each token as <id>. Each run is
 # started with -x 0 (no training step: the sample of the initial weights). EMU_THREADS=1: the
 # emulator's OpenMP threads spin while waiting, which costs 5x the CPU time on these small kernels.
-# Cost (2-core machine, CPU time): ~110 s, most of it d12 (bf16 ~32 s, fp32 ~45 s, replay ~15 s).
+# Cost: 72 s of CPU time with d2 for the tiny model (d12: bf16 32 s, fp32 31 s), 7.5 min wall on
+# the 2 shared cores of the machine it was measured on.
 # usage: dev/test/test_sample.sh   (make emu train_gpt2 dev/test/sample_replay, gpt2_tiny.bin, the data)
 # SAMPLE_TINY=dN replaces gpt2_tiny.bin (where the PyTorch reference files cannot be built).
 set -u
@@ -50,6 +57,7 @@ for m in "tiny $TINY" "d12 d12"; do
     sample $1_fp32 $FP32 "$2" 320 300 && ok "$1 fp32: 300 tokens" || bad "$1 fp32: 300 tokens"
     replay $1_fp32 "$2" 320 && ok "$1 fp32: the CPU trainer's model draws the same 300 tokens" || bad "$1 fp32: tokens differ from the CPU model's draws"
     sample $1_bf16 $BF16 "$2" 320 300 && ok "$1 bf16: 300 tokens" || bad "$1 bf16: 300 tokens"
+    replay $1_bf16 "$2" 320 # (not judged: bf16)
 done
 
 echo "--- B. past the window: 48 tokens at -t 16 (fp32)"
@@ -57,7 +65,7 @@ sample slide_fp32 $FP32 "$TINY" 16 48 && ok "tiny fp32 -t 16: 48 tokens" || bad 
 replay slide_fp32 "$TINY" 16 && ok "tiny fp32 -t 16: the CPU trainer's model draws the same 48 tokens" || bad "tiny fp32 -t 16: tokens differ"
 
 echo "--- C. the CPU trainer's sampling"
-sample slide_cpu $CPU "$TINY" 16 48 && cmp -s "$tmp/slide_cpu.ids" "$tmp/slide_fp32.ids" \
-    && ok "train_gpt2 -t 16 draws the emulated CUDA trainer's 48 tokens" || { bad "train_gpt2 and the CUDA trainer draw differently"; paste "$tmp/slide_cpu.ids" "$tmp/slide_fp32.ids" | head -3; }
+sample slide_cpu $CPU "$TINY" 16 48 && replay slide_cpu "$TINY" 16 \
+    && ok "train_gpt2 -t 16: 48 tokens, the replay's draws" || bad "train_gpt2 -t 16 draws otherwise"
 
 summary "sample"

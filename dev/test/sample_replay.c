@@ -21,9 +21,10 @@ and exits 0 when every token is drawn the same way or within MISS_TOLERANCE of i
 // two tokens' intervals of the cdf: the two trainers' fp32 logits differ in the last bits
 // (other summation orders), and the random models' near-uniform distributions put a boundary
 // every ~1/V = 2e-5. The CPU's cdf must then put u within this of the sample's token's interval.
-// A token drawn from another distribution misses its interval by a multiple of 2e-5 (measured:
-// see dev/test/test_sample.sh).
-static const double MISS_TOLERANCE = 1e-6;
+// Measured largest misses (emulator, 300 tokens, dev/test/test_sample.sh): fp32 3.0e-7 (gpt2_tiny),
+// 1.2e-7 (d2), 0 (d12), so 10x room; the bf16 build's 2.3e-5 and 1.65e-5, and a decoder that
+// gives every position wpe row 0 misses by up to 1.8e-3: those fail.
+static const double MISS_TOLERANCE = 3e-6;
 
 int main(int argc, char** argv) {
     if (argc != 5) { fprintf(stderr, "usage: %s MODEL SEED W IDS_FILE\n", argv[0]); return 2; }

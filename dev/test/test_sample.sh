@@ -18,8 +18,8 @@
 # A trainer run without gpt2_tokenizer.bin in its directory prints each token as <id>. Each run is
 # started with -x 0 (no training step: the sample of the initial weights). EMU_THREADS=1: the
 # emulator's OpenMP threads spin while waiting, which costs 5x the CPU time on these small kernels.
-# Cost: 72 s of CPU time with d2 for the tiny model (d12: bf16 32 s, fp32 31 s), 7.5 min wall on
-# the 2 shared cores of the machine it was measured on.
+# Cost: 85 s of CPU time (user 75 s + sys 10 s; d12's two runs ~32 s each), one process at a time,
+# so ~85 s on two idle cores; measured 12.9 min wall on 2 cores shared by ~7 jobs (2026-11-28).
 # usage: dev/test/test_sample.sh   (make emu train_gpt2 dev/test/sample_replay, gpt2_tiny.bin, the data)
 # SAMPLE_TINY=dN replaces gpt2_tiny.bin (where the PyTorch reference files cannot be built).
 set -u

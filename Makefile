@@ -54,6 +54,10 @@ dev/test/test_mpi_comm: dev/test/test_mpi_comm.c $(HEADERS)
 dev/test/rendezvous_demo: dev/test/rendezvous_demo.c $(HEADERS)
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
+# a sampled sequence against the CPU trainer's model, one forward for the whole sequence (dev/test/test_sample.sh)
+dev/test/sample_replay: dev/test/sample_replay.c train_gpt2.c $(HEADERS)
+	$(CC) $(CFLAGS) -Wno-unused-function $< -o $@ $(LDLIBS)
+
 dev/bench/zero_plan_print: dev/bench/zero_plan_print.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
@@ -267,7 +271,7 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
+test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/sample_replay dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
 	bash dev/test/run_tests.sh
 
 # the quick tier, for while you work (a few minutes once built): the tiny model against PyTorch,
@@ -301,7 +305,7 @@ profile: data
 	$(PYTHON) dev/perf/perf_model.py --device $(PROFILE_DEVICE) --batch $(PROFILE_BATCH) --baseline $(PROFILE_BASELINE)
 
 clean:
-	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print
+	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/sample_replay dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print
 	rm -f train_gpt2cu test_gpt2cu train_gpt2fp32cu test_gpt2fp32cu dev/cuda/test_kernels dev/cuda/test_kernels_fp32 $(CUDA_HOST_TESTS)
 	rm -f $(EMU_TARGETS) train_gpt2cu_emu_check dev/cuda/test_kernels_fp32_emu_check
 	rm -rf dev/cuda/emu/build

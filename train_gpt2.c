@@ -1504,7 +1504,7 @@ int main(int argc, char** argv) {
 
     DataLoader train, val;
     dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);
-    dataloader_init(&val, args.val_pattern, args.B, args.T, rank, N, config.vocab_size, 0, 0);
+    DataLoader* valp = train_val_init(&args, &val, rank, N, config.vocab_size); // NULL with -v 0
     EvalLoader hellaswag_loader;
     EvalLoader* hellaswag = train_hellaswag_init(&args, &hellaswag_loader, config.vocab_size, rank, N);
     int max_steps = train_max_steps(&args, &train, sz.grad_accum);
@@ -1549,7 +1549,7 @@ int main(int argc, char** argv) {
         snprintf(path, sizeof(path), "%s/main.log", args.output_dir);
         if (rank == 0) { logfile = fopenCheck(path, start_step > 0 ? "a" : "w"); }
     }
-    train_loop(&model, &train, &val, hellaswag, &tokenizer, &sample_rng, &args, &sz, start_step, max_steps, logfile);
+    train_loop(&model, &train, valp, hellaswag, &tokenizer, &sample_rng, &args, &sz, start_step, max_steps, logfile);
     if (args.output_dir != NULL) {
         float* params = gpt2_full_params(&model); // collective in stage 3: every rank takes part
         if (rank == 0) {
@@ -1564,7 +1564,7 @@ int main(int argc, char** argv) {
     print_peak_memory(&comm);
 
     dataloader_free(&train);
-    dataloader_free(&val);
+    if (valp != NULL) { dataloader_free(valp); }
     if (hellaswag != NULL) { evalloader_free(hellaswag); }
     tokenizer_free(&tokenizer);
     gpt2_free(&model);

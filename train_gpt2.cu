@@ -494,7 +494,14 @@ static void unit_grads_done(GPT2* model, int u, int reduce);
 // with d(objective)/d(logits) (one pass over the (B,T,Vp) logits instead of two). In stage 3
 // the units stay gathered as the backward needs them; call units_release_all after a forward
 // that no backward follows.
-void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale) {
+//
+// decode_pos >= 0 (gpt2_decode, sampling's key-value cache): one token (B = T = 1) at position
+// decode_pos of a sequence whose earlier positions' q, k, v are already in the activations' qkv
+// rows 0..decode_pos-1 of each layer (a->qkv as one (T, 3C) sequence per layer, at the stride of
+// the batch the activations were sized for). Its own q, k, v go to row decode_pos, and the
+// attention reads rows 0..decode_pos: every product is one row (the same shapes at every
+// position), and no position is computed twice.
+static void gpt2_forward_at(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale, int decode_pos) {
     const GPT2Config* c = &model->config;
     int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
     if (T > c->max_seq_len) { fail("sequence length %d exceeds the model's maximum %d", T, c->max_seq_len); }
@@ -503,6 +510,9 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         fail("batch %dx%d is larger than the %dx%d the activations were sized for", B, T, model->B, model->T);
     }
     if (targets == NULL && loss_scale != 0.0f) { fail("internal: a backward asked for without targets"); }
+    if (decode_pos >= 0 && (B != 1 || T != 1 || targets != NULL || decode_pos >= model->T)) {
+        fail("internal: decode at position %d of %d with B=%d T=%d", decode_pos, model->T, B, T);
+    }
     for (int i = 0; i < B * T; i++) {
         if (inputs[i] < 0 || inputs[i] >= V) { fail("input token %d at %d is outside the vocabulary of %d", inputs[i], i, V); }
         if (targets != NULL && (targets[i] < 0 || targets[i] >= V)) { fail("target token %d at %d is outside the vocabulary of %d", targets[i], i, V); }
@@ -534,7 +544,8 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
 
     Activations* a = &model->acts;
     floatX* ends = unit_params(model, 0);
-    encoder_forward(a->encoded, model->inputs, unit0_tensor(model, ends, WTE), unit0_tensor(model, ends, WPE), B, T, C, s);
+    const floatX* wpe = unit0_tensor(model, ends, WPE) + (decode_pos >= 0 ? (size_t)decode_pos * C : 0); // position 0's row onward
+    encoder_forward(a->encoded, model->inputs, unit0_tensor(model, ends, WTE), wpe, B, T, C, s);
     unit_release_after_forward(model, 0);
     const ParamLayout* lay = &model->plan.layout;
     floatX* unit = NULL;
@@ -546,6 +557,7 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         floatX* ln1 = a->ln1 + (model->recompute >= 2 ? 0 : l * BTC);
         floatX* ln2 = a->ln2 + (model->recompute >= 2 ? 0 : l * BTC);
         floatX* qkv = a->qkv + l * BTC * 3;
+        if (decode_pos >= 0) { qkv = a->qkv + ((size_t)l * model->B * model->T + decode_pos) * 3 * C; } // the layer's cache row
         floatX* atty = a->atty + l * BTC;
         floatX* residual2 = a->residual2 + l * BTC;
         floatX* fch = a->fch + l * BTC * 4;
@@ -560,7 +572,8 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
                                              a->residual2 + (l - 1) * BTC, a->proj, w.ln1w, w.ln1b, (int)BT, C, s);
         }
         matmul_forward(qkv, ln1, w.qkvw, w.qkvb, (int)BT, C, 3 * C, s);
-        attention_forward(atty, a->att_lse + (size_t)l * B * NH * T, qkv, B, T, C, NH, s);
+        if (decode_pos >= 0) { attention_decode(atty, qkv - (size_t)decode_pos * 3 * C, decode_pos, C, NH, s); }
+        else { attention_forward(atty, a->att_lse + (size_t)l * B * NH * T, qkv, B, T, C, NH, s); }
         matmul_forward(a->proj, atty, w.attprojw, w.attprojb, (int)BT, C, C, s);
         fused_residual_layernorm_forward(residual2, ln2, ln2_mean, ln2_rstd, residual, a->proj, w.ln2w, w.ln2b, (int)BT, C, s);
         matmul_forward(fch, ln2, w.fcw, w.fcb, (int)BT, C, 4 * C, s);
@@ -581,6 +594,10 @@ void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int
         cudaCheck(cudaMemcpyAsync(slot, a->losses, BT * sizeof(float), cudaMemcpyDeviceToHost, s));
         cudaCheck(cudaEventRecord(model->losses_copied, s));
     }
+}
+
+void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale) {
+    gpt2_forward_at(model, inputs, targets, B, T, loss_scale, -1);
 }
 
 // The mean of BT losses on the host, summed in a fixed order.
@@ -1067,6 +1084,16 @@ void gpt2_forward_only(GPT2* model, const int* inputs, const int* targets, int B
     model->walk.forward_only = 0;
 }
 
+// Sampling's forward of one token at position pos (< the activations' T), after the tokens at
+// 0..pos-1 went through it in order since the last other forward (gpt2_forward_at's decode_pos):
+// the logits of position pos are then row 0 of acts.logits.
+void gpt2_decode(GPT2* model, int token, int pos) {
+    model->walk.forward_only = 1;
+    gpt2_forward_at(model, &token, NULL, 1, 1, 0.0f, pos);
+    units_release_all(model);
+    model->walk.forward_only = 0;
+}
+
 // Where unit u's full local gradient is: in the full slab, or (stages 2-3 without
 // accumulation) in the unit-0 buffer or one of the two block slots (each the largest block
 // unit's size, unit_size[1]), block unit u in slot (u-1) % 2.
@@ -1410,9 +1437,14 @@ static void load_checkpoint(GPT2* model, DataLoader* train, Rng* rng, const char
 // sampling
 
 // Generates gen_len tokens after <|endoftext|>; rank 0 prints them. Every rank runs it (stage 3
-// needs all ranks for each gather) with the same seed, so all draw the same tokens. The forward
-// runs on B=1 over the prefix (or its last T tokens once it is longer than the activations' T);
-// the last position's logits come to the host for the softmax and the draw.
+// needs all ranks for each gather) with the same seed, so all draw the same tokens. Token t is
+// drawn from the logits given the last min(t, T) tokens at positions 0.. (T: the activations'; the
+// CPU trainer's gpt2_sample conditions the same way, so the two draw the same tokens from the
+// same weights and seed up to rounding). While the sequence fits in T, each new token is one
+// position (gpt2_decode: a key-value cache in the activations' qkv rows); past T the window
+// slides, every position moves, and each token is one B=1 x T forward over the window. Both keep
+// the products' shapes fixed (1 row, or T rows), whatever gen_len is; the logits of the position
+// come to the host for the softmax and the draw.
 void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len) {
     const GPT2Config* c = &model->config;
     int eot = tokenizer->init_ok ? tokenizer->eot_token : GPT2_EOT;
@@ -1424,9 +1456,12 @@ void gpt2_sample(GPT2* model, const Tokenizer* tokenizer, Rng* rng, int gen_len)
     tokens[0] = eot;
     if (print) { printf("generating:\n---\n"); }
     for (int t = 1; t <= gen_len; t++) {
-        int context = t < model->T ? t : model->T;
-        gpt2_forward_only(model, tokens + t - context, NULL, 1, context);
-        const floatX* last = model->acts.logits + (size_t)(context - 1) * c->padded_vocab_size;
+        const floatX* last = model->acts.logits;
+        if (t <= model->T) { gpt2_decode(model, tokens[t - 1], t - 1); } // positions 0..t-2 are cached
+        else {
+            gpt2_forward_only(model, tokens + t - model->T, NULL, 1, model->T);
+            last += (size_t)(model->T - 1) * c->padded_vocab_size;
+        }
         cudaCheck(cudaMemcpyAsync(row, last, (size_t)c->padded_vocab_size * sizeof(floatX), cudaMemcpyDeviceToHost, model->stream));
         comm_sync(model->comm, model->stream, "a sample's logits");
         float maxval = -INFINITY, sum = 0.0f;
@@ -1709,7 +1744,7 @@ int main(int argc, char** argv) {
     // every file is checked before the GPU is touched: bad input gets its message on any machine
     DataLoader train, val;
     dataloader_init(&train, args.train_pattern, args.B, args.T, rank, N, config.vocab_size, args.shuffle, (uint64_t)args.seed);
-    dataloader_init(&val, args.val_pattern, args.B, args.T, rank, N, config.vocab_size, 0, 0);
+    DataLoader* valp = train_val_init(&args, &val, rank, N, config.vocab_size); // NULL with -v 0
     EvalLoader hellaswag_loader;
     EvalLoader* hellaswag = train_hellaswag_init(&args, &hellaswag_loader, config.vocab_size, rank, N);
     int max_steps = train_max_steps(&args, &train, sz.grad_accum);
@@ -1778,7 +1813,7 @@ int main(int argc, char** argv) {
     // -wt, must not wait for a slower rank's disk
     comm_io_barrier(&comm, "every rank to read the model and the checkpoint");
 
-    train_loop(&model, &train, &val, hellaswag, &tokenizer, &sample_rng, &args, &sz, start_step, max_steps, logfile, peak);
+    train_loop(&model, &train, valp, hellaswag, &tokenizer, &sample_rng, &args, &sz, start_step, max_steps, logfile, peak);
     if (args.output_dir != NULL) {
         float* params = gpt2_full_params(&model); // collective from stage 1: every rank takes part
         if (rank == 0) {
@@ -1792,7 +1827,7 @@ int main(int argc, char** argv) {
     }
     print_peak_memory(&model);
     dataloader_free(&train);
-    dataloader_free(&val);
+    if (valp != NULL) { dataloader_free(valp); }
     if (hellaswag != NULL) { evalloader_free(hellaswag); }
     tokenizer_free(&tokenizer);
     gpt2_free(&model);

@@ -1075,4 +1075,53 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
     }
 }
 
+// ----------------------------------------------------------------------------
+// one query against a cache (sampling: train_gpt2.cu's gpt2_sample)
+
+// The attention of the one new position `pos` of a B=1 sequence: cache (maxrows, 3C) holds q, k, v
+// of positions 0..pos side by side as qkv does (row pos just written by the qkv product), and
+// out (C) = softmax(q_pos k_j / sqrt(hs), j <= pos) v_j per head: the same math as the causal
+// forward's row pos, so the sampled token depends only on the tokens before it. Both builds run
+// this kernel: fp32 scores and sums (no bf16 rounding of the weights, unlike the bf16 flash
+// forward, whose row pos therefore agrees with this only to bf16's precision), one block per head.
+// The work is pos * hs multiply-adds per head, tiny beside the products of a position, so the
+// kernel is plain: threads take keys in turn, thread 0 finds the max and the sum in key order
+// (deterministic), and thread d sums output dimension d over the keys in order.
+__global__ void attention_decode_kernel(floatX* out, const floatX* cache, int pos, int C, int NH, float scale) {
+    extern __shared__ float att_weights[]; // (pos + 1) scores, then softmax weights
+    __shared__ float inv_sum;
+    int h = blockIdx.x, hs = C / NH;
+    const floatX* q = cache + (size_t)pos * 3 * C + h * hs;
+    for (int j = threadIdx.x; j <= pos; j += blockDim.x) {
+        const floatX* k = cache + (size_t)j * 3 * C + C + h * hs;
+        float s = 0.0f;
+        for (int d = 0; d < hs; d++) { s += to_float(q[d]) * to_float(k[d]); }
+        att_weights[j] = s * scale;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float maxval = -INFINITY, sum = 0.0f;
+        for (int j = 0; j <= pos; j++) { maxval = fmaxf(maxval, att_weights[j]); }
+        for (int j = 0; j <= pos; j++) { att_weights[j] = expf(att_weights[j] - maxval); sum += att_weights[j]; }
+        inv_sum = 1.0f / sum;
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < hs; d += blockDim.x) {
+        float o = 0.0f;
+        for (int j = 0; j <= pos; j++) { o += att_weights[j] * to_float(cache[(size_t)j * 3 * C + 2 * C + h * hs + d]); }
+        out[h * hs + d] = from_float(o * inv_sum);
+    }
+}
+
+// out (C) = the attention output of position pos (see the kernel); pos < the cache's rows
+void attention_decode(floatX* out, const floatX* cache, int pos, int C, int NH, cudaStream_t stream) {
+    attention_check_shape("attention_decode", 1, pos + 1, C, NH);
+    if (pos < 0) { fail("attention_decode: position %d", pos); }
+    int hs = C / NH;
+    size_t smem = (size_t)(pos + 1) * sizeof(float);
+    if (smem > 48 * 1024) { fail("attention_decode: %d positions need %zu bytes of shared memory, over 48 KB", pos + 1, smem); }
+    attention_decode_kernel<<<NH, 128, smem, stream>>>(out, cache, pos, C, NH, 1.0f / sqrtf((float)hs));
+    cudaCheckLaunch();
+}
+
 #endif // LLMC_ATTENTION_CUH

@@ -76,9 +76,16 @@ static inline void matmul_check_alignment(const void* p, const char* what, int m
 
 // A product's descriptors and the heuristic's algorithm depend only on its shape, transposes and
 // epilogue (the alignment promise is fixed): made once per distinct product and kept, instead of
-// ~150 descriptor sets and heuristic queries per micro-step. A GPT-2 step has under 20 shapes.
+// ~150 descriptor sets and heuristic queries per micro-step. A training step has under 20 shapes,
+// evaluation the same, sampling 5 more (B=1 x T=1, one position per token: train_gpt2.cu's
+// gpt2_sample). The table is a cache, not a registry: when it is full the least recently used plan
+// is destroyed and its slot reused, so no sequence of shapes can overflow it (a shape made again
+// gets the same algorithm: the heuristic's answer depends only on the arguments above).
+// cublasLtMatmul reads the descriptors when it is called, not when the stream runs it, so a plan
+// may be destroyed while products made with it are still queued.
 typedef struct {
     int m, n, k, trans_a, trans_b, bias;
+    unsigned long long last_use; // g_matmul_clock at its last lookup
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
@@ -86,14 +93,34 @@ typedef struct {
 #define MATMUL_PLANS 64
 static MatmulPlan g_matmul_plans[MATMUL_PLANS];
 static int g_matmul_plan_count = 0;
+static unsigned long long g_matmul_clock = 0;
+static unsigned long long g_matmul_plans_evicted = 0; // for the tests: how many plans were destroyed to make room
+
+static void matmul_plan_destroy(MatmulPlan* q) {
+    cublasCheck(cublasLtMatrixLayoutDestroy(q->la));
+    cublasCheck(cublasLtMatrixLayoutDestroy(q->lb));
+    cublasCheck(cublasLtMatrixLayoutDestroy(q->ld));
+    cublasCheck(cublasLtMatmulDescDestroy(q->desc));
+}
 
 static const MatmulPlan* matmul_plan(int m, int n, int k, int trans_a, int trans_b, int bias) {
+    g_matmul_clock++;
     for (int i = 0; i < g_matmul_plan_count; i++) {
-        const MatmulPlan* q = &g_matmul_plans[i];
-        if (q->m == m && q->n == n && q->k == k && q->trans_a == trans_a && q->trans_b == trans_b && q->bias == bias) { return q; }
+        MatmulPlan* q = &g_matmul_plans[i];
+        if (q->m == m && q->n == n && q->k == k && q->trans_a == trans_a && q->trans_b == trans_b && q->bias == bias) {
+            q->last_use = g_matmul_clock;
+            return q;
+        }
     }
-    if (g_matmul_plan_count == MATMUL_PLANS) { fail("internal: more than %d distinct matmul shapes", MATMUL_PLANS); }
-    MatmulPlan* q = &g_matmul_plans[g_matmul_plan_count++];
+    MatmulPlan* q;
+    if (g_matmul_plan_count < MATMUL_PLANS) { q = &g_matmul_plans[g_matmul_plan_count++]; }
+    else { // full: the least recently used plan makes room
+        q = &g_matmul_plans[0];
+        for (int i = 1; i < MATMUL_PLANS; i++) { if (g_matmul_plans[i].last_use < q->last_use) { q = &g_matmul_plans[i]; } }
+        matmul_plan_destroy(q);
+        g_matmul_plans_evicted++;
+    }
+    q->last_use = g_matmul_clock;
     q->m = m; q->n = n; q->k = k; q->trans_a = trans_a; q->trans_b = trans_b; q->bias = bias;
     cublasCheck(cublasLtMatmulDescCreate(&q->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -133,13 +160,7 @@ static const MatmulPlan* matmul_plan(int m, int n, int k, int trans_a, int trans
 }
 
 static void matmul_plans_free(void) {
-    for (int i = 0; i < g_matmul_plan_count; i++) {
-        MatmulPlan* q = &g_matmul_plans[i];
-        cublasCheck(cublasLtMatrixLayoutDestroy(q->la));
-        cublasCheck(cublasLtMatrixLayoutDestroy(q->lb));
-        cublasCheck(cublasLtMatrixLayoutDestroy(q->ld));
-        cublasCheck(cublasLtMatmulDescDestroy(q->desc));
-    }
+    for (int i = 0; i < g_matmul_plan_count; i++) { matmul_plan_destroy(&g_matmul_plans[i]); }
     g_matmul_plan_count = 0;
 }
 

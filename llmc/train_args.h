@@ -297,6 +297,15 @@ static inline FILE* train_model_config(const TrainArgs* args, GPT2Config* config
     return fp;
 }
 
+// The val loader of this rank (-j), only when the val loss is ever computed (-v > 0: at every
+// -v steps and after the last; with -v 0 nothing reads it, not even -x 0); NULL otherwise. A val
+// file too short for one batch of B x T per rank then stops nobody who does not validate.
+static inline DataLoader* train_val_init(const TrainArgs* args, DataLoader* val, int rank, int N, int vocab_size) {
+    if (args->val_every <= 0) { return NULL; }
+    dataloader_init(val, args->val_pattern, args->B, args->T, rank, N, vocab_size, 0, 0);
+    return val;
+}
+
 // -h 1: the HellaSwag examples of this rank, checked now (NULL with -h 0).
 static inline EvalLoader* train_hellaswag_init(const TrainArgs* args, EvalLoader* ev, int vocab_size, int rank, int N) {
     if (!args->hellaswag) { return NULL; }

@@ -1220,6 +1220,80 @@ static void check_global_norm(const GlobalNormCase* c) {
     if (c->fp32_grads) { check_global_norm_of<float>(c); } else { check_global_norm_of<floatX>(c); }
 }
 
+// The plan table (llmc/matmul.cuh) is a cache of MATMUL_PLANS: more distinct shapes than that
+// evict the least recently used plan instead of failing (sampling once made a new shape per
+// token). 3 x MATMUL_PLANS shapes in turn, each product against the CPU's (TOL_MATMUL, as
+// check_close reads it), then the first shape again (its plan evicted long ago, made anew): the
+// same bits as its first run.
+static void check_matmul_plan_cache(void) {
+    const int C = 32, OC = 48, shapes = 3 * MATMUL_PLANS;
+    const char* what = "matmul plan cache";
+    float* inp = random_floatX((size_t)shapes * C, 0.0f, 1.0f);
+    float* weight = random_floatX((size_t)OC * C, 0.0f, 1.0f / sqrtf((float)C));
+    floatX* d_inp = device_floatX(inp, (size_t)shapes * C);
+    floatX* d_weight = device_floatX(weight, (size_t)OC * C);
+    floatX* d_out = (floatX*)device_alloc((size_t)shapes * OC * sizeof(floatX));
+    float* out_ref = host_zeros((size_t)shapes * OC);
+    unsigned long long evicted0 = g_matmul_plans_evicted;
+    double worst_ratio = 0.0;
+    int worst_bt = 0;
+    void* first = NULL;
+    for (int BT = 1; BT <= shapes; BT++) { // m = OC, n = BT, k = C: a new shape each time
+        size_t n = (size_t)BT * OC;
+        fill_nan(d_out, n * sizeof(floatX));
+        matmul_forward(d_out, d_inp, d_weight, NULL, BT, C, OC, g_stream);
+        float* out = download_floatX(d_out, n);
+        memset(out_ref, 0, n * sizeof(float));
+        matmul_forward(out_ref, inp, weight, NULL, 1, BT, C, OC);
+        double rms = rms_of(out_ref, n);
+        for (size_t i = 0; i < n; i++) {
+            double err = fabs((double)out[i] - out_ref[i]);
+            double allowed = TOL_MATMUL.atol * rms + TOL_MATMUL.rtol * fabs((double)out_ref[i]);
+            double ratio = err != err ? INFINITY : (err == 0.0 ? 0.0 : err / allowed);
+            if (ratio > worst_ratio) { worst_ratio = ratio; worst_bt = BT; }
+        }
+        if (BT == 1) { first = snapshot_floatX(d_out, OC); }
+        free(out);
+    }
+    char label[96], detail[160];
+    snprintf(label, sizeof(label), "%d shapes through %d plans", shapes, MATMUL_PLANS);
+    snprintf(detail, sizeof(detail), "worst %.2f of TOL_MATMUL's bound (BT=%d)", worst_ratio, worst_bt);
+    report(worst_ratio <= 1.0, what, label, detail);
+    unsigned long long evicted = g_matmul_plans_evicted - evicted0;
+    snprintf(detail, sizeof(detail), "%llu evicted, %d kept", evicted, g_matmul_plan_count);
+    report(evicted >= (unsigned long long)(shapes - MATMUL_PLANS) && g_matmul_plan_count == MATMUL_PLANS, what,
+           "the least recently used plans make room", detail);
+    matmul_forward(d_out, d_inp, d_weight, NULL, 1, C, OC, g_stream);
+    void* again = snapshot_floatX(d_out, OC);
+    check_same_bits(what, "an evicted shape made anew: its first run's bits", first, again, OC * sizeof(floatX));
+    device_free(d_inp); device_free(d_weight); device_free(d_out);
+    free(inp); free(weight); free(out_ref); free(first); free(again);
+}
+
+// attention_decode (sampling's one position against the key-value cache): the CPU's causal
+// forward over positions 0..pos gives row pos; the cache's rows after pos are NaN on the device,
+// so a kernel reading past pos fails. Both builds: fp32 scores and weights, one rounding of the
+// output to floatX, so TOL_OUT (the bf16 flash forward's P rounding is not in this kernel).
+static void check_attention_decode(const AttentionShape* s) {
+    int T = s->T, C = s->C, NH = s->NH, pos = T - 1 - T / 3; // rows pos+1..T-1 are past the query
+    size_t n_qkv = (size_t)T * 3 * C;
+    char what[128];
+    snprintf(what, sizeof(what), "attention_decode pos=%d of T=%d C=%d NH=%d hs=%d", pos, T, C, NH, C / NH);
+    float* qkv = random_floatX(n_qkv, 0.0f, 1.0f);
+    float* out_ref = host_zeros((size_t)(pos + 1) * C);
+    float* att = host_zeros((size_t)NH * (pos + 1) * (pos + 1));
+    attention_forward(out_ref, att, qkv, 1, pos + 1, C, NH);
+    floatX* d_qkv = device_floatX(qkv, n_qkv);
+    fill_nan(d_qkv + (size_t)(pos + 1) * 3 * C, (size_t)(T - pos - 1) * 3 * C * sizeof(floatX));
+    floatX* d_out = (floatX*)device_alloc(C * sizeof(floatX));
+    fill_nan(d_out, C * sizeof(floatX));
+    attention_decode(d_out, d_qkv, pos, C, NH, g_stream);
+    float* out = download_floatX(d_out, C);
+    check_close(what, "out", out, out_ref + (size_t)pos * C, C, TOL_OUT);
+    device_free(d_qkv); device_free(d_out);
+    free(qkv); free(out_ref); free(att); free(out);
+}
+
 // ----------------------------------------------------------------------------
 // correctness: every check, then the summary line
 
@@ -1237,8 +1311,14 @@ static int run_correctness(void) {
     if (family("fused_residual")) {
         for (size_t i = 0; i < COUNT_OF(FUSED_RESIDUAL_SHAPES); i++) { check_fused_residual_layernorm(&FUSED_RESIDUAL_SHAPES[i]); }
     }
-    if (family("matmul")) { for (size_t i = 0; i < COUNT_OF(MATMUL_SHAPES); i++) { check_matmul(&MATMUL_SHAPES[i]); } }
-    if (family("attention")) { for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention(&ATTENTION_SHAPES[i]); } }
+    if (family("matmul")) {
+        for (size_t i = 0; i < COUNT_OF(MATMUL_SHAPES); i++) { check_matmul(&MATMUL_SHAPES[i]); }
+        check_matmul_plan_cache();
+    }
+    if (family("attention")) {
+        for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention(&ATTENTION_SHAPES[i]); }
+        for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention_decode(&ATTENTION_SHAPES[i]); }
+    }
     if (family("gelu")) { for (size_t i = 0; i < COUNT_OF(GELU_SIZES); i++) { check_gelu(GELU_SIZES[i]); } }
     if (family("classifier")) { for (size_t i = 0; i < COUNT_OF(CLASSIFIER_SHAPES); i++) { check_classifier(&CLASSIFIER_SHAPES[i]); } }
     if (family("adamw")) { for (size_t i = 0; i < COUNT_OF(ADAMW_CASES); i++) { check_adamw(&ADAMW_CASES[i]); } }

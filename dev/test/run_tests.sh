@@ -98,6 +98,7 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated trainer under EMU_CHECK=1 (2 ranks, resume, 64-channel heads)" bash dev/test/test_emu_check.sh
     run_test "emulated test_gpt2cu (fp32, ASan, device memory protected)" env EMU_THREADS=2 EMU_PROTECT=1 ./test_gpt2fp32cu_emu_asan gpt2_tiny
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
+    run_test "sampling at length: 300 tokens, tiny and d12, = the CPU model's draws (emulated CUDA)" bash dev/test/test_sample.sh
     run_test "emulated ZeRO stages over NCCL (eager schedule, stream-order check)" env EMU_SCHEDULE=eager EMU_CHECK_STREAMS=1 bash dev/test/test_zero_emu.sh
     run_test "emulated optimizer offload -zo 1 (random schedule, stream-order check)" env EMU_SCHEDULE=random EMU_SEED=3 EMU_CHECK_STREAMS=1 bash dev/test/test_offload_emu.sh
     # EMU_FMAD=1: device code contracted into fma as nvcc's default does (dev/cuda/emu/README.md,

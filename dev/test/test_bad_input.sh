@@ -106,7 +106,31 @@ case_ "shard too short"      "'$tmp/short.bin' has 100 tokens, fewer than one ba
 case_ "shard wrong magic"    "'$tmp/shard_magic.bin' has magic 20240519" -e "$MODEL" -i "$tmp/shard_magic.bin" -j "$VAL"
 case_ "shard wrong version"  "'$tmp/shard_version.bin' has version 2" -e "$MODEL" -i "$tmp/shard_version.bin" -j "$VAL"
 case_ "shard truncated"      "'$tmp/shard_trunc.bin' is 7024 bytes but its header says 5000 tokens" -e "$MODEL" -i "$tmp/shard_trunc.bin" -j "$VAL"
-case_ "val shard bad"        "'$tmp/shard_magic.bin' has magic"  -e "$MODEL" -i "$TRAIN" -j "$tmp/shard_magic.bin"
+# the val loader exists only when something validates (-v > 0): then a bad or short val file stops the start
+case_ "val shard bad (-v 1)" "'$tmp/shard_magic.bin' has magic"  -e "$MODEL" -i "$TRAIN" -j "$tmp/shard_magic.bin" -v 1
+case_ "val too short (-v 1)" "'$tmp/short.bin' has 100 tokens, fewer than one batch needs: ranks 1 x B 4 x T 64 + 1 = 257" -e "$MODEL" -i "$TRAIN" -j "$tmp/short.bin" -v 1
+# dev/bench/bench_cuda.sh's start (B = 64, T = 1024, -v 0, the default data: its val file holds
+# 32768 tokens, fewer than one batch) gets past the loaders to -z auto, which a 1 MB budget stops
+# before anything is allocated (without a GPU, the CUDA trainer stops at its first GPU call instead)
+if [ $cuda -eq 1 ]; then
+    out=$("$TRAIN_GPT2" -e "$MODEL" -i "$TRAIN" -j "$VAL" -b 64 -t 1024 -x 0 -v 0 -s 0 -z auto -zm 1 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && ! printf '%s\n' "$out" | grep -q "fewer than one batch" &&
+       { [ $have_gpu -eq 0 ] || printf '%s\n' "$out" | grep -q "^error: -z auto: no stage fits in 1.0 MB"; }; then
+        passed=$((passed + 1)); echo "ok   -b 64 -t 1024 -v 0 on the default data: past the loaders ($(printf '%s\n' "$out" | tail -n 1 | cut -c1-80))"
+    else failed=$((failed + 1)); echo "FAIL -b 64 -t 1024 -v 0 on the default data: exit $rc"; printf '%s\n' "$out" | tail -n 2; fi
+fi
+# and with -v 0 it is never read: a val file shorter than one batch (the default one at B >= 32,
+# T = 1024: dev/bench/bench_cuda.sh) must not stop a run. Where there is no GPU, the CUDA trainer
+# gets past its loaders to the first GPU call instead.
+if [ $cuda -eq 0 ] || [ $have_gpu -eq 1 ]; then
+    out=$(OMP_NUM_THREADS=1 "$TRAIN_GPT2" -e "$MODEL" -i "$TRAIN" -j "$tmp/short.bin" -x 1 -v 0 -s 0 -t 64 2>&1); rc=$?
+    if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q "^step *1/1"; then passed=$((passed + 1)); echo "ok   -v 0 with a val file shorter than one batch: trains"
+    else failed=$((failed + 1)); echo "FAIL -v 0 with a val file shorter than one batch: exit $rc"; printf '%s\n' "$out" | tail -n 3; fi
+else
+    out=$("$TRAIN_GPT2" -e "$MODEL" -i "$TRAIN" -j "$tmp/short.bin" -x 1 -v 0 -s 0 -t 64 2>&1); rc=$?
+    if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q "short.bin"; then passed=$((passed + 1)); echo "ok   -v 0 with a val file shorter than one batch: past the loaders (exit $rc: $(printf '%s\n' "$out" | tail -n 1 | cut -c1-100))"
+    else failed=$((failed + 1)); echo "FAIL -v 0 with a val file shorter than one batch: exit $rc"; printf '%s\n' "$out" | tail -n 3; fi
+fi
 if [ $cuda -eq 0 ] || [ $have_gpu -eq 1 ]; then
 case_ "token outside vocab"  "'$tmp/shard_vocab.bin' holds token 60000" -e "$MODEL" -i "$tmp/shard_vocab.bin" -j "$VAL"
 else

@@ -418,7 +418,7 @@ median_ms() { # median_ms FILE SED_REGEX: "MEDIAN COUNT" of the captured times a
 # emulator the val file is cut to VAL_CUT = 256 tokens, so that B=8 x T=32 + 1 needs more than it
 # holds, as B=32 x T=1024 + 1 does of the 32,768-token file.
 bench_ours() { # bench_ours DIR [TRAINER FLAGS...]
-    local dir=$1 rc=0 B ms n; shift
+    local dir=$1 rc=0 B ms n failed=(); shift
     BENCH_TRAINER=$TRAIN BENCH_MODEL=$BENCH_MODEL BENCH_T=$BENCH_T BENCH_BATCHES="$BENCH_BATCHES" BENCH_ARGS="$*" \
         tmo dev/bench/bench_cuda.sh "$dir" $BENCH_STEPS > "$dir.txt" 2>&1
     cat "$dir.txt"
@@ -427,12 +427,13 @@ bench_ours() { # bench_ours DIR [TRAINER FLAGS...]
             read -r ms n < <(median_ms "$dir/bench_B$B.log" '^step.*\(([0-9.]+) ms,.*')
             [ -n "$ms" ] && steps_row ours "$B" "$BENCH_T" 0 "$ms" "$n" || { echo "B=$B: no step times"; rc=1; }
         else
-            echo "B=$B did not run: $(grep "^$B " "$dir.txt" | cut -c1-200)"; rc=1
+            failed+=("B=$B: $(grep "^$B " "$dir.txt" | sed 's/.*(//; s/)$//' | cut -c1-160)"); rc=1
             echo "$B" >> "$work/bench_failed"
         fi
     done
     (cd "$(dirname "$dir")" && tar -cf "$dir.tar" "$(basename "$dir")" "$(basename "$dir").txt" 2>/dev/null); pack "$dir.tar"
     [ $rc -eq 0 ] && echo "benchmark: every B ran ($BENCH_BATCHES)"
+    [ ${#failed[@]} -eq 0 ] || printf 'did not run: %s\n' "${failed[@]}"
     return $rc
 }
 bench_fallback() { # the B that (c) refused, again with the train file as the val file: the times all the same
@@ -465,7 +466,10 @@ ncu_ours() {
     python3 dev/bench/ncu_table.py "$out" 2 | tee "$work/ncu_table.txt" | head -40
     echo "ncu: $rows launches over 2 steps of B=$NCU_B T=$NCU_T: $logdir/ncu_ours.csv"
 }
-kernels_bench() { tmo "$KERN" --bench "${KBENCH_ARGS[@]}" --csv "$logdir/kernels_bench.csv"; }
+kernels_bench() {
+    tmo "$KERN" --bench "${KBENCH_ARGS[@]}" --csv "$logdir/kernels_bench.csv" || return 1
+    echo "kernels_bench.csv: $(($(wc -l < "$logdir/kernels_bench.csv") - 1)) kernels (${KBENCH_ARGS[*]:-B=8, T=1024})"
+}
 # the peers, each at every B of PEER_B: the median step after the first 3, as ours
 peer_llmc() { # peer_llmc NAME B: llm.c from a fresh d12 (random init), -r 0, the train file as val
     local bin="$PEERS/build/$1/train_gpt2cu" f="$work/$1_B$2.txt" ms n

@@ -6,8 +6,9 @@
 # PyTorch 2.11.0+cu130, 2026-11-28: torch.compile 63.0 / 118.4 ms per step at B = 32 / 64, eager
 # 89.0 / 170.6), copied into the repository unchanged in what it computes and prints. Added since:
 # --device and --shape (default: cuda and GPT-2 124M, as measured), so that dev/gpu_check.sh --emu
-# runs the same script on the CPU at a tiny shape (no autocast, no fused AdamW off the GPU); and
-# the one output line is unchanged but for the device when it is not cuda.
+# runs the same script on the CPU at a tiny shape (no autocast, no fused AdamW off the GPU; with
+# a PyTorch older than 2.0 the causal attention written out); the output line is unchanged but
+# for the device when it is not cuda.
 import sys, time, math, statistics
 import torch, torch.nn as nn, torch.nn.functional as F
 
@@ -32,6 +33,13 @@ torch.manual_seed(0)
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 
+def sdpa(q, k, v):
+    if hasattr(F, "scaled_dot_product_attention"): return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # PyTorch < 2.0 (Debian's 1.13, --emu on the CPU): the same causal attention written out
+    a = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+    a = a.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.softmax(a, dim=-1) @ v
+
 class Block(nn.Module):
     def __init__(s):
         super().__init__()
@@ -40,7 +48,7 @@ class Block(nn.Module):
     def forward(s, x):
         q, k, v = s.qkv(s.ln1(x)).split(C, dim=2)
         q, k, v = (t.view(x.size(0), T, H, C // H).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = sdpa(q, k, v)
         x = x + s.proj(y.transpose(1, 2).contiguous().view(x.size(0), T, C))
         return x + s.fcp(F.gelu(s.fc(s.ln2(x)), approximate="tanh"))
 
@@ -59,7 +67,7 @@ def sync():
     if cuda: torch.cuda.synchronize()
 
 model = GPT().to(dev)
-opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=cuda)
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, **({"fused": True} if cuda else {}))
 step_fn = torch.compile(model) if COMPILE else model
 x = torch.randint(0, 50257, (B, T), device=dev); y = torch.randint(0, 50257, (B, T), device=dev)
 times, losses = [], []

@@ -101,7 +101,7 @@ if [ $emu = 1 ]; then
     SHORT=(-e gpt2_tiny_bf16.bin -b 2 -t 32)
     BENCH_MODEL=gpt2_tiny_bf16.bin BENCH_T=32 BENCH_BATCHES="8 4" BENCH_STEPS=4 VAL_CUT=256
     NCU_B=2 NCU_T=32 NCU_MODEL=gpt2_tiny_bf16.bin
-    PEER_B=(4) PEER_T=64 PEER_STEPS=5 TORCH_ARGS=(--device cpu --shape 2,4,64,64)
+    PEER_B=(4) PEER_T=32 PEER_STEPS=5 TORCH_ARGS=(--device cpu --shape 2,4,64,32)
     ZERO_STEPS=2 ZERO1="G" ZERO2="" # one section runs the path: make test runs A B E G (test_zero_emu.sh)
     export EMU_THREADS=${EMU_THREADS:-2} EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1
 else

@@ -4,19 +4,24 @@
 #   dev/bench/bench_cuda.sh [logdir] [steps]       (default: log_bench_cuda, 12 steps)
 # Tries B = 64, 48, 32, 16, 8 and reports each that fits; the largest that fits is the figure.
 # Needs train_gpt2cu (make train_gpt2cu), gpt2_124M_bf16.bin and the tiny Shakespeare data.
+# The environment may change what runs (dev/gpu_check.sh does; --emu runs the emulated trainer):
+# BENCH_TRAINER (./train_gpt2cu), BENCH_MODEL (gpt2_124M_bf16.bin), BENCH_T (1024),
+# BENCH_BATCHES ("64 48 32 16 8"), BENCH_ARGS (more trainer flags, e.g. -j FILE).
 set -u
 cd "$(dirname "$0")/../.."
 logdir=${1:-log_bench_cuda}
 steps=${2:-12}
 mkdir -p "$logdir"
 model=${BENCH_MODEL:-gpt2_124M_bf16.bin}
-[ -x ./train_gpt2cu ] || { echo "bench_cuda: ./train_gpt2cu is missing (make train_gpt2cu)"; exit 1; }
+trainer=${BENCH_TRAINER:-./train_gpt2cu} T=${BENCH_T:-1024}
+read -r -a extra <<< "${BENCH_ARGS:-}"
+[ -x "$trainer" ] || { echo "bench_cuda: $trainer is missing (make $(basename "$trainer"))"; exit 1; }
 [ -f "$model" ] || { echo "bench_cuda: $model is missing (python3 train_gpt2.py)"; exit 1; }
 echo "machine: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 printf "%-4s %-8s %12s %8s %12s %s\n" B status "tok/s" "MFU %" "GPU MB" log
-for B in 64 48 32 16 8; do
+for B in ${BENCH_BATCHES:-64 48 32 16 8}; do
     log="$logdir/bench_B$B.log"
-    ./train_gpt2cu -e "$model" -b "$B" -t 1024 -r 0 -x "$steps" -v 0 -s 0 >"$log" 2>&1
+    "$trainer" -e "$model" -b "$B" -t "$T" -r 0 -x "$steps" -v 0 -s 0 "${extra[@]}" >"$log" 2>&1
     rc=$?
     if [ $rc -ne 0 ]; then
         printf "%-4s %-8s %12s %8s %12s %s\n" "$B" "rc=$rc" - - - "$log ($(tail -1 "$log" | cut -c1-80))"

@@ -3,7 +3,8 @@
 # the time collectives ran on the communication stream ("comm busy"), the share of it hidden
 # behind compute, memory per rank, and bytes moved per step (nccl-tests' bus bytes).
 #   dev/bench/bench_zero_cuda.sh [N] [logdir]      (default N = number of GPUs, at least 2)
-# Env: BENCH_MODEL (gpt2_124M_bf16.bin), BENCH_B (8), BENCH_T (1024), BENCH_STEPS (10).
+# Env: BENCH_MODEL (gpt2_124M_bf16.bin), BENCH_B (8), BENCH_T (1024), BENCH_STEPS (10),
+# BENCH_TRAINER (./train_gpt2cu; dev/gpu_check.sh --emu: ./train_gpt2cu_emu).
 # Ranks start as N processes (-pn/-pr/-pi fs), rank r on GPU r % GPUs, each with its own
 # NCCL_HOSTID, so N may exceed the GPUs (then they share, and only memory and bytes mean anything).
 #
@@ -18,7 +19,8 @@ logdir=${2:-log_bench_zero_cuda}
 model=${BENCH_MODEL:-gpt2_124M_bf16.bin}
 B=${BENCH_B:-8} T=${BENCH_T:-1024} steps=${BENCH_STEPS:-10}
 mkdir -p "$logdir"
-[ -x ./train_gpt2cu ] || { echo "bench_zero_cuda: ./train_gpt2cu is missing (make train_gpt2cu)"; exit 1; }
+trainer=${BENCH_TRAINER:-./train_gpt2cu}
+[ -x "$trainer" ] || { echo "bench_zero_cuda: $trainer is missing (make $(basename "$trainer"))"; exit 1; }
 [ -f "$model" ] || { echo "bench_zero_cuda: $model is missing (python3 train_gpt2.py)"; exit 1; }
 
 # launch NAME N ARGS...: N ranks, rank 0's log in $logdir/NAME.log
@@ -28,7 +30,7 @@ launch() {
     rm -rf "$logdir/rdv_$name"
     for ((r = 0; r < n; r++)); do
         procs=(); [ "$n" -gt 1 ] && procs=(-pn "$n" -pr "$r" -pi fs -pf "$logdir/rdv_$name")
-        NCCL_HOSTID="bench-$name-$r" ./train_gpt2cu -e "$model" -b "$B" -t "$T" -r 0 -x "$steps" -v 0 -s 0 "${procs[@]}" "$@" \
+        NCCL_HOSTID="bench-$name-$r" "$trainer" -e "$model" -b "$B" -t "$T" -r 0 -x "$steps" -v 0 -s 0 "${procs[@]}" "$@" \
             > "$logdir/$name$([ $r -gt 0 ] && echo ".r$r").log" 2>&1 &
         pids+=($!)
     done

@@ -115,6 +115,10 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated start-up: srun/PMI variables with -pn flags, comm stream priority" bash dev/test/test_comm_start.sh
     run_test "performance model: counts from the traced step vs theory, occupancy, plan (~1-2 min)" ${PYTHON:-/usr/bin/python3} dev/perf/test_perf_model.py
     run_test "emulated NCCL error in a -zg split ends a wait on the world at once" bash dev/test/test_comm_errors.sh
+    # the GPU check itself, every part and path on the emulated builds at tiny shapes (~3 min); its
+    # first checks are the first GPU run's findings: sampling at length, -zo 1's bits under nvcc's
+    # contraction (EMU_FMAD=1), bench_cuda.sh at a B whose batch outgrows the val file
+    run_test "dev/gpu_check.sh --emu (the GPU run's parts and paths on the emulator)" bash -c 'rm -rf log_gpu_check_emu && dev/gpu_check.sh --emu log_gpu_check_emu'
 else
     echo "=== emulated CUDA tests skipped: no train_gpt2cu_emu (CUDA headers not found when building)"
 fi

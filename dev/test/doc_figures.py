@@ -335,6 +335,11 @@ FIGURES = [
     # 8: the update's bytes (memory_floors.py) in NOTES' prose
     ("dev/cuda/NOTES.md", r"The same at A100 SXM 80GB \(`--gbs 2039`\): (?P<ms>[\d.]+) ms per micro-step",
      lambda: {"ms": "%.1f" % (floors()[1] / 2039.0)}, "the A100 floor per micro-step (memory_floors.py --gbs 2039)"),
+    # dev/gpu_check.sh's default deadline (its own code)
+    ("DESIGN.md", r"deadline of its own \((?P<s>\d+) s by default",
+     lambda: {"s": re.search(r"echo 600 \|\| echo (\d+)\)", text("dev/gpu_check.sh")).group(1)}, "gpu_check.sh's default deadline"),
+    ("dev/cuda/README.md", r"deadline of its own \((?P<s>\d+) s by default",
+     lambda: {"s": re.search(r"echo 600 \|\| echo (\d+)\)", text("dev/gpu_check.sh")).group(1)}, "gpu_check.sh's default deadline"),
     # tiny Shakespeare: dev/data/tinyshakespeare.js's checked constants
     ("README.md", r"the text of tiny Shakespeare \((?P<mb>[\d.]+) MB\)",
      lambda: {"mb": "%.1f" % (js_const("STD_BYTES") / 1e6)}, "tiny Shakespeare's size (tinyshakespeare.js)"),

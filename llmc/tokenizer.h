@@ -31,9 +31,14 @@ static inline void tokenizer_init(Tokenizer* t, const char* path) {
         return;
     }
     int header[HEADER_INTS];
+    long size = file_size(fp, path);
     read_header(fp, header, path, TOKENIZER_MAGIC, "tokenizer");
     if (header[1] != 2) { fail("'%s' has version %d, expected 2", path, header[1]); }
     if (header[2] <= 0 || header[2] > 1000000) { fail("'%s' claims %d tokens", path, header[2]); }
+    // each token takes at least 2 bytes (its length, then at least one byte): a count the file
+    // cannot hold is refused before the table is allocated
+    long most = (size - (long)(HEADER_INTS * sizeof(int))) / 2;
+    if (header[2] > most) { fail("'%s' claims %d tokens, but its %ld bytes hold at most %ld", path, header[2], size, most); }
     t->vocab_size = header[2];
     t->eot_token = header[3];
     t->token_table = (char**)callocCheck(t->vocab_size, sizeof(char*));

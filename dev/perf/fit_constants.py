@@ -13,6 +13,8 @@ out of the fit.
   barrier_ns         on: layernorm backward (then, with dram_chain_ns fixed)
   local_store_tb_s   on: AdamW (the one kernel with a stack frame)
   l2_staging_tb_s, mma_sync_fraction  on: attention forward, dK/dV, dQ (barrier_ns fixed)
+  wgmma_attention_fraction  on: cuDNN's wgmma flash attention forward in the same run (llm.c +
+                     cuDNN, run/ncu_llmc_cudnn.csv.xz): not a kernel of ours (none such was measured)
 """
 import math
 import os
@@ -61,6 +63,40 @@ def _product(grids):
             yield (x,) + rest
 
 
+def cudnn_wgmma_fraction(path, dev, T=1024, hs=64, B=32, NH=12, L=12, first=552, last=987):
+    """The achieved rate of cuDNN's sm90 wgmma flash attention (forward, and its backward as a check)
+    over the dense bf16 peak, from the run's ncu file of llm.c + cuDNN (launches first..last are one
+    training step at B=32, run/README.md). FLOPs as issued: 2 products forward (q k^T, P v) over the
+    causal tiles with the diagonal tiles whole, for the tile sizes in the kernels' names (forward
+    64 x 128, backward 64 x 64); the backward kernel taken to run 4 products per tile (q k^T,
+    dout v^T, P^T dout, dS^T q; cuDNN's separate matmul_dq kernel the fifth): an assumption."""
+    import csv
+    import lzma
+    f = os.path.join(path, "run", "ncu_llmc_cudnn.csv.xz")
+    if not os.path.exists(f):
+        return None
+    with lzma.open(f, "rt") as fp:
+        lines = [l for l in fp if l.startswith('"')]
+    rows = csv.reader(lines)
+    hdr = next(rows)
+    ki, ti, ii = hdr.index("Kernel Name"), hdr.index("gpu__time_duration.sum"), hdr.index("ID")
+    ns = {"flash_fprop": 0.0, "flash_bprop": 0.0}
+    for row in rows:
+        if row[0] == "" or not row[ii].isdigit() or not first <= int(row[ii]) <= last:
+            continue
+        for key in ns:
+            if key in row[ki]:
+                ns[key] += float(row[ti].replace(",", ""))
+
+    def causal_tiles(br, bc):
+        return sum(-(-min(br * (i + 1), T) // bc) for i in range(-(-T // br)))
+
+    fwd = 2 * 2 * 64 * 128 * hs * causal_tiles(64, 128) * B * NH * L
+    bwd = 4 * 2 * 64 * 64 * hs * causal_tiles(64, 64) * B * NH * L
+    return {"forward": fwd / (ns["flash_fprop"] * 1e-9) / dev.tc, "backward": bwd / (ns["flash_bprop"] * 1e-9) / dev.tc,
+            "forward_ms": ns["flash_fprop"] / 1e6, "backward_ms": ns["flash_bprop"] / 1e6, "forward_gflop": fwd / 1e9}
+
+
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(fixtures.MEASURED, "h200_2026-11-28")
     fx = fixtures.Fixture(path)
@@ -89,6 +125,11 @@ def main():
                           [[x * 1e11 for x in range(20, 81, 2)], [x / 100 for x in range(30, 101, 5)]], ATTENTION_CLASSES)
     print("l2_staging_tb_s = %.1f, mma_sync_fraction = %.2f (fitted on %s at B=%d: predicted/measured %s)" % (
         vals[0] / 1e12, vals[1], ", ".join(ATTENTION_CLASSES), B, ", ".join("%.2f" % e for e in err.values())))
+    w = cudnn_wgmma_fraction(path, dev)
+    if w is not None:
+        print("wgmma_attention_fraction = %.2f (calibrated on cuDNN's wgmma flash forward, not ours: %.0f GFLOP issued in "
+              "%.3f ms per step at B=32; its backward reaches %.2f in %.3f ms, not fitted on)" % (
+                  w["forward"], w["forward_gflop"], w["forward_ms"], w["backward"], w["backward_ms"]))
 
 
 if __name__ == "__main__":

@@ -471,15 +471,18 @@ KERNELS_ISSUE22 = {
 
 def encoder_backward_dwte_kernel_30(S, ctx):
     # grid (distinct tokens, ceil(packs/32)), block (32, 8): lane = pack, warp = slice; slice s takes
-    # positions s, s+8, ... of its bucket, 4 at a time (4 pos loads, then 4 dout packs, then the adds),
-    # so the longest chain is the commonest token's ceil(kmax/8) positions in ceil(kmax/32) groups of
-    # 2 dependent round trips. DRAM bytes as before plus the order array (4 BT + 1 ints copied).
-    # Shared: slices 1..7 store PACK rows of 32 floats, slice 0 reads them: 14 PACK wavefronts per
-    # block, one barrier.
+    # positions s, s+8, ... of its bucket, 4 at a time (4 pos loads, then 4 dout packs, then the adds).
+    # DRAM bytes as before plus the order array (4 BT + 1 ints copied). Shared: slices 1..7 store
+    # PACK rows of 32 floats, slice 0 reads them: 14 PACK wavefronts per block, one barrier.
+    # Re-derived with the calibrated rules (perfmodel, issue 30 item 1's kernels): a block's chain,
+    # once per wave of blocks (the grid is ~30 waves at B=32), is order[x] -> start[k] (2 dependent
+    # round trips), one group of (pos, dout) for a bucket of <= 32 positions (2 more), the barrier,
+    # then dwte's row (1): 5 trips and 1 barrier. The longest block, the commonest token's, walks
+    # ceil(kmax/32) groups of 2 dependent trips after its 2, then its row (serial_trips).
     blocks = S.D * cdiv(_packs(S.C), 32)
     return Cost(blocks, 256, read=S.BT * S.C * X + 4 * (4 * S.BT + 1) + S.D * S.C * X,
                 write=S.D * S.C * X, cc_flops=S.BT * S.C, smem_wavefronts=blocks * 14 * PACK,
-                serial_trips=2 * cdiv(S.kmax, 32), stream="read",
+                serial_trips=3 + 2 * cdiv(S.kmax, 32), stream="read", block_trips=5, block_barriers=1,
                 note="longest token bucket %d positions, 8 slices" % S.kmax)
 
 
@@ -489,33 +492,73 @@ def layernorm_backward_warp_kernel(S, ctx):
     # version (dout, inp, dinp read once, dinp written, mean/rstd, 2 C floats per chunk); weight
     # read once per warp (from L2 after the first). FLOPs per element: the block version's 14 plus
     # norm and dnorm recomputed for dinp (3). No shared memory, no barrier: the two row sums are
-    # 2 x 5 shuffles. Each warp walks its 32 rows in turn, one round trip each (the next row's
-    # loads wait behind this row's dinp stores: the compiler cannot prove they do not alias).
+    # 2 x 5 shuffles.
+    # Re-derived with the calibrated rules (perfmodel): the loop that runs at C = 768 holds P =
+    # ceil(C/8/32) = 3 packs per lane and issues all 3P pack loads and mean, rstd before the first
+    # use: 48 P + 8 bytes in flight per thread. Each warp walks its 32 rows in turn, one dependent
+    # round trip each (the next row's loads wait behind this row's dinp stores: the compiler cannot
+    # prove they do not alias): 32 trips per block, no block barrier (the warp sums are shuffles).
+    # Two IEEE divisions per row and lane (the two means). Occupancy from ptxas' registers (168 at
+    # P = 3: 3 blocks of 128 threads per SM), so at B*T > 3 x 132 x 4 x 32 rows the grid has a
+    # second, partial wave (B = 64), whose idle slots stretch the memory time.
     rows = S.BT
     chunks = cdiv(rows, 32)
+    P = cdiv(_packs(S.C), 32)
     return Cost(cdiv(chunks, 4), 128, read=3 * rows * S.C * X + chunks * S.C * X + rows * 8,
                 write=rows * S.C * X + chunks * 2 * S.C * 4, cc_flops=rows * S.C * 17, serial_trips=32,
-                stream="triad", note="%d chunks of 32 rows, a warp each" % chunks)
+                stream="triad", inflight=3 * 16 * P + 8, block_trips=min(32, rows), block_barriers=0,
+                ieee={"div": 2 * rows * 32}, note="%d chunks of 32 rows, a warp each" % chunks)
+
+
+def classifier_pass2_dram_fraction(S, threads=1024):
+    """The share of the classifier's second pass over a row that comes from DRAM again (issue 30's
+    kernel, which rereads each thread's packs last first). A pack's reuse distance is the bytes
+    its SM reads between the two reads of it: with the row's packs dealt round-robin to the 1024
+    threads and 2 blocks per SM, the pack read k-th from last in pass 1 is reread after 2k pack
+    steps of 32 KB each. The measured kernel (2ef5778, forward order: every pack at a distance of
+    P = 6-7 steps, ~200 KB per SM, ~26 MB over the GPU) shows its second pass did not hit (3.33 ms
+    measured, three DRAM passes 2.9); nothing measured shows a hit at a shorter distance except
+    distance 0 (the pack pass 1 read last is the one pass 2 reads first, in L1). So: the one pack
+    per thread at distance 0 is a hit, every other pack comes from DRAM (an upper bound; the
+    lower, where distances under the measured miss hit too (k < 3), is in dev/cuda/NOTES.md)."""
+    packs = _packs(S.Vp)
+    hits = min(packs, threads)
+    if not CAUSES.get("classifier_dram_pass2", True):
+        return 0.0
+    return (packs - hits) / packs
 
 
 def fused_classifier_kernel_30(S, ctx):
     # as fused_classifier_kernel (one block of 1024 threads per row, 16-byte packs; DRAM: the row
     # read once, dlogits written once), with pass 1 per pack: a max over its 8 logits, 8
     # independent expf(x - max) summed, one merge (one expf, a compare) per pack instead of one per
-    # logit: ~4 operations per logit; pass 2 walks the thread's packs last first (the likeliest to
-    # be in L2) and writes dlogits with st.global.cs (evict first): expf and ~4 operations per logit
+    # logit: ~4 operations per logit; pass 2 walks the thread's packs last first and writes dlogits
+    # with st.global.cs (evict first): expf and ~4 operations per logit.
+    # Re-derived with the calibrated rules (perfmodel): pass 2 from DRAM but for the distance-0
+    # pack per thread (classifier_pass2_dram_fraction); IEEE expf 8 + 1 per pack in pass 1 and one
+    # per logit in pass 2, one division per thread (1 / sum); the loop that runs issues one 16-byte
+    # load per iteration whose expf waits on it (the PTX's busiest loop, 16 bytes): ceil(packs /
+    # 1024) round trips per pass, the block's reduction (one barrier) between them.
     n = S.BT * S.Vp
-    return Cost(S.BT, 1024, read=n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=9 * n, stream="scale",
-                note="second pass in reverse, streaming stores")
+    per_thread = cdiv(_packs(S.Vp), 1024)
+    f2 = classifier_pass2_dram_fraction(S)
+    return Cost(S.BT, 1024, read=int((1 + f2) * n * X) + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=9 * n,
+                stream="scale", inflight=16, block_trips=2 * per_thread, block_barriers=1,
+                ieee={"exp": n + n * 9 // 8, "div": S.BT * 1024},
+                note="second pass in reverse, %.0f%% of it from DRAM, streaming stores" % (100 * f2))
 
 
 def attention_backward_rowdot_kernel_30(S, ctx):
     # G = hs / 8 lanes per (b, t, h) row, one 16-byte pack of dout and of out each (8 fmaf), then
-    # a butterfly of log2 G shuffles; 256 threads per block; D written as one float per row
+    # a butterfly of log2 G shuffles; 256 threads per block; D written as one float per row.
+    # Re-derived with the calibrated rules (perfmodel): 32 bytes in flight per thread (both packs
+    # issued before the first fmaf), one round trip per block, no block barrier (the sums are
+    # shuffles within the warp).
     rows = S.B * S.T * S.NH
     G = S.hs // PACK
     return Cost(cdiv(rows * G, 256), 256, read=2 * S.BT * S.C * X, write=rows * 4, cc_flops=2 * S.BT * S.C,
-                stream="read", note="%d lanes per row, 16-byte loads" % G)
+                stream="read", inflight=2 * 16, block_trips=1, block_barriers=0,
+                note="%d lanes per row, 16-byte loads" % G)
 
 
 KERNELS_ISSUE30 = {

@@ -97,6 +97,11 @@ class Device:
         self.local_bw = v(d["local_store_tb_s"]) * 1e12
         self.mma_sync = v(d["mma_sync_fraction"])
         self.sfu_per_clk = v(d["sfu_per_clk_per_sm"])
+        # perfmodel (issue 30): the time between launches replayed from a CUDA graph (helper graph
+        # fills devices.json's value; None until then: a graph launch then stops the model), and the
+        # achieved whole-kernel rate of a warp-specialized TMA + wgmma attention kernel (sm_90a)
+        self.graph_gap = v(d["graph_launch_gap_us"]) * 1e-6 if v(d.get("graph_launch_gap_us")) is not None else None
+        self.wgmma_att = v(d["wgmma_attention_fraction"]) if "wgmma_attention_fraction" in d else None
         self.pcie = v(d["pcie_gb_s"]) * 1e9
         self.nvlink = d["nvlink_busbw_gb_s"]
         self.limits = occ.limits_for(devices, self.cc)
@@ -198,11 +203,12 @@ def expand_step(counts, S):
         if op["op"] == "gemm":
             dims = [S.BT if d == tBT else d for d in (op["m"], op["n"], op["k"])]
             # cuBLASLt's D += for the weight gradient: matmul_backward's dweight is the NT product
-            ctx = {"m": dims[0], "n": dims[1], "k": dims[2], "bias": op["bias"], "accumulate": (not op["ta"]) and op["tb"]}
+            ctx = {"m": dims[0], "n": dims[1], "k": dims[2], "bias": op["bias"], "accumulate": (not op["ta"]) and op["tb"],
+                   "epilogue": op.get("epilogue", []), "graph": op.get("graph", False)}
             last_gemm = ctx
             launches.append(Launch("gemm", "cublasLt %s%s" % ("T" if op["ta"] else "N", "T" if op["tb"] else "N"), phase, ctx))
         elif op["op"] == "kernel":
-            name, ctx = op["name"], {}
+            name, ctx = op["name"], {"graph": op.get("graph", False)}
             if name == "global_norm_partial_kernel" and phase == "backward":
                 phase = "update"
             if name == "layernorm_forward_kernel":
@@ -375,8 +381,87 @@ def tensor_core_result(launch, S, dev, sl, counts):
     return r
 
 
+def wgmma_resources(counts, dev, name, S):
+    """ptxas' registers and shared memory of a kernel built for sm_90a (wgmma and TMA exist only
+    there: step_counts.py compiles the trainer for it too), else the device's own arch's."""
+    res = counts.get("resources") or {}
+    if "sm_90a" in res and name in res["sm_90a"] and dev.cc == "9.0":
+        inst = res["sm_90a"][name]
+        want = kc.template_for(name, S)
+        for e in inst:
+            if e["template"] == want:
+                return e
+        if len(inst) == 1:
+            return inst[0]
+    return resources_for(counts, dev, name, S)
+
+
+def wgmma_result(launch, S, dev, sl, counts):
+    """A warp-specialized TMA + wgmma kernel (sm_90a, FlashAttention-3's structure: a producer warp
+    issues TMA copies into a ring of shared-memory stages guarded by mbarriers, consumer warpgroups
+    issue wgmma on them), from the emulator's counters for one (b, h) at the full T (attention_slice:
+    wgmma_flops, tma_bytes, the launch's grid, block and dynamic shared memory, and its unique DRAM
+    sectors where the counters have them) x B x NH.
+
+    Producer and consumers overlap (the point of warp specialization, and of two consumer
+    warpgroups taking turns between their products and their softmax), so the kernel takes the
+    LONGEST of its pipes, not their sum as the mma.sync kernels do:
+      - the wgmma FLOPs (masked halves of diagonal tiles included, as the emulator counts what is
+        issued) at devices.json wgmma_attention_fraction of the dense peak. No kernel of ours of
+        this kind has been measured: the fraction is CALIBRATED on cuDNN's warp-specialized wgmma
+        flash attention forward in the same GPU run (llm.c + cuDNN, ncu, B=32, T=1024, hs 64:
+        fit_constants.py), so it carries cuDNN's overlap of the exponentials (at hs 64 the 16 ex2
+        per clock per SM are as slow as the tensor cores) and its pipeline; a kernel of ours that
+        overlaps less runs slower than this predicts. A prediction, labelled as one;
+      - the TMA bytes from L2 at the L2 staging rate (l2_staging_tb_s, fitted on our cp.async);
+      - the DRAM bytes (q, k, v, dout in; out, lse, dq, dk, dv out) at the best read bandwidth;
+    stretched by the tail of the blocks' unequal causal work over the SMs' slots (occupancy from
+    ptxas' sm_90a registers and shared memory; block i of a (b, h) taken to own a 1/n share of the
+    rows with i + 1 tiles of work, heaviest first), plus the pipeline's fill: one DRAM round trip
+    per wave of blocks before the first wgmma can issue."""
+    if dev.wgmma_att is None or dev.cc != "9.0":
+        raise SystemExit("dev/perf: kernel %s issues wgmma (sm_90a only); device %s has no wgmma_attention_fraction "
+                         "(devices.json)" % (launch.name, dev.key))
+    scale = S.B * S.NH
+    flops = sl["wgmma_flops"] * scale
+    tma = sl.get("tma_bytes", 0) * scale
+    if sl.get("dram_read_sectors") or sl.get("dram_write_sectors"):
+        io = (sl.get("dram_read_sectors", 0) * 32 * scale, sl.get("dram_write_sectors", 0) * 32 * scale)
+    else:
+        io = kc.attention_io(S, launch.name)
+        if io is None:
+            raise SystemExit("dev/perf: kernel %s issues wgmma but the emulator gave no DRAM sectors and it is not one of "
+                             "the attention kernels the model knows" % launch.name)
+    threads = sl.get("block") or 128
+    per_head = max(1, sl.get("grid") or kc.cdiv(S.T, 64))
+    res = wgmma_resources(counts, dev, launch.name, S)
+    o = occ.occupancy(dev.limits, threads, res["regs"], res["smem"] + sl.get("dyn_smem", 0))
+    slots = max(1, o["blocks_per_sm"]) * dev.sms
+    blocks = list(range(per_head, 0, -1)) * scale  # heaviest first (the causal diagonal), in units of tiles
+    key = (launch.name, "wgmma", S.B, S.T, S.NH, slots, per_head)
+    if key not in _TAILS:
+        _TAILS[key] = makespan(blocks, slots) / (sum(blocks) / slots)
+    tail = _TAILS[key]
+    cost = kc.Cost(len(blocks), threads, read=io[0], write=io[1], tc_flops=flops, stream="read",
+                   note="wgmma + TMA: %.3g FLOPs, %.3g TMA bytes per (b,h)" % (sl["wgmma_flops"], sl.get("tma_bytes", 0)))
+    phases = {
+        "tensor cores (wgmma)": flops / (dev.tc * dev.wgmma_att),
+        "TMA from L2": tma / dev.l2_bw,
+        "memory": cost.dram / (dev.bw * dev.bw_best("read")),
+    }
+    bound = max(phases, key=phases.get)
+    fill = math.ceil(len(blocks) / slots) * dev.chain_latency
+    parts = {bound: phases[bound] * tail + fill, "launch": dev.launch}
+    t, bound = pick(parts)
+    r = Result(launch, t, bound, parts, cost, res, o)
+    r.phases, r.tail, r.l2_bytes = phases, tail, tma
+    return r
+
+
 def kernel_result(launch, S, dev, counts):
     sl = counts.get("attention_slice", {}).get(launch.name)
+    if sl and sl.get("wgmma_flops", 0) > 0:
+        return wgmma_result(launch, S, dev, sl, counts)
     if sl and sl["mma_flops"] > 0:
         return tensor_core_result(launch, S, dev, sl, counts)
     if not any(launch.name in fns for fns in kc.VERSIONS.values()):
@@ -454,6 +539,11 @@ def gemm_result(launch, S, dev):
         waves = tiles * split / dev.sms
         wave_use = max(wave_use, waves / math.ceil(waves))
     nbytes = (m * k + k * n + m * n * (2 if launch.ctx["accumulate"] else 1) + (m if launch.ctx["bias"] else 0)) * kc.X
+    for flag in launch.ctx.get("epilogue", []):
+        if flag not in GEMM_EPILOGUES:
+            raise SystemExit("dev/perf: a cuBLASLt product with epilogue '%s', which dev/perf/perf_model.py's GEMM_EPILOGUES "
+                             "does not price: add its bytes (and what it costs the product) there" % flag)
+        nbytes += GEMM_EPILOGUES[flag](m, n, k)
     parts = {
         "compute": flops / (dev.tc * dev.gemm_eff * wave_use),
         "memory": nbytes / (dev.bw * dev.bw_best("triad")),
@@ -464,6 +554,14 @@ def gemm_result(launch, S, dev):
     r.flops, r.bytes, r.wave_use = flops, nbytes, wave_use
     r.split = splitk_factor(m, n, k, dev)
     return r
+
+
+# cuBLASLt epilogues beyond the bias (issue 30 item 2, helper epilogue prices them): flag as the
+# emulator's trace prints it -> the DRAM bytes it adds to the product (m x n output, column-major as
+# cuBLASLt sees it), e.g. GELU_AUX_BIAS's pre-activation written beside D: m n bf16. The product's
+# compute is taken as unchanged (an epilogue runs on the output tile in registers); an epilogue
+# measured to slow the product needs a term in gemm_result, not here.
+GEMM_EPILOGUES = {}
 
 
 def splitk_factor(m, n, k, dev):
@@ -511,8 +609,21 @@ def predict_launches(launches, S, dev, counts):
     # the time between launches (host and driver), once per kernel launch (ours, cuBLASLt's and its
     # split-k reduce; not the memsets and copies): devices.json launch_gap_us
     for r in out:
-        r.gap = dev.launch_gap if r.launch.kind in ("kernel", "gemm") and CAUSES["launch_gap"] else 0.0
+        r.gap = launch_gap(r.launch, dev) if r.launch.kind in ("kernel", "gemm") and CAUSES["launch_gap"] else 0.0
     return out
+
+
+def launch_gap(launch, dev):
+    """The time between this launch and the one before it on the stream: the trainer's measured gap
+    (devices.json launch_gap_us), or, for a launch replayed from a CUDA graph (the trace marks it,
+    step_counts.parse_op), the graph's gap (graph_launch_gap_us, issue 30 item 2: helper graph
+    measures or cites it; the model stops rather than guess it)."""
+    if not launch.ctx.get("graph"):
+        return dev.launch_gap
+    if dev.graph_gap is None:
+        raise SystemExit("dev/perf: the step launches kernels from a CUDA graph, and devices.json's %s has no "
+                         "graph_launch_gap_us value: give it one (measured, or cited with its source)" % dev.key)
+    return dev.graph_gap
 
 
 def predict_kernels(launches, S, dev, counts):

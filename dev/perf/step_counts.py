@@ -91,7 +91,10 @@ def checkout(commit, dest):
 # 1. the launch sequence of one step, from the emulator's trace
 
 TRACE_LINE = re.compile(r"^cuda-emu trace: op \d+ (.*) \(stream (0x[0-9a-f]+|\(nil\))\): [0-9.]+ ms$")
-GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?$")
+# the flags after the transposes: " bias" (today's trees), and whatever the emulator's cuBLASLt
+# prints for an epilogue (issue 30 item 2, helper epilogue: e.g. " gelu_aux_bias"): perf_model.py
+# prices each flag it knows (GEMM_EPILOGUES) and stops on one it does not
+GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])((?: \w+)*)$")
 MEMCPY = re.compile(r"^cudaMemcpyAsync of (\d+) bytes$")
 
 
@@ -149,14 +152,25 @@ def one_step(x1, x2):
 
 def parse_op(what):
     """One trace entry as a dict: kernel, gemm, memcpy, memset, or other (events: no work)."""
+    # a launch replayed from a CUDA graph (issue 30 item 2, helper graph): the emulator marks it
+    # " [graph]"; perf_model.py then charges devices.json's graph_launch_gap_us, not launch_gap_us
+    graph = what.endswith(" [graph]")
+    if graph:
+        op = parse_op(what[:-len(" [graph]")])
+        op["graph"] = True
+        return op
     if what.startswith("kernel "):
         name = what[len("kernel "):]
         base = name.split("<")[0]
         return {"op": "kernel", "name": base, "template": name[len(base):]}
     m = GEMM.match(what)
     if m:
-        return {"op": "gemm", "m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3)), "type": m.group(4),
-                "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": bool(m.group(7))}
+        flags = m.group(7).split()
+        op = {"op": "gemm", "m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3)), "type": m.group(4),
+              "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": "bias" in flags}
+        if any(f != "bias" for f in flags):
+            op["epilogue"] = [f for f in flags if f != "bias"]
+        return op
     m = MEMCPY.match(what)
     if m:
         return {"op": "memcpy", "bytes": int(m.group(1))}
@@ -168,7 +182,7 @@ def parse_op(what):
 # ----------------------------------------------------------------------------
 # 2. registers, shared memory and spills from ptxas -v of the real nvcc build
 
-PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)' for '(sm_\d+)'")
+PTXAS_ENTRY = re.compile(r"Compiling entry function '(\w+)' for '(sm_\d+a?)'")
 PTXAS_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
 
@@ -231,17 +245,17 @@ def ptx_loads(ptx_text):
 def ptxas_resources(root):
     """{arch: {kernel base name: [{template, regs, smem, spill_stores, spill_loads, stack,
     load_bytes}]}} for the bf16 trainer, compiled as the Makefile compiles it (-O3, sm_80 and
-    sm_90); load_bytes from the PTX nvcc keeps on the way (ptx_load_bytes)."""
+    sm_90), and for sm_90a (the wgmma/TMA kernels exist only there: perf_model.wgmma_resources); load_bytes from the PTX nvcc keeps on the way (ptx_load_bytes)."""
     nvcc = find_nvcc()
     if nvcc is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
         p = run([nvcc, "-O3", "-std=c++17", "-I.", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
-                 "arch=compute_90,code=sm_90", "-DENABLE_BF16", "-DNO_MULTI_GPU", "-Xptxas", "-v", "-keep",
+                 "arch=compute_90,code=sm_90", "-gencode", "arch=compute_90a,code=sm_90a", "-DENABLE_BF16", "-DNO_MULTI_GPU", "-Xptxas", "-v", "-keep",
                  "-keep-dir", tmp, "-c", "train_gpt2.cu", "-o", os.path.join(tmp, "t.o")], cwd=root, what="nvcc -Xptxas -v")
         loads = {}
         for f in os.listdir(tmp):
-            m = re.search(r"compute_(\d+)\.ptx$", f)
+            m = re.search(r"compute_(\d+a?)\.ptx$", f)
             if m:
                 with open(os.path.join(tmp, f)) as fp:
                     loads["sm_" + m.group(1)] = ptx_loads(fp.read())
@@ -329,7 +343,11 @@ def attention_slice(root, T, hs=64, B=1, NH=1):
         os.replace(binary + ".tmp", binary)
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "1"))
+        counters = os.path.join(tmp, "counters.csv")
+        if emulator_has_counters(root):
+            env["EMU_COUNTERS"] = counters
         p = run(["nice", binary, str(T), str(hs), str(B), str(NH)], cwd=tmp, env=env, what="attention_slice on the emulator")
+        rows = read_counters(counters) if os.path.exists(counters) else []
     out = {}
     for line in p.stderr.splitlines():
         m = TRACE_LINE.match(line)
@@ -346,6 +364,22 @@ def attention_slice(root, T, hs=64, B=1, NH=1):
             e["mma_flops"] += int(m.group(3))
             e["ldmatrix_bytes"] += int(m.group(5))
             e["cp_async_bytes"] += int(m.group(7))
+    # the emulator's per-launch counters (EMU_COUNTERS), summed per kernel: wgmma's tensor-core FLOPs
+    # and the bytes TMA brought (sm_90a kernels, issue 30 item 3), the unique DRAM sectors, and the
+    # launch's shape (the last launch's: grid blocks, threads per block, dynamic shared memory)
+    for row in rows:
+        name = str(row.get("kernel", "")).split("<")[0].split("(")[0].replace("void ", "").strip()
+        if name not in out:
+            continue
+        e = out[name]
+        for col in ("wgmma_flops", "tma_bytes", "dram_read_sectors", "dram_write_sectors"):
+            if isinstance(row.get(col), int):
+                e[col] = e.get(col, 0) + row[col]
+        dims = [row.get(k) for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")]
+        if all(isinstance(d, int) for d in dims):
+            e["grid"] = dims[0] * dims[1] * dims[2]
+            e["block"] = dims[3] * dims[4] * dims[5]
+            e["dyn_smem"] = row.get("dynamic_smem", 0) if isinstance(row.get("dynamic_smem"), int) else 0
     if not out:
         fail("attention_slice ran no kernels (EMU_TRACE output changed?)")
     os.makedirs(CACHE, exist_ok=True)

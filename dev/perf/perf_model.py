@@ -56,6 +56,10 @@ CAUSES = {
     "splitk_reduce": True,          # cuBLASLt's splitKreduce kernels
     "launch_gap": True,             # the time between launches
     "classifier_dram_pass2": True,  # the classifier's second read of the logits from DRAM
+    # perfmodel (issue 29's known misses): how test_kernels --bench times a row
+    "bench_queued_launches": True,  # a bench row's later launches queue behind its first (one host gap per row)
+    "bench_l2_resident": True,      # a bench row whose tensors fit the L2 runs its repeats from L2
+    "wgmma_calibrated": True,       # wgmma at the rate cuDNN's measured kernel reached; off: the dense peak
 }
 kc.CAUSES.update(CAUSES)
 CAUSES = kc.CAUSES  # one dict: kernel_costs.py reads the classifier's switch from it
@@ -102,6 +106,11 @@ class Device:
         # achieved whole-kernel rate of a warp-specialized TMA + wgmma attention kernel (sm_90a)
         self.graph_gap = v(d["graph_launch_gap_us"]) * 1e-6 if v(d.get("graph_launch_gap_us")) is not None else None
         self.wgmma_att = v(d["wgmma_attention_fraction"]) if "wgmma_attention_fraction" in d else None
+        # the L2 as a bench row's repeats see it (published, gpu-benches): the largest footprint still
+        # served at the L2's full rate, that rate, and an L2 round trip as a share of a DRAM one
+        self.l2_resident = v(d["l2_resident_mb"]) * 1e6 if v(d.get("l2_resident_mb")) is not None else None
+        self.l2_read_bw = v(d["l2_read_tb_s"]) * 1e12 if v(d.get("l2_read_tb_s")) is not None else None
+        self.l2_latency_ratio = v(d.get("l2_latency_ratio")) or 1.0
         self.pcie = v(d["pcie_gb_s"]) * 1e9
         self.nvlink = d["nvlink_busbw_gb_s"]
         self.limits = occ.limits_for(devices, self.cc)
@@ -413,12 +422,17 @@ def wgmma_result(launch, S, dev, sl, counts):
         fit_constants.py), so it carries cuDNN's overlap of the exponentials (at hs 64 the 16 ex2
         per clock per SM are as slow as the tensor cores) and its pipeline; a kernel of ours that
         overlaps less runs slower than this predicts. A prediction, labelled as one;
-      - the TMA bytes from L2 at the L2 staging rate (l2_staging_tb_s, fitted on our cp.async);
+      - the TMA bytes from L2 at the L2's published read rate (l2_read_tb_s: TMA is the bulk path
+        built to reach it; our cp.async kernels' fitted l2_staging_tb_s, 3.0 TB/s, carries their
+        barriers and re-staging, and at that rate cuDNN's measured forward could not run as fast as
+        it did);
       - the DRAM bytes (q, k, v, dout in; out, lse, dq, dk, dv out) at the best read bandwidth;
     stretched by the tail of the blocks' unequal causal work over the SMs' slots (occupancy from
     ptxas' sm_90a registers and shared memory; block i of a (b, h) taken to own a 1/n share of the
     rows with i + 1 tiles of work, heaviest first), plus the pipeline's fill: one DRAM round trip
-    per wave of blocks before the first wgmma can issue."""
+    per wave of blocks after the first before the block's first wgmma can issue (none for a
+    persistent kernel, sl["persistent"], whose blocks load the next tile while finishing one: the
+    emulator's one slice cannot tell, so a tree's kernel is priced as not persistent)."""
     if dev.wgmma_att is None or dev.cc != "9.0":
         raise SystemExit("dev/perf: kernel %s issues wgmma (sm_90a only); device %s has no wgmma_attention_fraction "
                          "(devices.json)" % (launch.name, dev.key))
@@ -446,11 +460,14 @@ def wgmma_result(launch, S, dev, sl, counts):
                    note="wgmma + TMA: %.3g FLOPs, %.3g TMA bytes per (b,h)" % (sl["wgmma_flops"], sl.get("tma_bytes", 0)))
     phases = {
         "tensor cores (wgmma)": flops / (dev.tc * dev.wgmma_att),
-        "TMA from L2": tma / dev.l2_bw,
+        "TMA from L2": tma / dev.l2_read_bw,
         "memory": cost.dram / (dev.bw * dev.bw_best("read")),
     }
     bound = max(phases, key=phases.get)
-    fill = math.ceil(len(blocks) / slots) * dev.chain_latency
+    fill = 0.0 if sl.get("persistent") else (math.ceil(len(blocks) / slots) - 1) * dev.chain_latency
+    if not CAUSES["wgmma_calibrated"]:  # the mutant: wgmma at the dense peak, as a datasheet would have it
+        phases["tensor cores (wgmma)"] = flops / dev.tc
+        bound = max(phases, key=phases.get)
     parts = {bound: phases[bound] * tail + fill, "launch": dev.launch}
     t, bound = pick(parts)
     r = Result(launch, t, bound, parts, cost, res, o)
@@ -506,14 +523,22 @@ def memory_kernel_time(launch, cost, res, dev, parts_extra=None):
     # kernel's entry), the stores going out to L2 (a frame per thread for 2,048 threads is 224 KB, the
     # L1's size); its reads back hit L1 and are not charged
     stack = res.get("stack", 0) if cost.charge_stack and CAUSES["stack_charge"] else 0
-    chain = cost.block_trips * dev.chain_latency + cost.block_barriers * dev.barrier if CAUSES["block_chain"] else 0.0
+    # a launch whose tensors sit in L2 (a bench row's repeats on a footprint the L2 holds: bench_predictions):
+    # its round trips are L2 round trips, and its bytes come at the L2's rate where its bytes in flight
+    # over that shorter round trip reach it (Little's law), else the DRAM curve's
+    l2 = launch.ctx.get("l2_resident", False)
+    trip = dev.chain_latency * (dev.l2_latency_ratio if l2 else 1.0)
+    chain = cost.block_trips * trip + cost.block_barriers * dev.barrier if CAUSES["block_chain"] else 0.0
     local_bytes = stack * cost.grid * cost.block
-    dram = cost.dram / (dev.bw * dev.bw_fraction(cost.stream, inflight)) * tail if cost.dram else 0.0
+    rate = dev.bw * dev.bw_fraction(cost.stream, inflight)
+    if l2:
+        rate = max(rate, min(dev.l2_read_bw, inflight / (dev.latency * dev.l2_latency_ratio)))
+    dram = cost.dram / rate * tail if cost.dram else 0.0
     parts = {
         "compute": (cost.cc_flops / dev.fp32 + instr / (dev.fp32 / 2)) * balance,
         "shared memory": cost.smem_wavefronts * 128 / (dev.sms * dev.clock * dev.smem_bpc) * balance,
         "memory": dram + local_bytes / dev.local_bw,
-        "latency": max(cost.serial_trips * dev.chain_latency,
+        "latency": max(cost.serial_trips * trip,
                        (math.ceil(waves) if CAUSES["wave_tail"] else max(1.0, waves)) * chain),
         "launch": dev.launch,
     }
@@ -546,7 +571,7 @@ def gemm_result(launch, S, dev):
         nbytes += GEMM_EPILOGUES[flag](m, n, k)
     parts = {
         "compute": flops / (dev.tc * dev.gemm_eff * wave_use),
-        "memory": nbytes / (dev.bw * dev.bw_best("triad")),
+        "memory": nbytes / (dev.l2_read_bw if launch.ctx.get("l2_resident") else dev.bw * dev.bw_best("triad")),
         "launch": dev.launch,
     }
     t, bound = pick(parts)
@@ -586,7 +611,8 @@ def splitk_reduce_result(g, S, dev):
     2.4M and 1.8M elements)."""
     m, n, s = g.launch.ctx["m"], g.launch.ctx["n"], g.split
     mn = m * n
-    launch = Launch("kernel", "splitKreduce_kernel", g.launch.phase, {"split": s, "m": m, "n": n})
+    launch = Launch("kernel", "splitKreduce_kernel", g.launch.phase, {"split": s, "m": m, "n": n,
+                                                                      "l2_resident": g.launch.ctx.get("l2_resident", False)})
     cost = kc.Cost(kc.cdiv(mn, 512 * 8), 512, read=s * mn * 4 + mn * kc.X, write=mn * kc.X, stream="triad",
                    inflight=8 * 4 * 2, block_trips=2, note="split %d" % s)
     return memory_kernel_time(launch, cost, REDUCE_RES, dev)
@@ -803,13 +829,53 @@ def bench_predictions(counts, dev, B, T):
     S = kc.Shape(B, T, distinct_tokens=int(V * (1 - (1 - 1 / V) ** BT)), max_bucket=8, **cfg)
     traced = {op["name"] for op in counts["step_ops"] if op["op"] == "kernel"}
     out = OrderedDict()
-    for row, launches in bench_rows(S, traced).items():
+    rows = bench_rows(S, traced)
+    for row, launches in rows.items():
         if any(l.kind == "kernel" and l.name not in traced for l in launches):
             continue
-        # each row is one call timed between two cudaEvents on an idle GPU: the start event is
-        # recorded at once and each launch reaches the GPU a host launch gap later
-        out[row] = sum(r.time + r.gap for r in predict_launches(launches, S, dev, counts)) * 1e3
+        # test_kernels' median_ms: 3 untimed calls, then 20 calls each between two cudaEvents, on the
+        # same buffers. (1) A row whose buffers fit the L2 (bench_footprint <= the published full-rate
+        # footprint) finds them there from the previous call: no cache flush between calls.
+        fits = CAUSES["bench_l2_resident"] and dev.l2_resident is not None and bench_footprint(row, S) <= dev.l2_resident
+        for l in launches:
+            l.ctx["l2_resident"] = fits
+        res = predict_launches(launches, S, dev, counts)
+        # (2) the start event is recorded on an idle GPU and the row's first launch reaches it one
+        # host launch gap later; launch() enqueues the row's other launches at once, and they queue
+        # behind the first on the stream, each at least a launch (launch_us) apart: one gap per row,
+        # where the trainer's step pays one per launch (its host work between launches)
+        gaps = [r.gap for r in res]
+        if CAUSES["bench_queued_launches"]:
+            first = next((k for k, r in enumerate(res) if r.gap > 0), None)
+            gaps = [g if k == first else 0.0 for k, g in enumerate(gaps)]
+        out[row] = sum(r.time + g for r, g in zip(res, gaps)) * 1e3
     return out
+
+
+def bench_footprint(row, S):
+    """The bytes of device memory a test_kernels --bench row touches (each buffer once, in-place ones
+    once), from bench_*() in dev/cuda/test_kernels.cu: what must sit in L2 for its repeats to hit."""
+    BT, C, X = S.BT, S.C, kc.X
+    btc = BT * C * X
+    table = {
+        "encoder_forward": btc + (S.D + S.T) * C * X + 4 * BT,                       # out, wte rows used, wpe, tokens
+        "encoder_backward (incl. host bucket sort)": btc + (S.D + S.T) * C * X + 4 * (4 * BT + 1),
+        "layernorm_forward": 2 * btc + BT * 8 + 2 * C * X,                            # inp, out, mean/rstd
+        "fused_residual_layernorm_forward": 4 * btc + BT * 8 + 2 * C * X,            # inp1, inp2, residual, out
+        "layernorm_backward": 3 * btc + BT * 8 + 4 * C * X + kc.cdiv(BT, 32) * 2 * C * 4,  # dout, inp, dinp, scratch
+        "attention_forward": 4 * btc + S.B * S.NH * S.T * 4,                          # qkv, out, lse
+        "attention_backward": 8 * btc + 2 * S.B * S.NH * S.T * 4,                     # qkv, out, dout, dqkv, lse, D
+        "gelu_forward": 2 * 4 * btc, "gelu_backward": 2 * 4 * btc,
+    }
+    if row in table:
+        return table[row]
+    for name, cin, cout, _ in BENCH_MATMULS:
+        Kin, OC = cin * C, (cout * C if cout else S.Vp)
+        if row.startswith("matmul_forward %s " % name):
+            return (BT * Kin + Kin * OC + BT * OC) * X
+        if row.startswith("matmul_backward %s " % name):
+            return (2 * BT * Kin + 2 * Kin * OC + BT * OC) * X + (4 * OC if cout else 0) + 64 * OC * 4
+    return float("inf")  # the classifier's logits, AdamW's and the norm's 124M parameters: far beyond any L2
 
 
 def fmt_compare(before, after):

@@ -302,6 +302,18 @@ def emulator_has_counters(root):
     return False
 
 
+def tree_uses_wgmma(root):
+    """Whether the tree's kernels issue wgmma (issue 30 item 3): a header of llmc/ other than the
+    wrappers' own llmc/wgmma.cuh that calls them."""
+    d = os.path.join(root, "llmc")
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        if f.endswith((".cuh", ".h")) and f != "wgmma.cuh":
+            with open(os.path.join(d, f), errors="replace") as fp:
+                if "wgmma_" in fp.read():
+                    return True
+    return False
+
+
 def read_counters(path):
     """The CSV of EMU_COUNTERS as a list of dicts (numbers as ints where they are ints)."""
     import csv
@@ -343,11 +355,22 @@ def attention_slice(root, T, hs=64, B=1, NH=1):
         os.replace(binary + ".tmp", binary)
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "1"))
-        counters = os.path.join(tmp, "counters.csv")
-        if emulator_has_counters(root):
-            env["EMU_COUNTERS"] = counters
         p = run(["nice", binary, str(T), str(hs), str(B), str(NH)], cwd=tmp, env=env, what="attention_slice on the emulator")
-        rows = read_counters(counters) if os.path.exists(counters) else []
+        rows = []
+        if tree_uses_wgmma(root) and emulator_has_counters(root):
+            # the sm_90a kernels' wgmma FLOPs and TMA bytes come from EMU_COUNTERS, which needs the
+            # access hooks (nvcc-cpu --emu-check): a second build, only for a tree that issues wgmma
+            checked = binary + "_check"
+            if not os.path.exists(checked):
+                run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "--emu-check", "-O2", "-std=c++17", "-I.", "-DENABLE_BF16",
+                     "dev/perf/attention_slice.cu", "-o", checked + ".tmp", "-lcudart"], cwd=root,
+                    what="building attention_slice with the emulator's access hooks")
+                os.replace(checked + ".tmp", checked)
+            counters = os.path.join(tmp, "counters.csv")
+            run(["nice", checked, str(T), str(hs), str(B), str(NH)], cwd=tmp,
+                env=dict(os.environ, EMU_COUNTERS=counters, EMU_THREADS=os.environ.get("EMU_THREADS", "1")),
+                what="attention_slice on the emulator with EMU_COUNTERS")
+            rows = read_counters(counters) if os.path.exists(counters) else []
     out = {}
     for line in p.stderr.splitlines():
         m = TRACE_LINE.match(line)

@@ -475,14 +475,17 @@ def encoder_backward_dwte_kernel_30(S, ctx):
     # DRAM bytes as before plus the order array (4 BT + 1 ints copied). Shared: slices 1..7 store
     # PACK rows of 32 floats, slice 0 reads them: 14 PACK wavefronts per block, one barrier.
     # Re-derived with the calibrated rules (perfmodel, issue 30 item 1's kernels): a block's chain,
-    # once per wave of blocks (the grid is ~30 waves at B=32), is order[x] -> start[k] (2 dependent
-    # round trips), one group of (pos, dout) for a bucket of <= 32 positions (2 more), the barrier,
-    # then dwte's row (1): 5 trips and 1 barrier. The longest block, the commonest token's, walks
-    # ceil(kmax/32) groups of 2 dependent trips after its 2, then its row (serial_trips).
+    # once per wave of blocks (~22 waves at B=32 on the project's data), is order[x] -> start[k] (2
+    # dependent round trips), one group of (pos, dout) for a bucket of <= 32 positions (2 more), the
+    # barrier, then token[k] -> dwte's row (2: loads are not moved across the barrier): 6 trips and 1
+    # barrier. The longest block, the commonest token's, walks ceil(kmax/32) groups of 2 dependent
+    # trips after its 2, then its 2 (serial_trips). With many distinct tokens (the bench's uniform
+    # draws, or a corpus less repetitive than tinyshakespeare) the waves' chains set the time: 4
+    # blocks of 8 warps per SM (__launch_bounds__) wait through 6 round trips each.
     blocks = S.D * cdiv(_packs(S.C), 32)
     return Cost(blocks, 256, read=S.BT * S.C * X + 4 * (4 * S.BT + 1) + S.D * S.C * X,
                 write=S.D * S.C * X, cc_flops=S.BT * S.C, smem_wavefronts=blocks * 14 * PACK,
-                serial_trips=3 + 2 * cdiv(S.kmax, 32), stream="read", block_trips=5, block_barriers=1,
+                serial_trips=4 + 2 * cdiv(S.kmax, 32), stream="read", block_trips=6, block_barriers=1,
                 note="longest token bucket %d positions, 8 slices" % S.kmax)
 
 

@@ -227,6 +227,7 @@ void mbarrier_block(uint64_t mbar, uint32_t parity, Site site, const void* pc);
 // this parity complete; the mbarrier's state for messages; a barrier of the whole block released;
 // the block ended (pending wgmma groups and copies are errors).
 void ptx_block_idle();
+std::string current_block_text(); // kernel.cpp: the running block, also from its scheduler
 bool ptx_mbar_ready(uint64_t mbar, uint32_t parity);
 std::string ptx_mbar_describe(uint64_t mbar);
 void ptx_block_barrier();

@@ -397,6 +397,12 @@ static std::string where_is(const EmuThread* t) {
     return "?";
 }
 
+// The running block ("kernel K (launched at F:L) block (x,y,z)"), also from the scheduler, or "".
+std::string current_block_text() {
+    Worker* w = tl_worker;
+    return w == nullptr || w->block == nullptr ? "" : describe_block(w->block);
+}
+
 // For the SIGSEGV handler: the kernel thread that faulted, or "" in host code.
 std::string current_kernel_text() {
     Worker* w = tl_worker;

@@ -237,6 +237,10 @@ void ptx_block_end();
 // wrote [p, p + n) (initcheck bits set, the words' race records reset, `token` kept per word so a
 // later read by a thread that has not seen the phase is named, 0: none)
 void check_proxy_fence(int linear);
+// racecheck's order through mbarriers: an arrival, a phase completing, a thread seeing it complete
+void check_mbar_arrive(int linear, uint64_t mbar);
+void check_mbar_complete(uint64_t mbar);
+void check_mbar_observe(int linear, uint64_t mbar);
 void check_async_read(int linear, const void* p, size_t n, const void* pc, const char* what, Site site);
 void check_async_write(const void* p, size_t n, uint32_t token);
 // ptx.cpp, for check.cpp: has thread `linear` seen the mbarrier phase of this token complete?

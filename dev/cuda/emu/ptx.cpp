@@ -852,6 +852,7 @@ std::string ptx_mbar_describe(uint64_t addr) {
 
 // The phase completes: the copies whose bytes it waited for land now.
 static void mbar_complete(HopperBlock& h, uint64_t addr, Mbar& m) {
+    check_mbar_complete(addr);
     m.phase++;
     m.pending = m.count;
     m.tx = 0;
@@ -913,6 +914,7 @@ uint64_t ptx_mbar_arrive(uint64_t addr, uint32_t tx, bool expect_tx, Site site) 
               "undefined)", who().c_str(), op, site_str(site).c_str(), shared_text(addr).c_str(), m.phase, m.count);
     }
     uint64_t state = m.phase;
+    check_mbar_arrive(linear, addr);
     m.pending--;
     if (m.pending == 0 && m.tx == 0) { mbar_complete(h, addr, m); }
     return state;
@@ -930,6 +932,7 @@ bool ptx_mbar_try_wait_parity(uint64_t addr, uint32_t parity, Site site) {
     if ((m.phase & 1) != (parity & 1)) {
         uint32_t& seen = h.observed[linear][addr];
         if (seen < m.phase) { seen = m.phase; }
+        check_mbar_observe(linear, addr);
         return true;
     }
     mbarrier_block(addr, parity, site, __builtin_return_address(0)); // until the phase completes; then false, as a GPU's timeout may answer

@@ -1074,6 +1074,11 @@ checks_wgmma_ok() {
               grep -q "kernel gemm_pipeline: .*16 wgmma (2097152 tensor-core FLOPs), 8 cp.async.bulk.tensor (65536 bytes)" "$err" ||
               { why="no such trace line ($(grep -m1 "kernel gemm_pipeline:" "$err"))"; false; }'
     check "wgmma_ok: the real nvcc builds it for sm_90a (no spills, no stack; HGMMA or wgmma)" nvcc_builds_sm90a wgmma_ok
+    check "wgmma_ok: a read after releasing the stage (lateread): racecheck names it and warp 5's store, past the mbarriers" \
+        fatal_case wgmma_ok EMU_CHECK=1 -- lateread ::: "racecheck" "static __shared__ rows" \
+        "wgmma_ok.cu:$(marker wgmma_ok "// BUG-late")" "no mbarrier phase"
+    check "wgmma_ok: the pipeline right under EMU_CHECK=1 in reverse order (mbarriers order warp 5's stores)" \
+        eval 'run wgmma_ok EMU_CHECK=1 EMU_THREAD_ORDER=reverse -- pipeline && want_status 0 && want_out "result: right" && want_quiet'
 }
 
 checks_wgmma_broken() {

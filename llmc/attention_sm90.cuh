@@ -1,0 +1,306 @@
+/*
+Causal attention forward on Hopper (sm_90a), FlashAttention-3 style: the same math, inputs and
+outputs (out, lse) as attention_forward_kernel in llmc/attention.cuh (read that one first: this
+file assumes its online softmax, its base-2 scores and its fragment layouts), with Hopper's three
+new pieces, through llmc/wgmma.cuh:
+
+  - TMA (cp.async.bulk.tensor): one thread asks the copy engine for a whole 2D box of qkv
+    (128 rows x 64 bf16 = 16 KB) with one instruction; the box lands in shared memory swizzled
+    (128B: 16-byte chunk c of row r stored at chunk c ^ (r % 8)), and its arrival is counted in
+    bytes on an mbarrier (complete_tx). No thread of the block moves a byte of Q, K or V.
+  - mbarriers: split arrive/wait barriers in shared memory with a phase bit. full[s] says "stage s
+    has landed" (1 arrival by the producer + 32 KB of transactions), empty[s] says "every
+    consumer thread is done reading stage s" (256 arrivals), so the producer refills it.
+  - wgmma (warpgroup MMA): the 4 warps of a warpgroup (128 threads) compute one 64 x N product
+    together, reading B (and here A of S = Q K^T) straight from shared memory through a matrix
+    descriptor: no ldmatrix, no register copies of K and V. The result lands in registers with
+    mma.sync's C layout per warp (warp w of the warpgroup owns rows 16w..16w+15), so the softmax
+    code of the mma.sync kernel applies unchanged, and P goes back as wgmma's register A operand
+    exactly as mma.sync's (mma.cuh: C fragments of two n8 tiles = one A fragment).
+
+Beside the FlashAttention-3 paper (J. Shah et al., 2024, arXiv:2407.08608):
+  - warp specialization (its section 3.1, Algorithm 1): warpgroup 0 is the producer (one thread
+    issues the TMA copies, the rest idle with few registers: setmaxnreg.dec), warpgroups 1 and 2
+    are consumers (setmaxnreg.inc) with 64 query rows each: 128 query rows per block (Br = 128).
+    The producer stays up to 2 key tiles ahead (a 2-stage circular buffer of K_j, V_j).
+  - what is NOT here yet: the paper's pingpong scheduling between the two consumer warpgroups and
+    its intra-warpgroup overlap of softmax with the next S = Q K^T (3.2), and FP8. Each consumer
+    here waits for its S before the softmax and for P V before the next tile: simpler, slower.
+  - the loop per key tile j (Algorithm 1, consumer side): wait full[j%2]; S = Q_i K_j^T
+    (wgmma, 4 k-steps of 16 dims, m64n128); mask (diagonal tile only), online softmax in
+    registers (attention.cuh's functions, base 2); O = diag(alpha) O + P V_j (wgmma with P from
+    registers, 8 k-steps of 16 keys, m64n64); arrive on empty[j%2].
+
+Tiles (hs 64 only; other head sizes keep the mma.sync kernels): Br = 128 query rows per block,
+Bc = 128 keys per stage. Shared memory: Q 16 KB + 2 stages x (K, V) 16 KB each = 80 KB, plus 5
+mbarriers, aligned up to 1 KB (the 128B swizzle repeats every 8 rows x 128 B = 1024 B and its
+XOR reads address bits 7-9, so every tile starts on a 1024-byte boundary). Two blocks per SM fit
+(228 KB). Registers: 384 threads; ptxas may give at most 168 each (65536 / 384), then the
+producer drops to 24 and the consumers rise to 240 (24 x 128 + 240 x 256 = 64512 <= 65536).
+A consumer holds S (64 fp32), O (32 fp32), P (32 bf16x2).
+
+Causality: the key tiles of a block are 0 .. q0/128 (the last one, k0 = q0, is the diagonal and
+the only one masked); on the diagonal, consumer warpgroup 0 (rows q0..q0+63) still multiplies all
+128 keys (half of them masked to -inf), as FlashAttention-3 does.
+
+Rows past T: the tensor map is 2D over qkv viewed as (B*T rows, 3C columns). A box that runs past
+a sequence's T reads the next sequence's rows (finite bf16 values: the causal mask covers them for
+every row < T, and rows >= T are not written); a box past the last row of qkv is zero-filled by
+the TMA unit (and still counts its full 16 KB on the mbarrier). So every staged value is finite,
+as the mma.sync kernels' zero fill promises.
+
+Determinism: every output element has one writer; the sums run in a fixed order (wgmma's internal
+order is fixed by the hardware; the emulator fixes its own). No atomics.
+
+The emulator runs this kernel (dev/cuda/emu: wgmma, mbarrier and TMA with the PTX ISA's semantics);
+there, as on a GPU, it is used only where attention_sm90_available() says so.
+*/
+#ifndef LLMC_ATTENTION_SM90_CUH
+#define LLMC_ATTENTION_SM90_CUH
+
+#include "wgmma.cuh"
+
+constexpr int ATT90_HS = 64;             // the only head size of this kernel (GPT-2, every size)
+constexpr int ATT90_BR = 128;            // query rows per block: 2 consumer warpgroups x 64
+constexpr int ATT90_BC = 128;            // keys per stage
+constexpr int ATT90_STAGES = 2;          // K, V stages in the circular buffer
+constexpr int ATT90_THREADS = 3 * 128;   // warpgroup 0 producer, 1 and 2 consumers
+constexpr int ATT90_CONSUMERS = 2 * 128; // consumer threads: empty[s]'s arrival count
+constexpr int ATT90_ROW_BYTES = ATT90_HS * 2;               // one staged row: 128 bytes = the swizzle's width
+constexpr int ATT90_TILE_BYTES = ATT90_BC * ATT90_ROW_BYTES; // one box: 16 KB (Q, K or V)
+static_assert(ATT90_BR == ATT90_BC, "the diagonal tile must be the last one a query block visits");
+static_assert(ATT90_ROW_BYTES == 128, "a row must be exactly one 128-byte swizzle span");
+
+// shared memory: [Q][K0][V0][K1][V1] tiles, then the mbarriers (8 bytes each); +1 KB to align
+// the dynamic shared memory's start up to 1024 bytes
+constexpr int ATT90_BAR_OFFSET = (1 + 2 * ATT90_STAGES) * ATT90_TILE_BYTES;
+constexpr size_t ATT90_SMEM = ATT90_BAR_OFFSET + 8 * (1 + 2 * ATT90_STAGES) + 1024;
+
+// The shared-memory descriptors (PTX ISA, "Matrix Descriptor Format"; wgmma_desc in wgmma.cuh),
+// for a tile of rows of 128 bytes written by TMA with the 128B swizzle:
+//  - K-major (Q as A, K as B: the 16 dims a k-step takes are contiguous within a row): the
+//    canonical layout is 8 rows x 128 bytes per 1024-byte atom; SBO = 1024, the step from 8 rows
+//    to the next 8 (M or N); LBO is unused (a k-step never leaves the 128-byte row) and set to
+//    16 by convention. k-step ks starts 32 ks bytes into the row: the hardware applies the XOR
+//    to the address it forms, so the start address moves by the unswizzled offset.
+//  - MN-major (V as B, transposed: V's rows are the keys = k, its 64 contiguous dims = n): one
+//    atom spans the whole n = 64 (LBO, the step between 64-wide atoms in n, is unused and set to
+//    the tile size); SBO = 1024, the step from keys 0-7 to keys 8-15; k-step kc (16 keys) starts
+//    16 x 128 = 2048 kc bytes into the tile.
+__host__ __device__ constexpr uint32_t att90_kmajor_offset(int row0, int ks) { return row0 * ATT90_ROW_BYTES + 32 * ks; }
+__host__ __device__ constexpr uint32_t att90_vtile_offset(int kc) { return 16 * kc * ATT90_ROW_BYTES; }
+constexpr uint32_t ATT90_SBO = 8 * ATT90_ROW_BYTES; // 1024
+constexpr int ATT90_SWIZZLE_128B = 1;                // the descriptor's encoding (wgmma.cuh)
+
+// Where TMA's 128B swizzle puts element (r, c) of a box of 128-byte rows (bytes from the tile's
+// 1024-aligned start): chunk c / 8 of row r goes to chunk (c / 8) ^ (r % 8). (CUDA driver API,
+// CU_TENSOR_MAP_SWIZZLE_128B; the same XOR the descriptor's swizzle mode 1 undoes.)
+__host__ __device__ constexpr uint32_t att90_swizzled_offset(int r, int c) {
+    return r * ATT90_ROW_BYTES + (((c / 8) ^ (r % 8)) * 16) + (c % 8) * 2;
+}
+
+#if defined(ENABLE_BF16)
+
+// the attention.cuh A fragment of k-step kc from m64nN accumulators (per warp, n8 tile j at
+// acc[4j..4j+3], mma.sync's C layout): tiles 2kc and 2kc+1, rounded to bf16
+__device__ inline void att90_c_to_a(uint32_t (&a)[4], const float* acc, int kc) {
+    const float* lo = acc + 8 * kc;
+    const float* hi = lo + 4;
+    a[0] = pack_bf16x2(lo[0], lo[1]);
+    a[1] = pack_bf16x2(lo[2], lo[3]);
+    a[2] = pack_bf16x2(hi[0], hi[1]);
+    a[3] = pack_bf16x2(hi[2], hi[3]);
+}
+
+// out (B,T,C), lse (B,NH,T) from qkv (B,T,3C) through qkv_map (2D tensor map over qkv as B*T rows
+// of 3C bf16, box 128 rows x 64 columns, 128B swizzle). Block (query tile, h, b), heaviest first.
+__global__ void __launch_bounds__(ATT90_THREADS, 1)
+attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, floatX* out, float* lse, int T, int C,
+                              int NH, float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint4 att_smem[];
+    uint32_t base = (smem_addr(att_smem) + 1023) & ~1023u; // the 128B swizzle's 1024-byte alignment
+    auto tile = [&](int i) { return base + i * ATT90_TILE_BYTES; }; // 0: Q; 1 + 2s: K_s; 2 + 2s: V_s
+    uint32_t bar_q = base + ATT90_BAR_OFFSET;
+    auto bar_full = [&](int s) { return bar_q + 8 * (1 + s); };
+    auto bar_empty = [&](int s) { return bar_q + 8 * (1 + ATT90_STAGES + s); };
+    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT90_BR; // heaviest first
+    int n_tiles = q0 / ATT90_BC + 1; // keys 0 .. q0 + 127: the last tile (k0 = q0) is the diagonal
+    int row0 = b * T;                // this sequence's first row in the tensor map
+    int warpgroup = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        mbar_init(bar_q, 1);
+        for (int s = 0; s < ATT90_STAGES; s++) {
+            mbar_init(bar_full(s), 1);
+            mbar_init(bar_empty(s), ATT90_CONSUMERS);
+        }
+        fence_mbarrier_init(); // the inits, visible to the other threads and to the TMA unit
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        // the producer: one thread issues every copy; the others only give back registers
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            mbar_arrive_expect_tx(bar_q, ATT90_TILE_BYTES);
+            tma_load_2d(tile(0), &qkv_map, h * ATT90_HS, row0 + q0, bar_q);
+            for (int j = 0; j < n_tiles; j++) {
+                int s = j % ATT90_STAGES;
+                // the stage's previous tile (j - STAGES) must be released by every consumer
+                if (j >= ATT90_STAGES) { mbar_wait(bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
+                mbar_arrive_expect_tx(bar_full(s), 2 * ATT90_TILE_BYTES);
+                tma_load_2d(tile(1 + 2 * s), &qkv_map, C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
+                tma_load_2d(tile(2 + 2 * s), &qkv_map, 2 * C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
+            }
+        }
+        return;
+    }
+
+    // a consumer warpgroup: 64 query rows; warp w of it owns 16 (mma.sync's C layout per warp)
+    setmaxnreg_inc<240>();
+    int cw = warpgroup - 1;                       // 0 or 1
+    int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    int wg_lo = q0 + 64 * cw;                     // the warpgroup's first query
+    int row_lo = wg_lo + 16 * warp;               // the warp's first query
+    uint32_t q_tile = tile(0) + att90_kmajor_offset(64 * cw, 0);
+
+    float o[ATT90_HS / 2]; // O: m64n64, 32 accumulators per thread (n8 tile j at o[4j..4j+3])
+    #pragma unroll
+    for (int i = 0; i < ATT90_HS / 2; i++) { o[i] = 0.0f; }
+    OnlineSoftmax st[2] = {online_softmax_init(), online_softmax_init()};
+
+    mbar_wait(bar_q, 0);
+    for (int j = 0; j < n_tiles; j++) {
+        int s = j % ATT90_STAGES, k0 = j * ATT90_BC;
+        mbar_wait(bar_full(s), (j / ATT90_STAGES) & 1);
+        { // (with Br = Bc every tile has a key <= some row of every warpgroup: none is skipped)
+            // S = Q_i K_j^T: 64 x 128, 4 k-steps of 16 dims, both operands from shared memory
+            float sacc[ATT90_BC / 2];
+            #pragma unroll
+            for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = 0.0f; }
+            wgmma_fence_operand(sacc);
+            wgmma_fence();
+            #pragma unroll
+            for (int ks = 0; ks < ATT90_HS / 16; ks++) {
+                uint64_t da = wgmma_desc(q_tile + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B);
+                uint64_t db = wgmma_desc(tile(1 + 2 * s) + att90_kmajor_offset(0, ks), 16, ATT90_SBO, ATT90_SWIZZLE_128B);
+                wgmma_ss<ATT90_BC, 0, 0>(sacc, da, db, 1);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(sacc); // nvcc must not move the reads below above the wait
+            // mask (the diagonal tile only) and scale into base-2 units, as attention.cuh
+            bool diagonal = k0 + ATT90_BC - 1 > row_lo;
+            float tile_max[2] = {-INFINITY, -INFINITY};
+            #pragma unroll
+            for (int n8 = 0; n8 < ATT90_BC / 8; n8++) {
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int key = k0 + 8 * n8 + mma_c_col(lane, e), row = row_lo + mma_c_row(lane, e);
+                    float x = sacc[4 * n8 + e];
+                    x = diagonal && key > row ? -INFINITY : x * scale_log2;
+                    sacc[4 * n8 + e] = x;
+                    tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+                }
+            }
+            float alpha[2];
+            #pragma unroll
+            for (int half = 0; half < 2; half++) {
+                alpha[half] = online_softmax_rescale_log2(&st[half], att_tc_quad_max(tile_max[half]));
+            }
+            #pragma unroll
+            for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = online_softmax_weight_log2(&st[(i % 4) / 2], sacc[i]); }
+            #pragma unroll
+            for (int i = 0; i < ATT90_HS / 2; i++) { o[i] *= alpha[(i % 4) / 2]; }
+            // O += P V_j: 8 k-steps of 16 keys, P from registers (bf16), V transposed from shared
+            uint32_t pf[ATT90_BC / 16][4];
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BC / 16; kc++) { att90_c_to_a(pf[kc], sacc, kc); }
+            wgmma_fence_operand(o);
+            wgmma_fence(); // o and pf were written by ordinary instructions
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BC / 16; kc++) {
+                uint64_t db = wgmma_desc(tile(2 + 2 * s) + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO,
+                                         ATT90_SWIZZLE_128B);
+                wgmma_rs<ATT90_HS, 1>(o, pf[kc], db, 1);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(o);
+        }
+        mbar_arrive(bar_empty(s)); // this thread is done reading stage s
+    }
+
+    // O_i = diag(l)^-1 O and L_i = m + log(l), written for rows < T
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        st[half].l = att_tc_quad_sum(st[half].l); // key q0 <= row is visible to every row: l >= 1
+        int r = row_lo + lane / 4 + 8 * half;
+        if (r >= T) { continue; }
+        float inv_l = 1.0f / st[half].l;
+        floatX* orow = out + ((size_t)b * T + r) * C + h * ATT90_HS;
+        #pragma unroll
+        for (int n8 = 0; n8 < ATT90_HS / 8; n8++) {
+            *(__nv_bfloat162*)(orow + 8 * n8 + 2 * (lane % 4)) =
+                __floats2bfloat162_rn(o[4 * n8 + 2 * half] * inv_l, o[4 * n8 + 2 * half + 1] * inv_l);
+        }
+        if (lane % 4 == 0) { lse[((size_t)b * NH + h) * T + r] = online_softmax_lse_log2(st[half]); }
+    }
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// 1 where this binary holds the sm_90a code of the kernels above (probed once on the device)
+__global__ void attention_sm90_probe_kernel(int* has) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    *has = 1;
+#else
+    *has = 0;
+#endif
+}
+
+// Whether attention_forward takes the sm_90a kernel: -1 (the default) = where it can (the device
+// is compute capability 9.0 and the binary holds sm_90a code), 0 = never (the mma.sync kernels;
+// dev/cuda/test_kernels.cu tests both paths).
+static int attention_sm90_mode = -1;
+
+static bool attention_sm90_available() {
+    static int cached = -1;
+    if (cached < 0) {
+        int dev, major, minor;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        cached = 0;
+        if (major == 9 && minor == 0) {
+            int* d_has;
+            int has = 0;
+            cudaCheck(cudaMalloc(&d_has, sizeof(int)));
+            attention_sm90_probe_kernel<<<1, 1>>>(d_has);
+            cudaCheckLaunch();
+            cudaCheck(cudaMemcpy(&has, d_has, sizeof(int), cudaMemcpyDeviceToHost));
+            cudaCheck(cudaFree(d_has));
+            cached = has;
+        }
+    }
+    return cached == 1;
+}
+
+static bool attention_sm90_use(int hs) { return hs == ATT90_HS && attention_sm90_mode != 0 && attention_sm90_available(); }
+
+static void attention_forward_sm90(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                   cudaStream_t stream) {
+    CUtensorMap map;
+    if (tma_map_2d_bf16(&map, qkv, (uint64_t)B * T, 3 * (uint64_t)C, 3 * (uint64_t)C * sizeof(floatX), ATT90_BC,
+                        ATT90_HS) != 0) {
+        fail("attention_forward: no tensor map for qkv (B=%d T=%d C=%d)", B, T, C);
+    }
+    dim3 grid(ceil_div(T, ATT90_BR), NH, B);
+    float scale_log2 = 1.0f / sqrtf((float)ATT90_HS) * 1.4426950408889634f; // as attention_forward_launch
+    attention_allow_smem(attention_forward_sm90_kernel, ATT90_SMEM);
+    attention_forward_sm90_kernel<<<grid, ATT90_THREADS, ATT90_SMEM, stream>>>(map, out, lse, T, C, NH, scale_log2);
+    cudaCheckLaunch();
+}
+#endif // ENABLE_BF16
+
+#endif // LLMC_ATTENTION_SM90_CUH

@@ -1078,7 +1078,12 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
     switch (C / NH) {
         case 16: attention_backward_launch<16>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
         case 32: attention_backward_launch<32>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
-        case 64: attention_backward_launch<64>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
+        case 64:
+#if defined(ENABLE_BF16)
+            if (attention_sm90_use(64)) { attention_backward_sm90(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break; }
+#endif
+            attention_backward_launch<64>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream);
+            break;
         case 128: attention_backward_launch<128>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
         default: fail("attention_backward: head size %d", C / NH); // ruled out by the shape check
     }

@@ -1,8 +1,8 @@
 /*
-Causal attention forward on Hopper (sm_90a), FlashAttention-3 style: the same math, inputs and
-outputs (out, lse) as attention_forward_kernel in llmc/attention.cuh (read that one first: this
-file assumes its online softmax, its base-2 scores and its fragment layouts), with Hopper's three
-new pieces, through llmc/wgmma.cuh:
+Causal attention on Hopper (sm_90a), FlashAttention-3 style: the same math, inputs and outputs
+(out, lse; dqkv from the row terms D) as the mma.sync kernels of llmc/attention.cuh (read those
+first: this file assumes their online softmax, base-2 scores, two-pass deterministic backward and
+fragment layouts), with Hopper's three new pieces, through llmc/wgmma.cuh:
 
   - TMA (cp.async.bulk.tensor): one thread asks the copy engine for a whole 2D box of qkv
     (128 rows x 64 bf16 = 16 KB) with one instruction; the box lands in shared memory swizzled
@@ -31,7 +31,11 @@ Beside the FlashAttention-3 paper (J. Shah et al., 2024, arXiv:2407.08608):
     registers (attention.cuh's functions, base 2); O = diag(alpha) O + P V_j (wgmma with P from
     registers, 8 k-steps of 16 keys, m64n64); arrive on empty[j%2].
 
-Tiles (hs 64 only; other head sizes keep the mma.sync kernels): Br = 128 query rows per block,
+The backward (further down) keeps attention.cuh's two passes (dK/dV per key block, dQ per query
+block; FlashAttention-3 instead adds dQ with atomics), each with the same producer/consumer
+split; see the comment there.
+
+Tiles of the forward (hs 64 only; other head sizes keep the mma.sync kernels): Br = 128 query rows per block,
 Bc = 128 keys per stage. Shared memory: Q 16 KB + 2 stages x (K, V) 16 KB each = 80 KB, plus 5
 mbarriers, aligned up to 1 KB (the 128B swizzle repeats every 8 rows x 128 B = 1024 B and its
 XOR reads address bits 7-9, so every tile starts on a 1024-byte boundary). Two blocks per SM fit
@@ -250,6 +254,299 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
+// ----------------------------------------------------------------------------
+// the backward: the two passes of attention.cuh (dK/dV per key block, dQ per query block: one
+// writer per element, no atomics), each as producer + 2 consumer warpgroups of 64 rows. The
+// block's own 128 rows (K_j, V_j; or Q_i, dO_i) are loaded once; the other side streams through
+// 2 stages of 64 rows (ATT90_BWD_STAGE). Every product is one of the forward's two shapes:
+// "64 rows x the other side's rows over the 64 dims" (wgmma_ss, both K-major) and "64 rows x
+// (16 of the other side's rows) x their 64 dims" (wgmma_rs with the weights in registers, the
+// other side MN-major), so the descriptors are the forward's.
+
+constexpr int ATT90_BWD_STAGE = 64;                                       // rows of the other side per stage
+constexpr int ATT90_BWD_BOX_BYTES = ATT90_BWD_STAGE * ATT90_ROW_BYTES;    // 8 KB
+// [own A (128 rows)][own B (128 rows)][stage 0: X, Y (64 rows)][stage 1: X, Y], then per stage the
+// 64 rows' L log2(e) and D (the dK/dV kernel's), then 5 mbarriers
+constexpr int ATT90_BWD_STAGE_OFFSET = 2 * ATT90_TILE_BYTES;
+constexpr int ATT90_BWD_ROWS_OFFSET = ATT90_BWD_STAGE_OFFSET + 2 * ATT90_STAGES * ATT90_BWD_BOX_BYTES;
+constexpr int ATT90_BWD_BAR_OFFSET = ATT90_BWD_ROWS_OFFSET + ATT90_STAGES * 2 * ATT90_BWD_STAGE * 4;
+constexpr size_t ATT90_BWD_SMEM = ATT90_BWD_BAR_OFFSET + 8 * (1 + 2 * ATT90_STAGES) + 1024;
+static_assert(ATT90_BWD_BOX_BYTES % 1024 == 0, "stage tiles must stay 1024-byte aligned");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the helpers call wgmma.cuh's sm_90a-only functions
+// The shared state of both backward kernels: the tiles, the barriers, and the producer's loop.
+// own: 128 rows of two tensors (two boxes of 64 rows each) on bar_own; then n_tiles stages of 64
+// rows of two other tensors, stage j at rows x0 + 64 j.
+struct Att90Bwd {
+    uint32_t base;
+    __device__ uint32_t own(int which) const { return base + which * ATT90_TILE_BYTES; } // 0: A, 1: B
+    __device__ uint32_t stage(int s, int which) const {
+        return base + ATT90_BWD_STAGE_OFFSET + (2 * s + which) * ATT90_BWD_BOX_BYTES;
+    }
+    // stage s's L log2(e) (which 0) or D (which 1) of its 64 rows, as a generic pointer
+    __device__ float* rows(float* smem_rows, int s, int which) const { return smem_rows + (2 * s + which) * ATT90_BWD_STAGE; }
+    __device__ uint32_t bar_own() const { return base + ATT90_BWD_BAR_OFFSET; }
+    __device__ uint32_t bar_full(int s) const { return bar_own() + 8 * (1 + s); }
+    __device__ uint32_t bar_empty(int s) const { return bar_own() + 8 * (1 + ATT90_STAGES + s); }
+};
+
+// full_count: the arrivals that complete a stage (1: the TMA thread's; + 32 where warp 1 also
+// stores the stage's L and D rows)
+__device__ inline Att90Bwd att90_bwd_setup(uint4* smem, int full_count) {
+    Att90Bwd t;
+    t.base = (smem_addr(smem) + 1023) & ~1023u;
+    if (threadIdx.x == 0) {
+        mbar_init(t.bar_own(), 1);
+        for (int s = 0; s < ATT90_STAGES; s++) {
+            mbar_init(t.bar_full(s), full_count);
+            mbar_init(t.bar_empty(s), ATT90_CONSUMERS);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    return t;
+}
+
+// the producer thread: own rows [r0, r0 + 128) of (map_a at column xa, map_b at xb); then stages
+// j = 0 .. n_tiles-1 of rows [y0 + 64 j, + 64) of (map_x at column xx, map_y at xy). Rows are the
+// maps' (B*T-row) coordinates.
+__device__ inline void att90_bwd_produce(const Att90Bwd& t, const CUtensorMap* map_a, int xa, const CUtensorMap* map_b,
+                                         int xb, int r0, const CUtensorMap* map_x, int xx, const CUtensorMap* map_y,
+                                         int xy, int y0, int n_tiles) {
+    mbar_arrive_expect_tx(t.bar_own(), 2 * ATT90_TILE_BYTES);
+    for (int half = 0; half < 2; half++) {
+        uint32_t off = half * ATT90_BWD_BOX_BYTES;
+        tma_load_2d(t.own(0) + off, map_a, xa, r0 + half * ATT90_BWD_STAGE, t.bar_own());
+        tma_load_2d(t.own(1) + off, map_b, xb, r0 + half * ATT90_BWD_STAGE, t.bar_own());
+    }
+    for (int j = 0; j < n_tiles; j++) {
+        int s = j % ATT90_STAGES;
+        if (j >= ATT90_STAGES) { mbar_wait(t.bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
+        mbar_arrive_expect_tx(t.bar_full(s), 2 * ATT90_BWD_BOX_BYTES);
+        tma_load_2d(t.stage(s, 0), map_x, xx, y0 + j * ATT90_BWD_STAGE, t.bar_full(s));
+        tma_load_2d(t.stage(s, 1), map_y, xy, y0 + j * ATT90_BWD_STAGE, t.bar_full(s));
+    }
+}
+
+// acc (64 x 64 per warpgroup) = rows row0.. of own tile `a` times the 64 rows of tile `b`, over the
+// 64 dims (both K-major): S = Q K^T and its kin
+__device__ inline void att90_rows_x_rows(float (&acc)[ATT90_BWD_STAGE / 2], uint32_t a, uint32_t b) {
+    #pragma unroll
+    for (int i = 0; i < ATT90_BWD_STAGE / 2; i++) { acc[i] = 0.0f; }
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+    #pragma unroll
+    for (int ks = 0; ks < ATT90_HS / 16; ks++) {
+        wgmma_ss<ATT90_BWD_STAGE, 0, 0>(acc, wgmma_desc(a + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B),
+                                        wgmma_desc(b + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B), 1);
+    }
+}
+
+// acc (64 x 64 dims) += w (64 x 64 rows of tile b, in registers as 4 A fragments) times tile b's
+// rows (MN-major: V in the forward's P V)
+__device__ inline void att90_weights_x_rows(float (&acc)[ATT90_HS / 2], const uint32_t (&w)[ATT90_BWD_STAGE / 16][4],
+                                            uint32_t b) {
+    #pragma unroll
+    for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) {
+        wgmma_rs<ATT90_HS, 1>(acc, w[kc], wgmma_desc(b + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B), 1);
+    }
+}
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+
+// dqkv's k and v parts: a block owns 128 keys (2 consumer warpgroups x 64), streams the query
+// tiles of 64 from its first key on (Q_i, dO_i by TMA; L_i, D_i by plain loads) and writes dK_j,
+// dV_j once. As attention_backward_dkdv_kernel, in S^T form: the keys are the rows.
+__global__ void __launch_bounds__(ATT90_THREADS, 1)
+attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
+                                    floatX* dqkv, const float* lse, const float* D, int T, int C, int NH, float scale,
+                                    float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint4 att_smem[];
+    Att90Bwd t = att90_bwd_setup(att_smem, 1 + 32);
+    float* smem_rows = (float*)((char*)att_smem + (t.base - smem_addr(att_smem)) + ATT90_BWD_ROWS_OFFSET);
+    int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * ATT90_BR;
+    int n_tiles = (T - k0 + ATT90_BWD_STAGE - 1) / ATT90_BWD_STAGE; // queries k0 .. T-1
+    int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            att90_bwd_produce(t, &qkv_map, C + h * ATT90_HS, &qkv_map, 2 * C + h * ATT90_HS, b * T + k0,
+                              &qkv_map, h * ATT90_HS, &dout_map, h * ATT90_HS, b * T + k0, n_tiles);
+        } else if (threadIdx.x / 32 == 1) {
+            // warp 1: each stage's L log2(e) and D (0 past T: those queries are masked) into shared
+            // memory with plain stores; its 32 arrivals (release) order them before the
+            // consumers' wait (acquire) on the same full barrier as the TMA bytes
+            const float* lse_bh = lse + ((size_t)b * NH + h) * T;
+            const float* D_bh = D + ((size_t)b * NH + h) * T;
+            int lane = threadIdx.x % 32;
+            for (int j = 0; j < n_tiles; j++) {
+                int s = j % ATT90_STAGES;
+                if (j >= ATT90_STAGES) { mbar_wait(t.bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
+                for (int r = lane; r < ATT90_BWD_STAGE; r += 32) {
+                    int q = k0 + j * ATT90_BWD_STAGE + r;
+                    t.rows(smem_rows, s, 0)[r] = q < T ? lse_bh[q] * 1.4426950408889634f : 0.0f;
+                    t.rows(smem_rows, s, 1)[r] = q < T ? D_bh[q] : 0.0f;
+                }
+                mbar_arrive(t.bar_full(s));
+            }
+        }
+        return;
+    }
+    setmaxnreg_inc<240>();
+    int cw = warpgroup - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    int wg_lo = k0 + 64 * cw, key_lo = wg_lo + 16 * warp; // the warpgroup's and the warp's first key
+    uint32_t k_own = t.own(0) + att90_kmajor_offset(64 * cw, 0), v_own = t.own(1) + att90_kmajor_offset(64 * cw, 0);
+
+    float dk[ATT90_HS / 2], dv[ATT90_HS / 2];
+    #pragma unroll
+    for (int i = 0; i < ATT90_HS / 2; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
+    mbar_wait(t.bar_own(), 0);
+    for (int j = 0; j < n_tiles; j++) {
+        int s = j % ATT90_STAGES, q0 = k0 + j * ATT90_BWD_STAGE;
+        mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
+        if (q0 + ATT90_BWD_STAGE - 1 >= wg_lo) { // warpgroup-uniform: some query follows some key
+            // S^T = K_j Q_i^T, dP^T = V_j dO_i^T (64 keys x 64 queries each)
+            float sT[ATT90_BWD_STAGE / 2], dpT[ATT90_BWD_STAGE / 2];
+            att90_rows_x_rows(sT, k_own, t.stage(s, 0));
+            att90_rows_x_rows(dpT, v_own, t.stage(s, 1));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(sT);
+            wgmma_fence_operand(dpT);
+            // P^T = exp2(S^T scale log2(e) - L log2(e)), 0 where the query precedes the key or is
+            // past T; dS^T = P^T o (dP^T - D)
+            // (16 queries at a time, each packed at once into the A fragments of dV's and dK's
+            // products, so that S^T and dP^T die as P and dS are born: fewer live registers)
+            bool mask = q0 < key_lo + 15 || q0 + ATT90_BWD_STAGE > T;
+            uint32_t pA[ATT90_BWD_STAGE / 16][4], dsA[ATT90_BWD_STAGE / 16][4];
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) {
+                #pragma unroll
+                for (int i = 8 * kc; i < 8 * kc + 8; i++) {
+                    int ql = 8 * (i / 4) + mma_c_col(lane, i % 4), q = q0 + ql, key = key_lo + mma_c_row(lane, i % 4);
+                    float p = attention_prob_log2(sT[i] * scale_log2, t.rows(smem_rows, s, 0)[ql]);
+                    p = mask && (q < key || q >= T) ? 0.0f : p;
+                    dpT[i] = attention_dscore(p, dpT[i], t.rows(smem_rows, s, 1)[ql]);
+                    sT[i] = p;
+                }
+                // dV_j += P^T dO_i, dK_j += dS^T Q_i (scale at the end): their A operands
+                att90_c_to_a(pA[kc], sT, kc);
+                att90_c_to_a(dsA[kc], dpT, kc);
+            }
+            wgmma_fence_operand(dv);
+            wgmma_fence_operand(dk);
+            wgmma_fence();
+            att90_weights_x_rows(dv, pA, t.stage(s, 1));
+            att90_weights_x_rows(dk, dsA, t.stage(s, 0));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(dv);
+            wgmma_fence_operand(dk);
+        }
+        mbar_arrive(t.bar_empty(s));
+    }
+    floatX* dqkv_b = dqkv + (size_t)b * T * 3 * C + h * ATT90_HS;
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int r = key_lo + lane / 4 + 8 * half;
+        if (r >= T) { continue; }
+        floatX* krow = dqkv_b + (size_t)r * 3 * C + C;
+        #pragma unroll
+        for (int n8 = 0; n8 < ATT90_HS / 8; n8++) {
+            int c = 8 * n8 + 2 * (lane % 4), e = 4 * n8 + 2 * half;
+            *(__nv_bfloat162*)(krow + c) = __floats2bfloat162_rn(dk[e] * scale, dk[e + 1] * scale);
+            *(__nv_bfloat162*)(krow + C + c) = __floats2bfloat162_rn(dv[e], dv[e + 1]);
+        }
+    }
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// dqkv's q part: a block owns 128 queries (2 consumer warpgroups x 64), streams the key tiles of
+// 64 up to its last query (K_j, V_j by TMA) and writes dQ_i once. As attention_backward_dq_kernel.
+__global__ void __launch_bounds__(ATT90_THREADS, 1)
+attention_backward_dq_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
+                                  floatX* dqkv, const float* lse, const float* D, int T, int C, int NH, float scale,
+                                  float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint4 att_smem[];
+    Att90Bwd t = att90_bwd_setup(att_smem, 1);
+    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT90_BR; // heaviest first
+    int n_tiles = (min(q0 + ATT90_BR, T) + ATT90_BWD_STAGE - 1) / ATT90_BWD_STAGE; // keys 0 .. min(q0+127, T-1)
+    int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            att90_bwd_produce(t, &qkv_map, h * ATT90_HS, &dout_map, h * ATT90_HS, b * T + q0,
+                              &qkv_map, C + h * ATT90_HS, &qkv_map, 2 * C + h * ATT90_HS, b * T, n_tiles);
+        }
+        return;
+    }
+    setmaxnreg_inc<240>();
+    int cw = warpgroup - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    int wg_lo = q0 + 64 * cw, row_lo = wg_lo + 16 * warp;
+    const float LOG2E = 1.4426950408889634f;
+    uint32_t q_own = t.own(0) + att90_kmajor_offset(64 * cw, 0), do_own = t.own(1) + att90_kmajor_offset(64 * cw, 0);
+    // L_i log2(e) and D_i of this thread's two rows (0 past T: those rows are not written)
+    float lse2[2], D_row[2];
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int r = row_lo + lane / 4 + 8 * half;
+        size_t i = ((size_t)b * NH + h) * T + r;
+        lse2[half] = r < T ? lse[i] * LOG2E : 0.0f;
+        D_row[half] = r < T ? D[i] : 0.0f;
+    }
+    float dq[ATT90_HS / 2];
+    #pragma unroll
+    for (int i = 0; i < ATT90_HS / 2; i++) { dq[i] = 0.0f; }
+    mbar_wait(t.bar_own(), 0);
+    for (int j = 0; j < n_tiles; j++) {
+        int s = j % ATT90_STAGES, kt = j * ATT90_BWD_STAGE;
+        mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
+        if (kt <= wg_lo + 63) { // warpgroup-uniform: some key precedes some query
+            // S = Q_i K_j^T, dP = dO_i V_j^T (64 queries x 64 keys each)
+            float sc[ATT90_BWD_STAGE / 2], dp[ATT90_BWD_STAGE / 2];
+            att90_rows_x_rows(sc, q_own, t.stage(s, 0));
+            att90_rows_x_rows(dp, do_own, t.stage(s, 1));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(sc);
+            wgmma_fence_operand(dp);
+            bool mask = kt + ATT90_BWD_STAGE - 1 > row_lo; // some key after some row of the warp
+            #pragma unroll
+            for (int i = 0; i < ATT90_BWD_STAGE / 2; i++) {
+                int key = kt + 8 * (i / 4) + mma_c_col(lane, i % 4), row = row_lo + mma_c_row(lane, i % 4);
+                int half = (i % 4) / 2;
+                float p = attention_prob_log2(sc[i] * scale_log2, lse2[half]);
+                p = mask && key > row ? 0.0f : p;
+                dp[i] = attention_dscore(p, dp[i], D_row[half]);
+            }
+            // dQ_i += dS K_j (scale at the end)
+            uint32_t dsA[ATT90_BWD_STAGE / 16][4];
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) { att90_c_to_a(dsA[kc], dp, kc); }
+            wgmma_fence_operand(dq);
+            wgmma_fence();
+            att90_weights_x_rows(dq, dsA, t.stage(s, 0));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(dq);
+        }
+        mbar_arrive(t.bar_empty(s));
+    }
+    floatX* dqkv_b = dqkv + (size_t)b * T * 3 * C + h * ATT90_HS;
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int r = row_lo + lane / 4 + 8 * half;
+        if (r >= T) { continue; }
+        #pragma unroll
+        for (int n8 = 0; n8 < ATT90_HS / 8; n8++) {
+            int c = 8 * n8 + 2 * (lane % 4), e = 4 * n8 + 2 * half;
+            *(__nv_bfloat162*)(dqkv_b + (size_t)r * 3 * C + c) = __floats2bfloat162_rn(dq[e] * scale, dq[e + 1] * scale);
+        }
+    }
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
 // 1 where this binary holds the sm_90a code of the kernels above (probed once on the device)
 __global__ void attention_sm90_probe_kernel(int* has) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -299,6 +596,29 @@ static void attention_forward_sm90(floatX* out, float* lse, const floatX* qkv, i
     float scale_log2 = 1.0f / sqrtf((float)ATT90_HS) * 1.4426950408889634f; // as attention_forward_launch
     attention_allow_smem(attention_forward_sm90_kernel, ATT90_SMEM);
     attention_forward_sm90_kernel<<<grid, ATT90_THREADS, ATT90_SMEM, stream>>>(map, out, lse, T, C, NH, scale_log2);
+    cudaCheckLaunch();
+}
+
+// dqkv from dout, qkv, lse and the row terms D (attention_backward's rowdot kernel has run): the
+// dK/dV pass, then the dQ pass, as attention_backward_launch
+static void attention_backward_sm90(floatX* dqkv, const float* D, const floatX* dout, const floatX* qkv,
+                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+    CUtensorMap qkv_map, dout_map;
+    if (tma_map_2d_bf16(&qkv_map, qkv, (uint64_t)B * T, 3 * (uint64_t)C, 3 * (uint64_t)C * sizeof(floatX),
+                        ATT90_BWD_STAGE, ATT90_HS) != 0 ||
+        tma_map_2d_bf16(&dout_map, dout, (uint64_t)B * T, (uint64_t)C, (uint64_t)C * sizeof(floatX), ATT90_BWD_STAGE,
+                        ATT90_HS) != 0) {
+        fail("attention_backward: no tensor maps for qkv and dout (B=%d T=%d C=%d)", B, T, C);
+    }
+    dim3 grid(ceil_div(T, ATT90_BR), NH, B);
+    float scale = 1.0f / sqrtf((float)ATT90_HS), scale_log2 = scale * 1.4426950408889634f;
+    attention_allow_smem(attention_backward_dkdv_sm90_kernel, ATT90_BWD_SMEM);
+    attention_backward_dkdv_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(
+        qkv_map, dout_map, dqkv, lse, D, T, C, NH, scale, scale_log2);
+    cudaCheckLaunch();
+    attention_allow_smem(attention_backward_dq_sm90_kernel, ATT90_BWD_SMEM);
+    attention_backward_dq_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(
+        qkv_map, dout_map, dqkv, lse, D, T, C, NH, scale, scale_log2);
     cudaCheckLaunch();
 }
 #endif // ENABLE_BF16

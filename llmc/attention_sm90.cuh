@@ -330,15 +330,14 @@ __device__ inline void att90_bwd_produce(const Att90Bwd& t, const CUtensorMap* m
 
 // acc (64 x 64 per warpgroup) = rows row0.. of own tile `a` times the 64 rows of tile `b`, over the
 // 64 dims (both K-major): S = Q K^T and its kin
+// (the first k-step overwrites acc: scale_d = 0, so acc is not zeroed first; zeroing it between
+// two such products made ptxas wait for the first one: warning C7517). The caller has executed
+// wgmma_fence().
 __device__ inline void att90_rows_x_rows(float (&acc)[ATT90_BWD_STAGE / 2], uint32_t a, uint32_t b) {
-    #pragma unroll
-    for (int i = 0; i < ATT90_BWD_STAGE / 2; i++) { acc[i] = 0.0f; }
-    wgmma_fence_operand(acc);
-    wgmma_fence();
     #pragma unroll
     for (int ks = 0; ks < ATT90_HS / 16; ks++) {
         wgmma_ss<ATT90_BWD_STAGE, 0, 0>(acc, wgmma_desc(a + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B),
-                                        wgmma_desc(b + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B), 1);
+                                        wgmma_desc(b + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B), ks > 0);
     }
 }
 
@@ -404,9 +403,13 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
     for (int j = 0; j < n_tiles; j++) {
         int s = j % ATT90_STAGES, q0 = k0 + j * ATT90_BWD_STAGE;
         mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
-        if (q0 + ATT90_BWD_STAGE - 1 >= wg_lo) { // warpgroup-uniform: some query follows some key
+        // no branch around the products (a branch, even warpgroup-uniform, makes ptxas serialize
+        // the wgmmas, warning C7518): warpgroup 1's first tile (every query before every key) is
+        // computed and masked to 0 whole
+        {
             // S^T = K_j Q_i^T, dP^T = V_j dO_i^T (64 keys x 64 queries each)
             float sT[ATT90_BWD_STAGE / 2], dpT[ATT90_BWD_STAGE / 2];
+            wgmma_fence();
             att90_rows_x_rows(sT, k_own, t.stage(s, 0));
             att90_rows_x_rows(dpT, v_own, t.stage(s, 1));
             wgmma_commit();
@@ -502,9 +505,12 @@ attention_backward_dq_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
     for (int j = 0; j < n_tiles; j++) {
         int s = j % ATT90_STAGES, kt = j * ATT90_BWD_STAGE;
         mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
-        if (kt <= wg_lo + 63) { // warpgroup-uniform: some key precedes some query
+        // no branch around the products (as in the dK/dV kernel): warpgroup 0's last tile (every
+        // key after every query) is computed and masked to 0 whole
+        {
             // S = Q_i K_j^T, dP = dO_i V_j^T (64 queries x 64 keys each)
             float sc[ATT90_BWD_STAGE / 2], dp[ATT90_BWD_STAGE / 2];
+            wgmma_fence();
             att90_rows_x_rows(sc, q_own, t.stage(s, 0));
             att90_rows_x_rows(dp, do_own, t.stage(s, 1));
             wgmma_commit();

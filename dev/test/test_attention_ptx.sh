@@ -115,6 +115,11 @@ if "$NVCC" "${FLAGS[@]}" -gencode arch=compute_90a,code=sm_90a --ptx "$tmp/att.c
             bad "$what: ptxas: '${line:-no line}' (expected no stack frame and no spills)"
         fi
     done
+    # ptxas's wgmma diagnostics (C7510-C7519: wgmmas serialized, waits injected) cost the overlap
+    # the kernels are written for: none may appear
+    diag=$(grep -c 'C751[0-9]' "$tmp/ptxas90a.txt")
+    if [ "$diag" -eq 0 ]; then ok "sm_90a: ptxas reports no serialized wgmma and no injected wait (C751x)"
+    else bad "sm_90a: ptxas: $diag wgmma diagnostics"; grep 'C751[0-9]' "$tmp/ptxas90a.txt"; fi
 else
     bad "nvcc sm_90a"; cat "$tmp/ptx90a.err" "$tmp/ptxas90a.txt"
 fi

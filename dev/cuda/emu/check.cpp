@@ -318,6 +318,14 @@ struct SharedWord { // racecheck's record of one 4-byte word of shared memory
     Access reader, reader2; // the last plain read, and the last one by another thread than it
 };
 
+struct AsyncWord { // sm_90a: one 4-byte word of shared memory between the generic and async proxies
+    uint32_t stamp = 0;   // the block it belongs to (older: stale)
+    int32_t thread = -1;  // the last generic write: its thread, -1 none
+    uint32_t epoch = 0;   // that thread's fence.proxy.async count at the write
+    uint32_t token = 0;   // bytes a cp.async.bulk.tensor landed (ptx.cpp's token), 0 none
+    const void* pc = nullptr;
+};
+
 struct Group { // the lanes' accesses at one warp instruction in one step (counters)
     bool shared, write;
     std::vector<uint64_t> units; // 32-byte sectors (global) or 4-byte words (shared)
@@ -336,13 +344,13 @@ struct LaunchCounters {
     uint64_t gld_requests = 0, gld_sectors = 0, gst_requests = 0, gst_sectors = 0;
     uint64_t dram_read_sectors = 0, dram_write_sectors = 0;
     uint64_t shld_requests = 0, shld_wavefronts = 0, shst_requests = 0, shst_wavefronts = 0;
-    uint64_t global_atomics = 0, shared_atomics = 0, mma_flops = 0;
+    uint64_t global_atomics = 0, shared_atomics = 0, mma_flops = 0, wgmma_flops = 0, tma_bytes = 0;
     void add(const LaunchCounters& o) {
         gld_requests += o.gld_requests, gld_sectors += o.gld_sectors, gst_requests += o.gst_requests;
         gst_sectors += o.gst_sectors, dram_read_sectors += o.dram_read_sectors, dram_write_sectors += o.dram_write_sectors;
         shld_requests += o.shld_requests, shld_wavefronts += o.shld_wavefronts, shst_requests += o.shst_requests;
         shst_wavefronts += o.shst_wavefronts, global_atomics += o.global_atomics, shared_atomics += o.shared_atomics;
-        mma_flops += o.mma_flops;
+        mma_flops += o.mma_flops, wgmma_flops += o.wgmma_flops, tma_bytes += o.tma_bytes;
     }
 };
 
@@ -357,6 +365,9 @@ struct Context {
     std::vector<uint8_t> sh_region; // per byte: 0 none, 1 the dynamic array, k + 1 the k-th static variable
     std::vector<uint8_t> sh_written; // per byte (initcheck)
     std::vector<SharedWord> sh_words; // per word (racecheck)
+    std::vector<AsyncWord> sh_async;  // per word (racecheck: the proxies, bulk copies' phases)
+    std::vector<uint32_t> proxy_fences; // per thread: its fence.proxy.async count
+    uint32_t block_stamp = 0;
     uint32_t interval = 0;            // barrier intervals, never reused on this OS thread
     std::vector<std::array<uint32_t, 32>> clocks; // per thread: vector clock over its warp's lanes
     // the live allocations of the last global accesses (a kernel reads a few buffers in turn)
@@ -391,7 +402,10 @@ void check_block_begin(const LaunchInfo* launch, uint3 block, int nthreads, char
         c->sh_region.assign(capacity, 0);
         c->sh_written.assign(s.initcheck ? capacity : 0, 0);
         c->sh_words.assign(s.racecheck ? capacity / 4 : 0, SharedWord());
+        c->sh_async.assign(s.racecheck ? capacity / 4 : 0, AsyncWord());
     }
+    c->block_stamp++;
+    if (s.racecheck) { c->proxy_fences.assign(nthreads, 0); }
     c->sh_used = 0;
     c->interval++;
     if (s.racecheck) {
@@ -813,6 +827,13 @@ void count_mma_flops(uint64_t flops) {
     if (tl_active && tl_context != nullptr) { tl_context->counts.mma_flops += flops; }
 }
 
+void count_wgmma(uint64_t flops, uint64_t tma_bytes) {
+    if (tl_active && tl_context != nullptr) {
+        tl_context->counts.wgmma_flops += flops;
+        tl_context->counts.tma_bytes += tma_bytes;
+    }
+}
+
 // Per launch and per kernel name: the CSV rows, and a summary at exit.
 static std::mutex g_counter_mutex;
 static FILE* g_counter_file = nullptr;
@@ -826,7 +847,8 @@ static std::string g_counter_path;
 static const char* COUNTER_COLUMNS =
     "launch,kernel,grid_x,grid_y,grid_z,block_x,block_y,block_z,dynamic_smem,static_smem,"
     "gld_requests,gld_sectors,gst_requests,gst_sectors,dram_read_sectors,dram_write_sectors,"
-    "shld_requests,shld_wavefronts,shst_requests,shst_wavefronts,global_atomics,shared_atomics,mma_flops";
+    "shld_requests,shld_wavefronts,shst_requests,shst_wavefronts,global_atomics,shared_atomics,mma_flops,wgmma_flops,"
+    "tma_bytes";
 
 static void write_counter_summary() {
     std::lock_guard<std::mutex> lock(g_counter_mutex);
@@ -839,18 +861,19 @@ static void write_counter_summary() {
         warn("EMU_COUNTERS: cannot write %s", path.c_str());
         return;
     }
-    fprintf(f, "%-44s %8s %12s %12s %12s %12s %12s %12s %12s %12s %12s %12s %10s %10s %12s\n", "kernel", "launches",
+    fprintf(f, "%-44s %8s %12s %12s %12s %12s %12s %12s %12s %12s %12s %12s %10s %10s %12s %12s %12s\n", "kernel", "launches",
             "gld_req", "gld_sect", "gst_req", "gst_sect", "dram_rd_sect", "dram_wr_sect", "shld_req", "shld_wave",
-            "shst_req", "shst_wave", "g_atomics", "s_atomics", "mma_flops");
+            "shst_req", "shst_wave", "g_atomics", "s_atomics", "mma_flops", "wgmma_flops", "tma_bytes");
     for (auto& kv : *g_kernel_totals) {
         const LaunchCounters& c = kv.second.c;
-        fprintf(f, "%-44s %8llu %12llu %12llu %12llu %12llu %12llu %12llu %12llu %12llu %12llu %12llu %10llu %10llu %12llu\n",
+        fprintf(f, "%-44s %8llu %12llu %12llu %12llu %12llu %12llu %12llu %12llu %12llu %12llu %12llu %10llu %10llu %12llu %12llu %12llu\n",
                 kv.first.c_str(), (unsigned long long)kv.second.launches, (unsigned long long)c.gld_requests,
                 (unsigned long long)c.gld_sectors, (unsigned long long)c.gst_requests, (unsigned long long)c.gst_sectors,
                 (unsigned long long)c.dram_read_sectors, (unsigned long long)c.dram_write_sectors,
                 (unsigned long long)c.shld_requests, (unsigned long long)c.shld_wavefronts,
                 (unsigned long long)c.shst_requests, (unsigned long long)c.shst_wavefronts,
-                (unsigned long long)c.global_atomics, (unsigned long long)c.shared_atomics, (unsigned long long)c.mma_flops);
+                (unsigned long long)c.global_atomics, (unsigned long long)c.shared_atomics, (unsigned long long)c.mma_flops,
+                (unsigned long long)c.wgmma_flops, (unsigned long long)c.tma_bytes);
     }
     fclose(f);
 }
@@ -894,14 +917,15 @@ void check_launch_end(LaunchInfo* l) {
     const LaunchCounters& c = *l->counters;
     if (g_counter_file != nullptr) {
         // the kernel name may hold commas (template arguments): quoted
-        fprintf(g_counter_file, "%llu,\"%s\",%u,%u,%u,%u,%u,%u,%zu,%zu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
+        fprintf(g_counter_file, "%llu,\"%s\",%u,%u,%u,%u,%u,%u,%zu,%zu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n",
                 (unsigned long long)l->id, l->name, l->grid.x, l->grid.y, l->grid.z, l->block.x, l->block.y, l->block.z,
                 l->dynamic_shared, l->static_shared, (unsigned long long)c.gld_requests, (unsigned long long)c.gld_sectors,
                 (unsigned long long)c.gst_requests, (unsigned long long)c.gst_sectors, (unsigned long long)c.dram_read_sectors,
                 (unsigned long long)c.dram_write_sectors, (unsigned long long)c.shld_requests,
                 (unsigned long long)c.shld_wavefronts, (unsigned long long)c.shst_requests,
                 (unsigned long long)c.shst_wavefronts, (unsigned long long)c.global_atomics,
-                (unsigned long long)c.shared_atomics, (unsigned long long)c.mma_flops);
+                (unsigned long long)c.shared_atomics, (unsigned long long)c.mma_flops, (unsigned long long)c.wgmma_flops,
+                (unsigned long long)c.tma_bytes);
     }
     KernelTotals& t = (*g_kernel_totals)[l->name];
     t.launches++;
@@ -926,13 +950,99 @@ static void shared_in_flight(Context* c, size_t off, size_t n, unsigned kind, co
                             " has not landed yet (no cp.async.wait_group by that thread covering it, then a barrier)");
 }
 
+// sm_90a: a load or store of bytes a cp.async.bulk.tensor has in flight; a load of bytes one landed,
+// by a thread that has not seen its mbarrier phase complete; a generic store noted for the proxy
+// check (check_async_read).
+static void shared_async(Context* c, size_t off, size_t n, unsigned kind, const void* pc) {
+    std::string what;
+    if (tma_in_flight((const void*)(c->sh_lo + off), n, &what)) {
+        report("racecheck", kernel_text() + ": " + access_text(n, kind) + " of shared memory at offset " +
+                                std::to_string(off) + " (" + describe_shared(off) + ") at " + source_line(pc) +
+                                ", whose bytes " + what);
+    }
+    for (size_t w = off & ~(size_t)3; w < off + n; w += 4) {
+        AsyncWord& a = c->sh_async[w >> 2];
+        if (a.stamp != c->block_stamp) { a = AsyncWord(), a.stamp = c->block_stamp; }
+        if ((kind & A_READ) && a.token != 0 && !tma_token_seen(c->thread, a.token, &what)) {
+            report("racecheck", kernel_text() + ": " + access_text(n, kind) + " of shared memory at offset " +
+                                    std::to_string(off) + " (" + describe_shared(off) + ") at " + source_line(pc) + ": " + what);
+        }
+        if (kind & A_WRITE) {
+            a.thread = c->thread, a.epoch = c->proxy_fences[c->thread], a.pc = pc, a.token = 0;
+        }
+    }
+}
+
+void check_proxy_fence(int linear) {
+    Context* c = tl_context;
+    if (!tl_active || c == nullptr || !g_set.racecheck || linear < 0 || linear >= (int)c->proxy_fences.size()) { return; }
+    c->proxy_fences[linear]++;
+}
+
+void check_async_read(int linear, const void* p, size_t n, const void* pc, const char* what, Site site) {
+    Context* c = tl_context;
+    if (!tl_active || c == nullptr) { return; }
+    uintptr_t off = (uintptr_t)p - c->sh_lo;
+    if (off >= c->sh_capacity) { return; }
+    int me = c->thread;
+    c->thread = linear;
+    const CheckSettings& s = g_set;
+    (void)site;
+    std::string instr = std::string("the wgmma.mma_async at ") + source_line(pc) + " (operand " + what + ")";
+    if (s.initcheck) {
+        for (size_t i = 0; i < n; i++) {
+            if (!c->sh_written[off + i]) {
+                report("initcheck", kernel_text() + ": " + instr + " reads shared memory at offset " + std::to_string(off) +
+                                        " (" + describe_shared(off) + ") that was never written");
+            }
+        }
+    }
+    if (s.racecheck) {
+        std::string why;
+        for (size_t w = off & ~(size_t)3; w < off + n; w += 4) {
+            AsyncWord& a = c->sh_async[w >> 2];
+            if (a.stamp != c->block_stamp) { continue; }
+            if (a.thread >= 0 && a.epoch == c->proxy_fences[a.thread]) {
+                report("racecheck", kernel_text() + ": " + instr + " reads shared memory at offset " + std::to_string(w) + " (" +
+                                        describe_shared(w) + ") that " + thread_text(c, a.thread) +
+                                        " wrote with a generic-proxy store at " + source_line(a.pc) +
+                                        " and no fence.proxy.async by that thread followed (the async proxy may not see it)");
+            }
+            if (a.token != 0 && !tma_token_seen(linear, a.token, &why)) {
+                report("racecheck", kernel_text() + ": " + instr + " reads shared memory at offset " + std::to_string(w) + " (" +
+                                        describe_shared(w) + "): " + why);
+            }
+        }
+    }
+    c->thread = me;
+}
+
+void check_async_write(const void* p, size_t n, uint32_t token) {
+    Context* c = tl_context;
+    if (!tl_active || c == nullptr) { return; }
+    uintptr_t off = (uintptr_t)p - c->sh_lo;
+    if (off >= c->sh_capacity) { return; }
+    if (g_set.initcheck) { memset(&c->sh_written[off], 1, n); }
+    if (g_set.racecheck) {
+        for (size_t w = off & ~(size_t)3; w < off + n; w += 4) {
+            SharedWord& sw = c->sh_words[w >> 2];
+            sw = SharedWord(), sw.interval = c->interval;
+            AsyncWord& a = c->sh_async[w >> 2];
+            a = AsyncWord(), a.stamp = c->block_stamp, a.token = token;
+        }
+    }
+}
+
 static void shared_access(Context* c, size_t off, size_t n, unsigned kind, const void* pc) {
     const CheckSettings& s = g_set;
     if (off + n > c->sh_capacity || c->sh_region[off] == 0 || c->sh_region[off + n - 1] != c->sh_region[off]) {
         if (s.memcheck) { shared_bounds(c, off, n, kind, pc); }
         return;
     }
-    if (s.racecheck) { shared_in_flight(c, off, n, kind, pc); }
+    if (s.racecheck) {
+        shared_in_flight(c, off, n, kind, pc);
+        shared_async(c, off, n, kind, pc);
+    }
     if (s.memcheck && (kind & A_ALIGNED) && n > 1 && (off & (n - 1))) { misaligned(c->sh_lo + off, n, kind, pc, true); }
     if (s.initcheck) {
         if (kind & A_READ) {

@@ -465,6 +465,20 @@ void ptx_cp_async(bool cg, uint64_t dst, uint64_t src, long long cp_size, long l
 void ptx_cp_async_commit_group(Site site);
 void ptx_cp_async_wait_group(long long n, Site site);
 void ptx_cp_async_wait_all(Site site);
+// sm_90a (llmc/wgmma.cuh): wgmma (warpgroup-collective; a == nullptr: A from desc_a), the fences,
+// mbarriers (.shared offsets), cp.async.bulk.tensor.2d (map_addr: the CUtensorMap's address), setmaxnreg
+void ptx_wgmma(int n, uint64_t desc_a, const uint32_t* a, uint64_t desc_b, bool scale_d, int scale_a, int scale_b,
+               int trans_a, int trans_b, float* const* dp, const float* din, float* dout, Site site);
+void ptx_wgmma_fence(Site site);
+void ptx_wgmma_commit_group(Site site);
+void ptx_wgmma_wait_group(long long n, Site site);
+void ptx_setmaxnreg(bool inc, long long r, Site site);
+void ptx_fence_proxy_async(Site site);
+void ptx_fence_mbarrier_init(Site site);
+void ptx_mbar_init(uint64_t addr, uint32_t count, Site site);
+uint64_t ptx_mbar_arrive(uint64_t addr, uint32_t tx, bool expect_tx, Site site);
+bool ptx_mbar_try_wait_parity(uint64_t addr, uint32_t parity, Site site);
+void ptx_tma_load_2d(uint64_t dst, uint64_t map_addr, int32_t x, int32_t y, uint64_t mbar, Site site);
 bool shared_offset_of(const void* p, uint64_t* offset); // kernel.cpp: the window offset of p
 void* shared_pointer_of(uint64_t offset);               // kernel.cpp: the pointer at a window offset
 [[noreturn]] void ptx_not_shared(const char* what, const void* p, Site site);

@@ -189,6 +189,10 @@ struct PtxCounters {
     std::atomic<uint64_t> ldmatrix_bytes{0}; // 128 per 8x8 matrix
     std::atomic<uint64_t> cp_async{0};       // cp.async copies (one per thread that issues one)
     std::atomic<uint64_t> cp_async_bytes{0}; // their cp-size bytes
+    std::atomic<uint64_t> wgmma{0};          // warpgroup-level wgmma.mma_async instructions
+    std::atomic<uint64_t> wgmma_flops{0};    // 2*64*N*16 each
+    std::atomic<uint64_t> tma{0};            // cp.async.bulk.tensor copies
+    std::atomic<uint64_t> tma_bytes{0};      // their box bytes
 };
 
 // The CUDA thread that runs now, and its block; false when this OS thread runs no block.
@@ -212,6 +216,33 @@ PtxCounters* current_launch_counters();
 // the lanes go on. `where` names the kernel, block, warp, instruction and line for messages.
 typedef void (*WarpCollectiveFn)(void* const lanes[32], int warp, const std::string& where);
 void warp_collective(const char* what, void* lane_data, WarpCollectiveFn fn, Site site);
+// The same for a warpgroup instruction (wgmma, setmaxnreg): all 128 threads of the caller's
+// warpgroup (threads 128g .. 128g+127 of the block) must reach it; fn runs once with each one's data.
+typedef void (*WarpgroupCollectiveFn)(void* const lanes[128], int warpgroup, const std::string& where);
+// pc: the return address into the program (messages name its source line and callers)
+void warpgroup_collective(const char* what, void* lane_data, WarpgroupCollectiveFn fn, Site site, const void* pc);
+// The calling thread sleeps until the scheduler finds ptx_mbar_ready(mbar, parity) (kernel.cpp).
+void mbarrier_block(uint64_t mbar, uint32_t parity, Site site, const void* pc);
+// ptx.cpp, for the scheduler: land the bulk copies in flight (no thread can run); is the phase of
+// this parity complete; the mbarrier's state for messages; a barrier of the whole block released;
+// the block ended (pending wgmma groups and copies are errors).
+void ptx_block_idle();
+bool ptx_mbar_ready(uint64_t mbar, uint32_t parity);
+std::string ptx_mbar_describe(uint64_t mbar);
+void ptx_block_barrier();
+void ptx_block_end();
+// check.cpp, for ptx.cpp: a fence.proxy.async by thread `linear`; the async proxy (wgmma) reads
+// [p, p + n): a generic write to it not followed by a fence of its writer is an error; a bulk copy
+// wrote [p, p + n) (initcheck bits set, the words' race records reset, `token` kept per word so a
+// later read by a thread that has not seen the phase is named, 0: none)
+void check_proxy_fence(int linear);
+void check_async_read(int linear, const void* p, size_t n, const void* pc, const char* what, Site site);
+void check_async_write(const void* p, size_t n, uint32_t token);
+// ptx.cpp, for check.cpp: has thread `linear` seen the mbarrier phase of this token complete?
+// (else the description of the copy and phase, for the message)
+bool tma_token_seen(int linear, uint32_t token, std::string* what);
+bool tma_in_flight(const void* p, size_t n, std::string* what);
+void count_wgmma(uint64_t flops, uint64_t tma_bytes); // EMU_COUNTERS' wgmma_flops and tma_bytes
 
 // The calling block's shared memory as PTX sees it: one window of byte offsets (the .shared
 // state space) holding the dynamic `extern __shared__` array and every static __shared__

@@ -97,7 +97,7 @@ emu_fiber_switch:
     .size emu_fiber_switch, .-emu_fiber_switch
 )");
 
-enum ThreadState { RUNNABLE, AT_BARRIER, AT_WARP_OP, EXITED };
+enum ThreadState { RUNNABLE, AT_BARRIER, AT_WARP_OP, EXITED, AT_WARPGROUP_OP, AT_MBARRIER };
 
 struct WarpWait { // what a lane waiting at a warp intrinsic brought
     WarpKind kind;
@@ -110,6 +110,10 @@ struct WarpWait { // what a lane waiting at a warp intrinsic brought
     const char* what = nullptr;
     void* data = nullptr;
     WarpCollectiveFn collective = nullptr;
+    WarpgroupCollectiveFn wg_collective = nullptr; // AT_WARPGROUP_OP
+    uint64_t mbar = 0;                             // AT_MBARRIER: the mbarrier's .shared offset
+    uint32_t parity = 0;                           // and the phase parity it waits for
+    const void* pc = nullptr;                      // AT_WARPGROUP_OP, AT_MBARRIER: the program's code address
 };
 
 struct EmuThread {
@@ -369,6 +373,11 @@ std::string describe_shared(size_t offset) {
     return s;
 }
 
+// An sm_90a wait's line, with the lines that called an inlined wrapper (llmc/wgmma.cuh)
+static std::string program_line(const EmuThread* t) {
+    return t->warp.pc ? source_line(t->warp.pc) : site_text(t->site);
+}
+
 static std::string where_is(const EmuThread* t) {
     switch (t->state) {
     case RUNNABLE: return "running";
@@ -379,6 +388,11 @@ static std::string where_is(const EmuThread* t) {
                " at " + site_text(t->site);
     case AT_WARP_OP:
         return std::string("waits at ") + op_name(t->warp) + " at " + site_text(t->site);
+    case AT_WARPGROUP_OP:
+        return std::string("waits at ") + t->warp.what + " at " + program_line(t);
+    case AT_MBARRIER:
+        return "waits at mbarrier.try_wait.parity (parity " + std::to_string(t->warp.parity) + ") at " + program_line(t) +
+               " on the mbarrier at shared offset " + std::to_string(t->warp.mbar) + " (" + ptx_mbar_describe(t->warp.mbar) + ")";
     }
     return "?";
 }
@@ -527,6 +541,29 @@ void warp_collective(const char* what, void* lane_data, WarpCollectiveFn fn, Sit
     ww.what = what;
     ww.data = lane_data;
     ww.collective = fn;
+    switch_to_scheduler(tl_worker, t, false);
+}
+
+void warpgroup_collective(const char* what, void* lane_data, WarpgroupCollectiveFn fn, Site site, const void* pc) {
+    EmuThread* t = current_thread(what);
+    t->warp.pc = pc;
+    t->state = AT_WARPGROUP_OP;
+    t->site = site;
+    WarpWait& ww = t->warp;
+    ww.what = what;
+    ww.data = lane_data;
+    ww.wg_collective = fn;
+    switch_to_scheduler(tl_worker, t, false);
+}
+
+void mbarrier_block(uint64_t mbar, uint32_t parity, Site site, const void* pc) {
+    EmuThread* t = current_thread("mbarrier.try_wait");
+    t->warp.pc = pc;
+    t->state = AT_MBARRIER;
+    t->site = site;
+    t->warp.mbar = mbar;
+    t->warp.parity = parity;
+    t->warp.what = "mbarrier.try_wait.parity";
     switch_to_scheduler(tl_worker, t, false);
 }
 
@@ -703,6 +740,78 @@ static bool resolve_warp_op(Worker* w, Block* b, EmuThread* t) {
     return true;
 }
 
+// Completes the warpgroup instruction that `t` waits at if all 128 threads of its warpgroup (threads
+// 128g .. 128g+127 of the block) are there; true if it completed.
+static bool resolve_warpgroup_op(Worker* w, Block* b, EmuThread* t) {
+    int base = t->linear / 128 * 128;
+    auto where_text = [&] {
+        return describe_block(b) + " " + describe_thread(t) + ": " + t->warp.what + " at " + program_line(t);
+    };
+    if (base + 128 > b->nthreads) {
+        fatal("%s: every thread of the warpgroup (threads %d .. %d of the block) must execute it (.sync.aligned), and "
+              "thread %d does not exist (the block has %d threads: a multiple of 128 is needed)",
+              where_text().c_str(), base, base + 127, b->nthreads, b->nthreads);
+    }
+    for (int i = base; i < base + 128; i++) {
+        EmuThread* o = &w->threads[i];
+        if (o->state == RUNNABLE) { return false; }
+        if (o->state != AT_WARPGROUP_OP || !same_site(o->site, t->site) || o->warp.wg_collective != t->warp.wg_collective ||
+            strcmp(o->warp.what, t->warp.what) != 0) {
+            if (o->state == AT_MBARRIER || o->state == AT_WARPGROUP_OP || o->state == AT_WARP_OP) { return false; } // may move on
+            fatal("%s: every thread of the warpgroup must execute it (.sync.aligned), but %s %s", where_text().c_str(),
+                  describe_thread(o).c_str(), where_is(o).c_str());
+        }
+    }
+    void* lanes[128];
+    for (int i = 0; i < 128; i++) { lanes[i] = w->threads[base + i].warp.data; }
+    t->warp.wg_collective(lanes, base / 128, describe_block(b) + " warpgroup " + std::to_string(base / 128) + ": " +
+                                                 t->warp.what + " at " + program_line(t));
+    for (int i = base; i < base + 128; i++) { w->threads[i].state = RUNNABLE; }
+    for (int k = 0; k < 4; k++) { check_warp_sync(base / 32 + k, 0xffffffffu); }
+    return true;
+}
+
+// No thread can run: threads wait at warpgroup instructions, mbarriers or barriers. Lands the
+// bulk copies in flight, wakes the mbarrier waiters whose phase completed, completes warpgroup
+// instructions; true if a thread can run again.
+static bool resolve_async(Worker* w, Block* b) {
+    bool any = false;
+    for (int i = 0; i < b->nthreads; i++) {
+        EmuThread* t = &w->threads[i];
+        if (t->state == AT_WARPGROUP_OP && resolve_warpgroup_op(w, b, t)) { any = true; }
+    }
+    if (any) { return true; }
+    ptx_block_idle(); // the copies in flight land (their phases may complete)
+    for (int i = 0; i < b->nthreads; i++) {
+        EmuThread* t = &w->threads[i];
+        if (t->state == AT_MBARRIER && ptx_mbar_ready(t->warp.mbar, t->warp.parity)) {
+            t->state = RUNNABLE;
+            any = true;
+        }
+    }
+    if (any) { return true; }
+    for (int i = 0; i < b->nthreads; i++) {
+        EmuThread* t = &w->threads[i];
+        if (t->state == AT_WARPGROUP_OP) {
+            // the first thread of its warpgroup that is not there, for the message
+            int base = t->linear / 128 * 128;
+            for (int j = base; j < base + 128 && j < b->nthreads; j++) {
+                EmuThread* o = &w->threads[j];
+                if (o->state != AT_WARPGROUP_OP || !same_site(o->site, t->site)) {
+                    fatal("%s: deadlock: %s %s, and %s of its warpgroup %s (.sync.aligned: all 128 threads must execute it)",
+                          describe_block(b).c_str(), describe_thread(t).c_str(), where_is(t).c_str(),
+                          describe_thread(o).c_str(), where_is(o).c_str());
+                }
+            }
+        }
+        if (t->state == AT_MBARRIER) {
+            fatal("%s: deadlock: %s %s, and no thread or copy in flight can complete that phase",
+                  describe_block(b).c_str(), describe_thread(t).c_str(), where_is(t).c_str());
+        }
+    }
+    return false;
+}
+
 // All threads wait at a barrier or have exited, and no warp intrinsic can complete: release the
 // barrier if CUDA's rule holds, else report.
 static void resolve_barrier(Worker* w, Block* b) {
@@ -788,6 +897,7 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
     std::vector<int> warps(nwarps), lanes(32);
     for (;;) {
         arrange(warps, order, w->rng);
+        bool woke = false; // a warpgroup instruction or an mbarrier made threads of other warps runnable
         for (int wi : warps) {
             int first = wi * 32, n = std::min(32, b.nthreads - first);
             for (bool again = true; again;) {
@@ -801,9 +911,17 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
                 for (int l : lanes) {
                     EmuThread* t = &w->threads[first + l];
                     if (l < n && t->state == AT_WARP_OP && resolve_warp_op(w, &b, t)) { again = true; }
+                    if (l < n && t->state == AT_WARPGROUP_OP && resolve_warpgroup_op(w, &b, t)) { again = woke = true; }
                 }
             }
         }
+        if (woke) { continue; }
+        bool waiting_async = false;
+        for (int i = 0; i < b.nthreads; i++) {
+            ThreadState s = w->threads[i].state;
+            if (s == AT_WARPGROUP_OP || s == AT_MBARRIER) { waiting_async = true; }
+        }
+        if (waiting_async && resolve_async(w, &b)) { continue; }
         bool all_exited = true;
         for (int i = 0; i < b.nthreads; i++) {
             if (w->threads[i].state != EXITED) { all_exited = false; }
@@ -811,7 +929,9 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
         if (all_exited) { break; }
         resolve_barrier(w, &b);
         check_barrier();
+        ptx_block_barrier();
     }
+    ptx_block_end();
     check_block_end();
     if (arena.static_bytes > 0) { // the kernel's static shared memory is now known, for its next launches
         std::lock_guard<std::mutex> lock(g_attr_mutex);
@@ -948,12 +1068,14 @@ static void trace_ptx_counters(const Grid& g) {
         return e != nullptr && atoi(e) != 0;
     }();
     const PtxCounters& c = *g.counters;
-    if (!trace || (c.mma == 0 && c.ldmatrix == 0 && c.cp_async == 0)) { return; }
+    if (!trace || (c.mma == 0 && c.ldmatrix == 0 && c.cp_async == 0 && c.wgmma == 0 && c.tma == 0)) { return; }
     fprintf(stderr,
             "cuda-emu trace: kernel %s: %llu mma.sync (%llu tensor-core FLOPs), %llu ldmatrix (%llu bytes), %llu cp.async "
-            "(%llu bytes)\n",
+            "(%llu bytes), %llu wgmma (%llu tensor-core FLOPs), %llu cp.async.bulk.tensor (%llu bytes)\n",
             g.name, (unsigned long long)c.mma, (unsigned long long)c.mma_flops, (unsigned long long)c.ldmatrix,
-            (unsigned long long)c.ldmatrix_bytes, (unsigned long long)c.cp_async, (unsigned long long)c.cp_async_bytes);
+            (unsigned long long)c.ldmatrix_bytes, (unsigned long long)c.cp_async, (unsigned long long)c.cp_async_bytes,
+            (unsigned long long)c.wgmma, (unsigned long long)c.wgmma_flops, (unsigned long long)c.tma,
+            (unsigned long long)c.tma_bytes);
 }
 
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,

@@ -26,6 +26,8 @@ What a GPU would report as a sticky fault (or not at all) ends the process with 
 */
 #include "emu_internal.h"
 
+#include <cuda.h>
+
 #include <execinfo.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1456,6 +1458,33 @@ cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, 
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) { return ret(set_max_dynamic_shared(func, value)); }
     if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) { return cudaSuccess; } // a hint
     return ret_warn(cudaErrorNotSupported, "cudaFuncSetAttribute: attribute %d is not emulated", (int)attr);
+}
+
+// --- the driver's entry points: cuTensorMapEncodeTiled only (ptx.cpp)
+
+CUresult emu_cuTensorMapEncodeTiled(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static cudaError_t driver_entry_point(const char* symbol, void** fn, cudaDriverEntryPointQueryResult* status) {
+    if (fn == nullptr || symbol == nullptr) { return ret(cudaErrorInvalidValue); }
+    if (strcmp(symbol, "cuTensorMapEncodeTiled") == 0) {
+        *fn = (void*)&emu_cuTensorMapEncodeTiled;
+        if (status) { *status = cudaDriverEntryPointSuccess; }
+        return cudaSuccess;
+    }
+    *fn = nullptr;
+    if (status) { *status = cudaDriverEntryPointSymbolNotFound; }
+    fprintf(stderr, "cuda-emu: the driver entry point %s is not emulated (cuTensorMapEncodeTiled is)\n", symbol);
+    return cudaSuccess; // as the runtime: success, with the status saying the symbol was not found
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsigned int version, unsigned long long flags,
+                                             cudaDriverEntryPointQueryResult* status) {
+    ApiScope scope("cudaGetDriverEntryPointByVersion");
+    (void)version;
+    (void)flags;
+    return driver_entry_point(symbol, fn, status);
 }
 
 } // extern "C"

@@ -58,8 +58,9 @@ build_fails_nvcc_refuses() { :; }
 # building, two at a time (the emulator's library is built once, under nvcc-cpu's own lock)
 
 # shellcheck disable=SC2016 # expanded by the inner shell
+# (a program's own nvcc flags, e.g. -gencode arch=compute_90a,code=sm_90a: a "// NVCC_FLAGS: ..." line of it)
 printf '%s\n' "${names[@]}" | xargs -P 2 -I{} sh -c \
-    '"$0" --emu-check -O1 -g "$1/{}.cu" -o "$2/{}" >"$2/{}.build.log" 2>&1 || echo "exit status $?" >>"$2/{}.build.log"' \
+    'flags=$(sed -n "s|^// NVCC_FLAGS: ||p" "$1/{}.cu"); "$0" --emu-check -O1 -g $flags "$1/{}.cu" -o "$2/{}" >"$2/{}.build.log" 2>&1 || echo "exit status $?" >>"$2/{}.build.log"' \
     "$nvcc" "$cat_dir" "$build"
 built=0
 for n in "${names[@]}"; do

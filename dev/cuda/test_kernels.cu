@@ -854,7 +854,8 @@ static void check_attention(const AttentionShape* s) {
 #endif
     snprintf(fwd, sizeof(fwd), "attention_forward%s B=%d T=%d C=%d NH=%d hs=%d", sm90 ? " (sm_90a)" : "", B, T, C, NH,
              C / NH);
-    snprintf(bwd, sizeof(bwd), "attention_backward B=%d T=%d C=%d NH=%d hs=%d", B, T, C, NH, C / NH);
+    snprintf(bwd, sizeof(bwd), "attention_backward%s B=%d T=%d C=%d NH=%d hs=%d", sm90 ? " (sm_90a)" : "", B, T, C, NH,
+             C / NH);
 
     // q.k / sqrt(hs) of unit-normal q and k is unit-normal: softmaxes neither flat nor one-hot
     float* qkv = random_floatX(n_qkv, 0.0f, 1.0f);

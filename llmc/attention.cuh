@@ -1080,7 +1080,7 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
         case 32: attention_backward_launch<32>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
         case 64:
 #if defined(ENABLE_BF16)
-            if (attention_sm90_use(64)) { attention_backward_sm90(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break; }
+            if (attention_sm90_use_backward(64, T)) { attention_backward_sm90(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break; }
 #endif
             attention_backward_launch<64>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream);
             break;

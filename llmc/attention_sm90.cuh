@@ -266,7 +266,7 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
 constexpr int ATT90_BWD_STAGE = 64;                                       // rows of the other side per stage
 constexpr int ATT90_BWD_BOX_BYTES = ATT90_BWD_STAGE * ATT90_ROW_BYTES;    // 8 KB
 // [own A (128 rows)][own B (128 rows)][stage 0: X, Y (64 rows)][stage 1: X, Y], then per stage the
-// 64 rows' L log2(e) and D (the dK/dV kernel's), then 5 mbarriers
+// 64 rows' L and D (fp32; the dK/dV kernel's, by TMA too), then 5 mbarriers
 constexpr int ATT90_BWD_STAGE_OFFSET = 2 * ATT90_TILE_BYTES;
 constexpr int ATT90_BWD_ROWS_OFFSET = ATT90_BWD_STAGE_OFFSET + 2 * ATT90_STAGES * ATT90_BWD_BOX_BYTES;
 constexpr int ATT90_BWD_BAR_OFFSET = ATT90_BWD_ROWS_OFFSET + ATT90_STAGES * 2 * ATT90_BWD_STAGE * 4;
@@ -283,22 +283,25 @@ struct Att90Bwd {
     __device__ uint32_t stage(int s, int which) const {
         return base + ATT90_BWD_STAGE_OFFSET + (2 * s + which) * ATT90_BWD_BOX_BYTES;
     }
-    // stage s's L log2(e) (which 0) or D (which 1) of its 64 rows, as a generic pointer
-    __device__ float* rows(float* smem_rows, int s, int which) const { return smem_rows + (2 * s + which) * ATT90_BWD_STAGE; }
+    // stage s's L (which 0) or D (which 1) of its 64 rows: the shared address, a generic pointer
+    __device__ uint32_t rows_addr(int s, int which) const {
+        return base + ATT90_BWD_ROWS_OFFSET + (2 * s + which) * ATT90_BWD_STAGE * 4;
+    }
+    __device__ const float* rows(const float* smem_rows, int s, int which) const {
+        return smem_rows + (2 * s + which) * ATT90_BWD_STAGE;
+    }
     __device__ uint32_t bar_own() const { return base + ATT90_BWD_BAR_OFFSET; }
     __device__ uint32_t bar_full(int s) const { return bar_own() + 8 * (1 + s); }
     __device__ uint32_t bar_empty(int s) const { return bar_own() + 8 * (1 + ATT90_STAGES + s); }
 };
 
-// full_count: the arrivals that complete a stage (1: the TMA thread's; + 32 where warp 1 also
-// stores the stage's L and D rows)
-__device__ inline Att90Bwd att90_bwd_setup(uint4* smem, int full_count) {
+__device__ inline Att90Bwd att90_bwd_setup(uint4* smem) {
     Att90Bwd t;
     t.base = (smem_addr(smem) + 1023) & ~1023u;
     if (threadIdx.x == 0) {
         mbar_init(t.bar_own(), 1);
         for (int s = 0; s < ATT90_STAGES; s++) {
-            mbar_init(t.bar_full(s), full_count);
+            mbar_init(t.bar_full(s), 1);
             mbar_init(t.bar_empty(s), ATT90_CONSUMERS);
         }
         fence_mbarrier_init();
@@ -309,10 +312,12 @@ __device__ inline Att90Bwd att90_bwd_setup(uint4* smem, int full_count) {
 
 // the producer thread: own rows [r0, r0 + 128) of (map_a at column xa, map_b at xb); then stages
 // j = 0 .. n_tiles-1 of rows [y0 + 64 j, + 64) of (map_x at column xx, map_y at xy). Rows are the
-// maps' (B*T-row) coordinates.
+// maps' (B*T-row) coordinates. map_lse, map_D (or NULL): also each stage's 64 values of L and D,
+// row bh of those (B*NH, T) fp32 maps from column c0 + 64 j.
 __device__ inline void att90_bwd_produce(const Att90Bwd& t, const CUtensorMap* map_a, int xa, const CUtensorMap* map_b,
                                          int xb, int r0, const CUtensorMap* map_x, int xx, const CUtensorMap* map_y,
-                                         int xy, int y0, int n_tiles) {
+                                         int xy, int y0, int n_tiles, const CUtensorMap* map_lse = NULL,
+                                         const CUtensorMap* map_D = NULL, int bh = 0, int c0 = 0) {
     mbar_arrive_expect_tx(t.bar_own(), 2 * ATT90_TILE_BYTES);
     for (int half = 0; half < 2; half++) {
         uint32_t off = half * ATT90_BWD_BOX_BYTES;
@@ -322,9 +327,13 @@ __device__ inline void att90_bwd_produce(const Att90Bwd& t, const CUtensorMap* m
     for (int j = 0; j < n_tiles; j++) {
         int s = j % ATT90_STAGES;
         if (j >= ATT90_STAGES) { mbar_wait(t.bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
-        mbar_arrive_expect_tx(t.bar_full(s), 2 * ATT90_BWD_BOX_BYTES);
+        mbar_arrive_expect_tx(t.bar_full(s), 2 * ATT90_BWD_BOX_BYTES + (map_lse ? 2 * ATT90_BWD_STAGE * 4 : 0));
         tma_load_2d(t.stage(s, 0), map_x, xx, y0 + j * ATT90_BWD_STAGE, t.bar_full(s));
         tma_load_2d(t.stage(s, 1), map_y, xy, y0 + j * ATT90_BWD_STAGE, t.bar_full(s));
+        if (map_lse) {
+            tma_load_2d(t.rows_addr(s, 0), map_lse, c0 + j * ATT90_BWD_STAGE, bh, t.bar_full(s));
+            tma_load_2d(t.rows_addr(s, 1), map_D, c0 + j * ATT90_BWD_STAGE, bh, t.bar_full(s));
+        }
     }
 }
 
@@ -353,15 +362,18 @@ __device__ inline void att90_weights_x_rows(float (&acc)[ATT90_HS / 2], const ui
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 
 // dqkv's k and v parts: a block owns 128 keys (2 consumer warpgroups x 64), streams the query
-// tiles of 64 from its first key on (Q_i, dO_i by TMA; L_i, D_i by plain loads) and writes dK_j,
-// dV_j once. As attention_backward_dkdv_kernel, in S^T form: the keys are the rows.
+// tiles of 64 from its first key on (Q_i, dO_i, and L_i, D_i, all by TMA) and writes dK_j, dV_j
+// once. As attention_backward_dkdv_kernel, in S^T form: the keys are the rows. (L and D come by
+// TMA, not by plain loads: the consumers' 16 queries' worth per tile, loaded by each thread,
+// spilled registers; plain stores by producer threads, ordered by their mbarrier arrivals, are
+// correct PTX but outside what the emulator's racecheck orders.)
 __global__ void __launch_bounds__(ATT90_THREADS, 1)
 attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
-                                    floatX* dqkv, const float* lse, const float* D, int T, int C, int NH, float scale,
-                                    float scale_log2) {
+                                    const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap D_map,
+                                    floatX* dqkv, int T, int C, int NH, float scale, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint4 att_smem[];
-    Att90Bwd t = att90_bwd_setup(att_smem, 1 + 32);
+    Att90Bwd t = att90_bwd_setup(att_smem);
     float* smem_rows = (float*)((char*)att_smem + (t.base - smem_addr(att_smem)) + ATT90_BWD_ROWS_OFFSET);
     int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * ATT90_BR;
     int n_tiles = (T - k0 + ATT90_BWD_STAGE - 1) / ATT90_BWD_STAGE; // queries k0 .. T-1
@@ -370,24 +382,8 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
             att90_bwd_produce(t, &qkv_map, C + h * ATT90_HS, &qkv_map, 2 * C + h * ATT90_HS, b * T + k0,
-                              &qkv_map, h * ATT90_HS, &dout_map, h * ATT90_HS, b * T + k0, n_tiles);
-        } else if (threadIdx.x / 32 == 1) {
-            // warp 1: each stage's L log2(e) and D (0 past T: those queries are masked) into shared
-            // memory with plain stores; its 32 arrivals (release) order them before the
-            // consumers' wait (acquire) on the same full barrier as the TMA bytes
-            const float* lse_bh = lse + ((size_t)b * NH + h) * T;
-            const float* D_bh = D + ((size_t)b * NH + h) * T;
-            int lane = threadIdx.x % 32;
-            for (int j = 0; j < n_tiles; j++) {
-                int s = j % ATT90_STAGES;
-                if (j >= ATT90_STAGES) { mbar_wait(t.bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
-                for (int r = lane; r < ATT90_BWD_STAGE; r += 32) {
-                    int q = k0 + j * ATT90_BWD_STAGE + r;
-                    t.rows(smem_rows, s, 0)[r] = q < T ? lse_bh[q] * 1.4426950408889634f : 0.0f;
-                    t.rows(smem_rows, s, 1)[r] = q < T ? D_bh[q] : 0.0f;
-                }
-                mbar_arrive(t.bar_full(s));
-            }
+                              &qkv_map, h * ATT90_HS, &dout_map, h * ATT90_HS, b * T + k0, n_tiles,
+                              &lse_map, &D_map, b * NH + h, k0);
         }
         return;
     }
@@ -427,7 +423,8 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
                 #pragma unroll
                 for (int i = 8 * kc; i < 8 * kc + 8; i++) {
                     int ql = 8 * (i / 4) + mma_c_col(lane, i % 4), q = q0 + ql, key = key_lo + mma_c_row(lane, i % 4);
-                    float p = attention_prob_log2(sT[i] * scale_log2, t.rows(smem_rows, s, 0)[ql]);
+                    // (L past T: zeros from TMA's out-of-range fill; those queries are masked)
+                    float p = attention_prob_log2(sT[i] * scale_log2, t.rows(smem_rows, s, 0)[ql] * 1.4426950408889634f);
                     p = mask && (q < key || q >= T) ? 0.0f : p;
                     dpT[i] = attention_dscore(p, dpT[i], t.rows(smem_rows, s, 1)[ql]);
                     sT[i] = p;
@@ -472,7 +469,7 @@ attention_backward_dq_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, c
                                   float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint4 att_smem[];
-    Att90Bwd t = att90_bwd_setup(att_smem, 1);
+    Att90Bwd t = att90_bwd_setup(att_smem);
     int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT90_BR; // heaviest first
     int n_tiles = (min(q0 + ATT90_BR, T) + ATT90_BWD_STAGE - 1) / ATT90_BWD_STAGE; // keys 0 .. min(q0+127, T-1)
     int warpgroup = threadIdx.x / 128;
@@ -590,6 +587,40 @@ static bool attention_sm90_available() {
 }
 
 static bool attention_sm90_use(int hs) { return hs == ATT90_HS && attention_sm90_mode != 0 && attention_sm90_available(); }
+// the backward also needs T % 4 == 0: its (B*NH, T) fp32 maps of L and D need rows 16-byte apart
+static bool attention_sm90_use_backward(int hs, int T) { return attention_sm90_use(hs) && T % 4 == 0; }
+
+// a 2D fp32 tensor map, rows x cols, rows row_stride bytes apart (a multiple of 16), box 1 row x
+// box_cols, no swizzle (out-of-range elements: zeros); the driver's cuTensorMapEncodeTiled as
+// wgmma.cuh's tma_map_2d_bf16 reaches it. 0 on success, else one line on stderr and -1.
+static int attention_tma_map_f32(CUtensorMap* map, const float* gptr, uint64_t rows, uint64_t cols, uint64_t row_stride,
+                                 uint32_t box_cols) {
+    typedef CUresult (*encode_fn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    static encode_fn encode = NULL;
+    if (encode == NULL) {
+        void* fn = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || fn == NULL) {
+            fprintf(stderr, "attention_tma_map_f32: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later needed)\n");
+            return -1;
+        }
+        encode = (encode_fn)fn;
+    }
+    cuuint64_t dims[2] = {cols, rows}, strides[1] = {row_stride};
+    cuuint32_t box[2] = {box_cols, 1}, estrides[2] = {1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void*)gptr, dims, strides, box, estrides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "attention_tma_map_f32: cuTensorMapEncodeTiled failed (%d) for %llu x %llu, stride %llu\n", (int)r,
+                (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)row_stride);
+        return -1;
+    }
+    return 0;
+}
 
 static void attention_forward_sm90(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
                                    cudaStream_t stream) {
@@ -609,18 +640,20 @@ static void attention_forward_sm90(floatX* out, float* lse, const floatX* qkv, i
 // dK/dV pass, then the dQ pass, as attention_backward_launch
 static void attention_backward_sm90(floatX* dqkv, const float* D, const floatX* dout, const floatX* qkv,
                                     const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
-    CUtensorMap qkv_map, dout_map;
+    CUtensorMap qkv_map, dout_map, lse_map, D_map;
     if (tma_map_2d_bf16(&qkv_map, qkv, (uint64_t)B * T, 3 * (uint64_t)C, 3 * (uint64_t)C * sizeof(floatX),
                         ATT90_BWD_STAGE, ATT90_HS) != 0 ||
         tma_map_2d_bf16(&dout_map, dout, (uint64_t)B * T, (uint64_t)C, (uint64_t)C * sizeof(floatX), ATT90_BWD_STAGE,
-                        ATT90_HS) != 0) {
-        fail("attention_backward: no tensor maps for qkv and dout (B=%d T=%d C=%d)", B, T, C);
+                        ATT90_HS) != 0 ||
+        attention_tma_map_f32(&lse_map, lse, (uint64_t)B * NH, (uint64_t)T, (uint64_t)T * sizeof(float), ATT90_BWD_STAGE) != 0 ||
+        attention_tma_map_f32(&D_map, D, (uint64_t)B * NH, (uint64_t)T, (uint64_t)T * sizeof(float), ATT90_BWD_STAGE) != 0) {
+        fail("attention_backward: no tensor maps for qkv, dout, lse and D (B=%d T=%d C=%d NH=%d)", B, T, C, NH);
     }
     dim3 grid(ceil_div(T, ATT90_BR), NH, B);
     float scale = 1.0f / sqrtf((float)ATT90_HS), scale_log2 = scale * 1.4426950408889634f;
     attention_allow_smem(attention_backward_dkdv_sm90_kernel, ATT90_BWD_SMEM);
     attention_backward_dkdv_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(
-        qkv_map, dout_map, dqkv, lse, D, T, C, NH, scale, scale_log2);
+        qkv_map, dout_map, lse_map, D_map, dqkv, T, C, NH, scale, scale_log2);
     cudaCheckLaunch();
     attention_allow_smem(attention_backward_dq_sm90_kernel, ATT90_BWD_SMEM);
     attention_backward_dq_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(

@@ -849,12 +849,13 @@ static void check_attention(const AttentionShape* s) {
     char fwd[128], bwd[128];
 #if defined(ENABLE_BF16)
     bool sm90 = attention_sm90_use(C / NH); // the sm_90a forward (wgmma, TMA) or mma.sync
+    bool sm90_bwd = attention_sm90_use_backward(C / NH, T); // its backward: T % 4 == 0 too
 #else
-    bool sm90 = false;
+    bool sm90 = false, sm90_bwd = false;
 #endif
     snprintf(fwd, sizeof(fwd), "attention_forward%s B=%d T=%d C=%d NH=%d hs=%d", sm90 ? " (sm_90a)" : "", B, T, C, NH,
              C / NH);
-    snprintf(bwd, sizeof(bwd), "attention_backward%s B=%d T=%d C=%d NH=%d hs=%d", sm90 ? " (sm_90a)" : "", B, T, C, NH,
+    snprintf(bwd, sizeof(bwd), "attention_backward%s B=%d T=%d C=%d NH=%d hs=%d", sm90_bwd ? " (sm_90a)" : "", B, T, C, NH,
              C / NH);
 
     // q.k / sqrt(hs) of unit-normal q and k is unit-normal: softmaxes neither flat nor one-hot

@@ -169,14 +169,14 @@ static inline int tma_map_2d_bf16(CUtensorMap* map, const void* gptr, uint64_t r
 // the instructions (device only, sm_90a)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
-__device__ inline void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
 
 // keeps nvcc from moving accesses of these registers across the asm statements around it
 template <int R>
-__device__ inline void wgmma_fence_operand(float (&d)[R]) {
+__device__ __forceinline__ void wgmma_fence_operand(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i]) :: "memory");
 }
@@ -184,7 +184,7 @@ __device__ inline void wgmma_fence_operand(float (&d)[R]) {
 // D = A B + (scale_d ? D : 0), A (64x16) and B (16xN) from shared memory through descriptors.
 // TRANS_A = 1: A is stored MN-major (K x M); TRANS_B = 1: B is stored MN-major (K x N, e.g. V).
 template <int N, int TRANS_A, int TRANS_B>
-__device__ inline void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
     static_assert(TRANS_A == 0 || TRANS_A == 1, "TRANS_A is 0 or 1");
     static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");
     if constexpr (false) {
@@ -311,7 +311,7 @@ __device__ inline void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t des
 
 // D = A B + (scale_d ? D : 0), A (64x16 bf16) from registers in the layout above, B from shared memory
 template <int N, int TRANS_B>
-__device__ inline void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
     static_assert(TRANS_B == 0 || TRANS_B == 1, "TRANS_B is 0 or 1");
     if constexpr (false) {
     } else if constexpr (N == 16) {
@@ -436,46 +436,46 @@ __device__ inline void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint6
 }
 
 // generic-proxy writes to shared memory before it become visible to the async proxy (wgmma, TMA)
-__device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // mbarriers: addr is the 32-bit shared address of an 8-byte aligned uint64_t
-__device__ inline void mbar_init(uint32_t addr, uint32_t count) {
+__device__ __forceinline__ void mbar_init(uint32_t addr, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(addr), "r"(count) : "memory");
 }
 // makes the initializations above visible to the other threads' and the async proxy's uses (then a barrier)
-__device__ inline void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-__device__ inline void mbar_arrive(uint32_t addr) {
+__device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(uint32_t addr) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(addr) : "memory");
 }
-__device__ inline void mbar_arrive_expect_tx(uint32_t addr, uint32_t bytes) {
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t addr, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(addr), "r"(bytes) : "memory");
 }
 // true once the phase of parity `phase` has completed (a bounded hardware wait, then false)
-__device__ inline bool mbar_try_wait(uint32_t addr, uint32_t phase) {
+__device__ __forceinline__ bool mbar_try_wait(uint32_t addr, uint32_t phase) {
     uint32_t done;
     asm volatile("{\n.reg .pred P1;\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%1], %2;\nselp.b32 %0, 1, 0, P1;\n}\n"
                  : "=r"(done) : "r"(addr), "r"(phase) : "memory");
     return done != 0;
 }
-__device__ inline void mbar_wait(uint32_t addr, uint32_t phase) {
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t phase) {
     while (!mbar_try_wait(addr, phase)) {
     }
 }
 
 // the box of `map` at element coordinates (x = column, y = row) into shared dst, completing tx on mbar
-__device__ inline void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t mbar) {
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t mbar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  :: "r"(dst), "l"((uint64_t)map), "r"(x), "r"(y), "r"(mbar) : "memory");
 }
 
 // the warpgroup's register limit per thread (24 .. 256, a multiple of 8)
 template <int R>
-__device__ inline void setmaxnreg_inc() {
+__device__ __forceinline__ void setmaxnreg_inc() {
     static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg: 24 .. 256, a multiple of 8");
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(R));
 }
 template <int R>
-__device__ inline void setmaxnreg_dec() {
+__device__ __forceinline__ void setmaxnreg_dec() {
     static_assert(R >= 24 && R <= 256 && R % 8 == 0, "setmaxnreg: 24 .. 256, a multiple of 8");
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(R));
 }

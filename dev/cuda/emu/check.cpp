@@ -368,6 +368,12 @@ struct Context {
     std::vector<AsyncWord> sh_async;  // per word (racecheck: the proxies, bulk copies' phases)
     std::vector<uint32_t> proxy_fences; // per thread: its fence.proxy.async count
     uint32_t block_stamp = 0;
+    // mbarriers order threads of different warps (racecheck): once the block uses one, xclock[i*n + j]
+    // is the last own-clock value of thread j ordered before thread i (n threads); per mbarrier, the
+    // join of its arrivers' knowledge in the current phase, and that of the last completed phase
+    bool xon = false;
+    std::vector<uint32_t> xclock;
+    std::map<uint64_t, std::pair<std::vector<uint32_t>, std::vector<uint32_t>>> mbar_clock;
     uint32_t interval = 0;            // barrier intervals, never reused on this OS thread
     std::vector<std::array<uint32_t, 32>> clocks; // per thread: vector clock over its warp's lanes
     // the live allocations of the last global accesses (a kernel reads a few buffers in turn)
@@ -406,6 +412,8 @@ void check_block_begin(const LaunchInfo* launch, uint3 block, int nthreads, char
     }
     c->block_stamp++;
     if (s.racecheck) { c->proxy_fences.assign(nthreads, 0); }
+    c->xon = false;
+    c->mbar_clock.clear();
     c->sh_used = 0;
     c->interval++;
     if (s.racecheck) {
@@ -618,6 +626,7 @@ static std::string shared_race_text(Context* c, size_t off, unsigned kind, const
                     thread_text(c, other.thread) + " " + other_did + " it at " + source_line(other.pc) +
                     ", between the same two __syncthreads";
     if (other.thread / 32 == c->thread / 32) { s += ", in one warp without a __syncwarp or warp intrinsic between them"; }
+    if (c->xon) { s += ", and no mbarrier phase that the second thread saw complete orders them"; }
     return s;
 }
 
@@ -633,8 +642,52 @@ static void shared_race_warps(size_t off, unsigned kind, const void* pc, uint32_
 // or by a lane of its warp that has joined a warp intrinsic with it since.
 static bool ordered(Context* c, const Access& other) {
     if (other.thread < 0 || other.thread == c->thread) { return true; }
-    if (other.thread / 32 != c->thread / 32) { return false; }
-    return c->clocks[c->thread][other.thread % 32] >= other.clock;
+    if (other.thread / 32 == c->thread / 32 && c->clocks[c->thread][other.thread % 32] >= other.clock) { return true; }
+    return c->xon && c->xclock[(size_t)c->thread * c->nthreads + other.thread] >= other.clock;
+}
+
+// mbarriers (ptx.cpp): an arrival carries what the arriving thread has done (and knows of) to the
+// threads that see the phase complete; the arriver's later accesses are not ordered by it
+static Context* mbar_context() {
+    Context* c = tl_context;
+    if (!tl_active || c == nullptr || !g_set.racecheck) { return nullptr; }
+    if (!c->xon) {
+        c->xon = true;
+        c->xclock.assign((size_t)c->nthreads * c->nthreads, 0);
+    }
+    return c;
+}
+
+void check_mbar_arrive(int linear, uint64_t mbar) {
+    Context* c = mbar_context();
+    if (c == nullptr || linear < 0) { return; }
+    int n = c->nthreads;
+    auto& mc = c->mbar_clock[mbar];
+    if (mc.first.empty()) { mc.first.assign(n, 0); }
+    const uint32_t* mine = &c->xclock[(size_t)linear * n];
+    for (int j = 0; j < n; j++) { mc.first[j] = std::max(mc.first[j], mine[j]); }
+    uint32_t& own = c->clocks[linear][linear % 32];
+    mc.first[linear] = std::max(mc.first[linear], own);
+    own++;
+}
+
+void check_mbar_complete(uint64_t mbar) {
+    Context* c = mbar_context();
+    if (c == nullptr) { return; }
+    auto& mc = c->mbar_clock[mbar];
+    if (mc.first.empty()) { mc.first.assign(c->nthreads, 0); }
+    mc.second = mc.first;
+    mc.first.assign(c->nthreads, 0);
+}
+
+void check_mbar_observe(int linear, uint64_t mbar) {
+    Context* c = mbar_context();
+    if (c == nullptr || linear < 0) { return; }
+    auto it = c->mbar_clock.find(mbar);
+    if (it == c->mbar_clock.end() || it->second.second.empty()) { return; }
+    uint32_t* mine = &c->xclock[(size_t)linear * c->nthreads];
+    const std::vector<uint32_t>& done = it->second.second;
+    for (int j = 0; j < c->nthreads; j++) { mine[j] = std::max(mine[j], done[j]); }
 }
 
 // The warps in `per_byte` (one mask per byte of the word) at the bytes of `bytes`.
@@ -660,7 +713,9 @@ static void shared_race(Context* c, size_t off, uint32_t bytes, unsigned kind, c
     if (conflicts(w.writer2)) { report("racecheck", shared_race_text(c, off, kind, pc, w.writer2, "wrote")); }
     if (write) { // a write (plain or atomic) against earlier plain reads
         uint32_t readers = warps_at(w.readers, bytes);
-        if (readers & ~wbit) { shared_race_warps(off, kind, pc, readers & ~wbit, "read"); }
+        // (the per-warp reader masks have no clocks: once mbarriers order warps, only the two
+        // reader records below, which have, are asked)
+        if (!c->xon && (readers & ~wbit)) { shared_race_warps(off, kind, pc, readers & ~wbit, "read"); }
         if (conflicts(w.reader)) { report("racecheck", shared_race_text(c, off, kind, pc, w.reader, "read")); }
         if (conflicts(w.reader2)) { report("racecheck", shared_race_text(c, off, kind, pc, w.reader2, "read")); }
     }

@@ -227,6 +227,7 @@ void mbarrier_block(uint64_t mbar, uint32_t parity, Site site, const void* pc);
 // this parity complete; the mbarrier's state for messages; a barrier of the whole block released;
 // the block ended (pending wgmma groups and copies are errors).
 void ptx_block_idle();
+std::string current_block_text(); // kernel.cpp: the running block, also from its scheduler
 bool ptx_mbar_ready(uint64_t mbar, uint32_t parity);
 std::string ptx_mbar_describe(uint64_t mbar);
 void ptx_block_barrier();
@@ -236,6 +237,10 @@ void ptx_block_end();
 // wrote [p, p + n) (initcheck bits set, the words' race records reset, `token` kept per word so a
 // later read by a thread that has not seen the phase is named, 0: none)
 void check_proxy_fence(int linear);
+// racecheck's order through mbarriers: an arrival, a phase completing, a thread seeing it complete
+void check_mbar_arrive(int linear, uint64_t mbar);
+void check_mbar_complete(uint64_t mbar);
+void check_mbar_observe(int linear, uint64_t mbar);
 void check_async_read(int linear, const void* p, size_t n, const void* pc, const char* what, Site site);
 void check_async_write(const void* p, size_t n, uint32_t token);
 // ptx.cpp, for check.cpp: has thread `linear` seen the mbarrier phase of this token complete?

@@ -397,6 +397,12 @@ static std::string where_is(const EmuThread* t) {
     return "?";
 }
 
+// The running block ("kernel K (launched at F:L) block (x,y,z)"), also from the scheduler, or "".
+std::string current_block_text() {
+    Worker* w = tl_worker;
+    return w == nullptr || w->block == nullptr ? "" : describe_block(w->block);
+}
+
 // For the SIGSEGV handler: the kernel thread that faulted, or "" in host code.
 std::string current_kernel_text() {
     Worker* w = tl_worker;
@@ -1069,13 +1075,18 @@ static void trace_ptx_counters(const Grid& g) {
     }();
     const PtxCounters& c = *g.counters;
     if (!trace || (c.mma == 0 && c.ldmatrix == 0 && c.cp_async == 0 && c.wgmma == 0 && c.tma == 0)) { return; }
+    // (the line without sm_90a work is the one dev/perf/step_counts.py reads: unchanged)
+    char hopper[160] = "";
+    if (c.wgmma != 0 || c.tma != 0) {
+        snprintf(hopper, sizeof(hopper), ", %llu wgmma (%llu tensor-core FLOPs), %llu cp.async.bulk.tensor (%llu bytes)",
+                 (unsigned long long)c.wgmma, (unsigned long long)c.wgmma_flops, (unsigned long long)c.tma,
+                 (unsigned long long)c.tma_bytes);
+    }
     fprintf(stderr,
             "cuda-emu trace: kernel %s: %llu mma.sync (%llu tensor-core FLOPs), %llu ldmatrix (%llu bytes), %llu cp.async "
-            "(%llu bytes), %llu wgmma (%llu tensor-core FLOPs), %llu cp.async.bulk.tensor (%llu bytes)\n",
+            "(%llu bytes)%s\n",
             g.name, (unsigned long long)c.mma, (unsigned long long)c.mma_flops, (unsigned long long)c.ldmatrix,
-            (unsigned long long)c.ldmatrix_bytes, (unsigned long long)c.cp_async, (unsigned long long)c.cp_async_bytes,
-            (unsigned long long)c.wgmma, (unsigned long long)c.wgmma_flops, (unsigned long long)c.tma,
-            (unsigned long long)c.tma_bytes);
+            (unsigned long long)c.ldmatrix_bytes, (unsigned long long)c.cp_async, (unsigned long long)c.cp_async_bytes, hopper);
 }
 
 void launch_grid(const void* kernel, const char* name, Site site, const LaunchConfig& cfg, int bound, ThreadBody body,

@@ -490,6 +490,7 @@ struct Mbar {
     uint32_t count = 0, pending = 0, phase = 0; // phase: phases completed so far
     int64_t tx = 0;
     Site init_site{nullptr, 0};
+    const void* init_pc = nullptr; // the init's code address (its line and callers, for messages)
     int init_thread = -1;
     bool fenced = false;
 };
@@ -845,12 +846,13 @@ std::string ptx_mbar_describe(uint64_t addr) {
     const Mbar& m = it->second;
     char s[256];
     snprintf(s, sizeof(s), "initialized at %s with count %u; phase %u, %u arrivals pending, tx-count %lld",
-             site_str(m.init_site).c_str(), m.count, m.phase, m.pending, (long long)m.tx);
+             m.init_pc ? source_line(m.init_pc).c_str() : site_str(m.init_site).c_str(), m.count, m.phase, m.pending, (long long)m.tx);
     return s;
 }
 
 // The phase completes: the copies whose bytes it waited for land now.
 static void mbar_complete(HopperBlock& h, uint64_t addr, Mbar& m) {
+    check_mbar_complete(addr);
     m.phase++;
     m.pending = m.count;
     m.tx = 0;
@@ -887,6 +889,7 @@ void ptx_mbar_init(uint64_t addr, uint32_t count, Site site) {
     Mbar m;
     m.count = m.pending = count;
     m.init_site = site;
+    m.init_pc = __builtin_return_address(0);
     m.init_thread = linear;
     h.mbars[addr] = m;
     uint64_t word = count; // what the object holds is the hardware's business: something defined
@@ -911,6 +914,7 @@ uint64_t ptx_mbar_arrive(uint64_t addr, uint32_t tx, bool expect_tx, Site site) 
               "undefined)", who().c_str(), op, site_str(site).c_str(), shared_text(addr).c_str(), m.phase, m.count);
     }
     uint64_t state = m.phase;
+    check_mbar_arrive(linear, addr);
     m.pending--;
     if (m.pending == 0 && m.tx == 0) { mbar_complete(h, addr, m); }
     return state;
@@ -928,6 +932,7 @@ bool ptx_mbar_try_wait_parity(uint64_t addr, uint32_t parity, Site site) {
     if ((m.phase & 1) != (parity & 1)) {
         uint32_t& seen = h.observed[linear][addr];
         if (seen < m.phase) { seen = m.phase; }
+        check_mbar_observe(linear, addr);
         return true;
     }
     mbarrier_block(addr, parity, site, __builtin_return_address(0)); // until the phase completes; then false, as a GPU's timeout may answer
@@ -965,8 +970,8 @@ void ptx_tma_load_2d(uint64_t dst, uint64_t map_addr, int32_t x, int32_t y, uint
     if (!m.fenced) {
         fatal("%s: %s at %s completes on the mbarrier at %s, initialized at %s by thread %d without a "
               "fence.mbarrier_init.release.cluster (or fence.proxy.async) after it: the async proxy may not see the init",
-              who().c_str(), op, site_str(site).c_str(), shared_text(mbar).c_str(), site_str(m.init_site).c_str(),
-              m.init_thread);
+              who().c_str(), op, source_line(__builtin_return_address(0)).c_str(), shared_text(mbar).c_str(),
+              source_line(m.init_pc).c_str(), m.init_thread);
     }
     uint32_t es = map.elem_bytes, bc = map.box[0], br = map.box[1], inner = bc * es, W = map.swizzle_bytes;
     size_t bytes = (size_t)inner * br;
@@ -1041,7 +1046,7 @@ void ptx_block_idle() {
         if (m.tx < -TX_MAX || (m.pending == 0 && m.tx < 0)) {
             fatal("%s: the cp.async.bulk.tensor issued at %s by thread %d brings %zu bytes to the mbarrier at %s, more than "
                   "its arrive.expect_tx announced: tx-count underflow (%s)",
-                  current_kernel_text().empty() ? "a kernel" : current_kernel_text().c_str(), source_line(c.pc).c_str(),
+                  current_block_text().c_str(), source_line(c.pc).c_str(),
                   c.thread, c.image.size(), shared_text(c.mbar).c_str(), ptx_mbar_describe(c.mbar).c_str());
         }
         touched.push_back(c.mbar);
@@ -1063,19 +1068,19 @@ void ptx_block_barrier() {
 
 void ptx_block_end() {
     if (!hopper_active()) { return; }
-    std::string block = current_kernel_text();
+    std::string block = current_block_text();
     for (auto& kv : tl_h.wg) {
         const WgState& s = kv.second;
         const MmaRec* r = !s.open.empty() ? &s.open.front() : !s.groups.empty() && !s.groups.front().empty() ? &s.groups.front().front() : nullptr;
         if (r != nullptr) {
-            fatal("warpgroup %d of the block ended with the wgmma.mma_async at %s not waited for (no wgmma.wait_group "
-                  "covering it; its results were never delivered)", kv.first, source_line(r->pc).c_str());
+            fatal("%s: warpgroup %d ended with the wgmma.mma_async at %s not waited for (no wgmma.wait_group "
+                  "covering it; its results were never delivered)", block.c_str(), kv.first, source_line(r->pc).c_str());
         }
     }
     if (!tl_h.tma.empty()) {
         const TmaCopy& c = tl_h.tma.front();
-        fatal("the block ended with the cp.async.bulk.tensor issued at %s by thread %d in flight (its mbarrier at %s never "
-              "completed the phase: %s)", source_line(c.pc).c_str(), c.thread, shared_text(c.mbar).c_str(),
+        fatal("%s ended with the cp.async.bulk.tensor issued at %s by thread %d in flight (its mbarrier at %s never "
+              "completed the phase: %s)", block.c_str(), source_line(c.pc).c_str(), c.thread, shared_text(c.mbar).c_str(),
               ptx_mbar_describe(c.mbar).c_str());
     }
     tl_h = HopperBlock();

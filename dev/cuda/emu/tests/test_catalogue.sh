@@ -1029,6 +1029,93 @@ checks_ldmatrix_global() {
     done
 }
 
+# nvcc_builds_sm90a NAME: the real nvcc builds it for sm_90a (ptxas -v: no spills, no stack frame
+# in any kernel; where cuobjdump exists, its SASS holds HGMMA, else its PTX holds wgmma), or says
+# why it cannot check (no nvcc: skipped with a message)
+nvcc_builds_sm90a() {
+    local nv=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc log=$work/$1.sm90a.log
+    if [ ! -x "$nv" ]; then
+        echo "     (no $nv: $1 is not compiled for sm_90a by the real nvcc: skipped)"
+        return 0
+    fi
+    if ! "$nv" -gencode arch=compute_90a,code=sm_90a -Xptxas -v -c "$cat_dir/$1.cu" -o "$work/$1.sm90a.o" >"$log" 2>&1; then
+        why="nvcc sm_90a: $(grep -m1 -i error "$log" | cut -c1-300)"
+        return 1
+    fi
+    if grep -E "bytes stack frame|spill (stores|loads)" "$log" | grep -qvE "^ *0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"; then
+        why="ptxas: $(grep -m1 -E "[1-9][0-9]* bytes (stack frame|spill)" "$log")"
+        return 1
+    fi
+    local dump=${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump
+    if [ -x "$dump" ]; then
+        "$dump" --dump-sass "$work/$1.sm90a.o" | grep -q HGMMA || { why="cuobjdump: no HGMMA in the SASS"; return 1; }
+    else
+        "$nv" -gencode arch=compute_90a,code=compute_90a -ptx "$cat_dir/$1.cu" -o "$work/$1.ptx" >>"$log" 2>&1 &&
+            grep -q "wgmma.mma_async.sync.aligned" "$work/$1.ptx" || { why="no wgmma.mma_async in the PTX"; return 1; }
+        echo "     (no $dump: the PTX of $1 holds wgmma.mma_async; the SASS is not looked at)"
+    fi
+}
+
+checks_wgmma_ok() {
+    local how
+    for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse "EMU_THREAD_ORDER=random EMU_SEED=3" \
+        "EMU_CHECK=1 EMU_THREAD_ORDER=random"; do
+        # shellcheck disable=SC2086
+        check "wgmma_ok: right with $how" eval 'run wgmma_ok '"$how"' && want_status 0 && want_out "result: right" && want_quiet'
+    done
+    # gemm_tma: 4 wgmma m64n64k16 (2*64*64*16 FLOPs each), 2 boxes of 64 x 64 bf16; gemm_pipeline:
+    # 4 k-tiles x 4 wgmma, 4 x 2 boxes
+    check "wgmma_ok: EMU_COUNTERS: wgmma_flops and tma_bytes of gemm_tma and gemm_pipeline" \
+        eval 'run wgmma_ok EMU_COUNTERS="$work/counters.csv" -- all && want_status 0 &&
+              want_counters gemm_tma "wgmma_flops=524288 tma_bytes=16384 mma_flops=0" &&
+              want_counters gemm_pipeline "wgmma_flops=2097152 tma_bytes=65536"'
+    check "wgmma_ok: EMU_TRACE=1 names gemm_pipeline's 16 wgmma and 8 bulk tensor copies" \
+        eval 'run wgmma_ok EMU_TRACE=1 -- pipeline && want_status 0 &&
+              grep -q "kernel gemm_pipeline: .*16 wgmma (2097152 tensor-core FLOPs), 8 cp.async.bulk.tensor (65536 bytes)" "$err" ||
+              { why="no such trace line ($(grep -m1 "kernel gemm_pipeline:" "$err"))"; false; }'
+    check "wgmma_ok: the real nvcc builds it for sm_90a (no spills, no stack; HGMMA or wgmma)" nvcc_builds_sm90a wgmma_ok
+    check "wgmma_ok: a read after releasing the stage (lateread): racecheck names it and warp 5's store, past the mbarriers" \
+        fatal_case wgmma_ok EMU_CHECK=1 -- lateread ::: "racecheck" "static __shared__ rows" \
+        "wgmma_ok.cu:$(marker wgmma_ok "// BUG-late")" "no mbarrier phase"
+    check "wgmma_ok: the pipeline right under EMU_CHECK=1 in reverse order (mbarriers order warp 5's stores)" \
+        eval 'run wgmma_ok EMU_CHECK=1 EMU_THREAD_ORDER=reverse -- pipeline && want_status 0 && want_out "result: right" && want_quiet'
+}
+
+checks_wgmma_broken() {
+    local w c s r t f
+    w=$(marker wgmma_broken "// BUG-wgmma")
+    c=$(marker wgmma_broken "// BUG-copy")
+    s=$(marker wgmma_broken "// BUG-store")
+    r=$(marker wgmma_broken "// BUG-read")
+    t=$(marker wgmma_broken "// BUG-thread")
+    f=$(marker wgmma_broken "// BUG-refence")
+    check "wgmma_broken: all in place: right, silent under EMU_CHECK=1" \
+        eval 'run wgmma_broken EMU_CHECK=1 -- fixed && want_status 0 && want_out "result: right" && want_quiet'
+    check "wgmma_broken: a removed mbarrier wait: the wgmma reading the TMA tile names both lines" \
+        fatal_case wgmma_broken -- nombarwait ::: "wgmma_broken.cu:$w" "wgmma_broken.cu:$c" "not landed" "missing mbarrier wait"
+    check "wgmma_broken: a removed mbarrier wait before a plain read: wrong without EMU_CHECK" \
+        eval 'run wgmma_broken -- read && want_status 1 && want_out "result: WRONG" && want_quiet'
+    check "wgmma_broken: ... and named by racecheck under EMU_CHECK=1 (the read's and the copy's lines)" \
+        fatal_case wgmma_broken EMU_CHECK=1 -- read ::: "racecheck" "wgmma_broken.cu:$r" "wgmma_broken.cu:$c" "has not landed"
+    check "wgmma_broken: a removed fence.proxy.async: racecheck names the generic store and the wgmma" \
+        fatal_case wgmma_broken EMU_CHECK=1 -- nofence ::: "racecheck" "wgmma_broken.cu:$s" "wgmma_broken.cu:$w" \
+        "no fence.proxy.async"
+    check "wgmma_broken: a removed wgmma.wait_group: NaN accumulators, and the block's end names the wgmma" \
+        fatal_case wgmma_broken -- nowait ::: "wgmma_broken.cu:$w" "not waited for"
+    check "wgmma_broken: a warpgroup with a missing thread: named, with its line" \
+        fatal_case wgmma_broken -- thread ::: "every thread of the warpgroup" "thread (127,0,0) exited" "wgmma_broken.cu:$((t + 2))"
+    check "wgmma_broken: a block of 96 threads: no whole warpgroup" \
+        fatal_case wgmma_broken -- block96 ::: "every thread of the warpgroup" "does not exist"
+    check "wgmma_broken: a wgmma after a wait_group without wgmma.fence" \
+        fatal_case wgmma_broken -- refence ::: "no wgmma.fence since" "wgmma_broken.cu:$f"
+    check "wgmma_broken: expect_tx below the copy's bytes: tx-count underflow" \
+        fatal_case wgmma_broken -- txunder ::: "tx-count underflow" "wgmma_broken.cu:$c"
+    check "wgmma_broken: expect_tx above the copy's bytes: a deadlock naming the wait" \
+        fatal_case wgmma_broken -- deadlock ::: "deadlock" "mbarrier.try_wait.parity" "tx-count 8192"
+    check "wgmma_broken: no fence.mbarrier_init after the init: the copy names it" \
+        fatal_case wgmma_broken -- initfence ::: "fence.mbarrier_init" "wgmma_broken.cu:$c"
+}
+
 checks_cp_async_early() {
     local l i
     check "cp_async_early: a read before cp.async.wait_group sees no copied bytes" \

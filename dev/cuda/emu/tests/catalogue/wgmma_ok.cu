@@ -1,4 +1,4 @@
-// CORRECT: llmc/wgmma.cuh on the emulator: 64x64 products (K 32 or 64) by wgmma from shared memory (ss: A and B each K-major or MN-major, with no swizzle or the 128B swizzle, stored by hand with fence.proxy.async) and with A from registers (rs), one with both tiles brought by TMA (128B swizzle, A's last 4 rows out of the tensor: zeros), and a producer/consumer pipeline (a TMA warpgroup and a wgmma warpgroup, 2 stages, full/empty mbarriers, setmaxnreg) over K = 256; each checked exactly against the host's fp32 product (small-integer inputs: every sum is exact in any order). Prints "result: right" and exits 0; any mismatch prints "result: WRONG" and exits 1.
+// CORRECT: llmc/wgmma.cuh on the emulator: 64x64 products (K 32 or 64) by wgmma from shared memory (ss: A and B each K-major or MN-major, with no swizzle or the 128B swizzle, stored by hand with fence.proxy.async) and with A from registers (rs), one with both tiles brought by TMA (128B swizzle, A's last 4 rows out of the tensor: zeros), and a producer/consumer pipeline (a TMA warpgroup and a wgmma warpgroup, 2 stages, full/empty mbarriers, setmaxnreg) over K = 256; each checked exactly against the host's fp32 product (small-integer inputs: every sum is exact in any order). Prints "result: right" and exits 0; any mismatch prints "result: WRONG" and exits 1. Argument "lateread" (BROKEN): the consumers read warp 5's row after arriving on the stage's empty barrier: racecheck (EMU_CHECK=1) must name the read and warp 5's next store.
 // NVCC_FLAGS: -gencode arch=compute_90a,code=sm_90a
 // Also compiled by the real nvcc for sm_90a where it exists (dev/cuda/emu/tests/wgmma_nvcc.sh).
 #include <cuda_runtime.h>
@@ -130,18 +130,22 @@ __global__ void gemm_tma(const __grid_constant__ CUtensorMap map_a, const __grid
 
 // D = A (64 x 256) B (256 x 64) through a 2-stage pipeline: warpgroup 1 (one thread) brings k-tiles of
 // 64 by TMA (A K-major, B^T K-major), warpgroup 0 multiplies; full[s] says a stage landed (expect_tx),
-// empty[s] (128 arrivals) that warpgroup 0 is done with it.
+// empty[s] (128 arrivals) that warpgroup 0 is done with it. Warp 5 also stores a row of 32 floats per
+// stage with plain stores and arrives on full[s] (so 33 arrivals): the mbarriers alone order those
+// stores before warpgroup 0's reads, and those reads before warp 5's next stores (E sums them).
 __global__ void __launch_bounds__(256) gemm_pipeline(const __grid_constant__ CUtensorMap map_a,
-                                                     const __grid_constant__ CUtensorMap map_bt, float* D) {
+                                                     const __grid_constant__ CUtensorMap map_bt, float* D, float* E,
+                                                     int late) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __shared__ alignas(1024) __nv_bfloat16 sa[2][64 * 64];
     __shared__ alignas(1024) __nv_bfloat16 sb[2][64 * 64];
     __shared__ alignas(8) uint64_t full[2];
     __shared__ alignas(8) uint64_t empty[2];
+    __shared__ float rows[2][32];
     int tid = threadIdx.x;
     if (tid == 0) {
         for (int s = 0; s < 2; s++) {
-            mbar_init(smem_addr_of(&full[s]), 1);
+            mbar_init(smem_addr_of(&full[s]), 33);
             mbar_init(smem_addr_of(&empty[s]), 128);
         }
         fence_mbarrier_init();
@@ -159,13 +163,22 @@ __global__ void __launch_bounds__(256) gemm_pipeline(const __grid_constant__ CUt
                 tma_load_2d(smem_addr_of(sb[s]), &map_bt, 64 * kt, 0, smem_addr_of(&full[s]));
             }
         }
+        if (tid / 32 == 5) {
+            for (int kt = 0; kt < KTILES; kt++) {
+                int s = kt % 2;
+                if (kt >= 2) { mbar_wait(smem_addr_of(&empty[s]), (kt / 2 - 1) & 1); }
+                rows[s][tid % 32] = (float)(100 * kt + tid % 32);
+                mbar_arrive(smem_addr_of(&full[s]));
+            }
+        }
         return;
     }
     setmaxnreg_inc<232>();
-    float d[32];
+    float d[32], e = 0.0f;
     for (int kt = 0; kt < KTILES; kt++) {
         int s = kt % 2;
         mbar_wait(smem_addr_of(&full[s]), (kt / 2) & 1);
+        if (!late) { e += rows[s][tid % 32]; }
         wgmma_fence();
         for (int kk = 0; kk < 4; kk++) {
             wgmma_ss<64, 0, 0>(d, wgmma_desc(smem_addr_of(sa[s]) + 32 * kk, 16, 1024, 1),
@@ -175,8 +188,10 @@ __global__ void __launch_bounds__(256) gemm_pipeline(const __grid_constant__ CUt
         wgmma_wait<0>();
         wgmma_fence_operand(d);
         mbar_arrive(smem_addr_of(&empty[s]));
+        if (late) { e += rows[s][tid % 32]; } // BUG-late: read after releasing the stage (a race with warp 5)
     }
-    for (int e = 0; e < 32; e++) { D[wgmma_d_row(tid, e) * 64 + wgmma_d_col(tid, e)] = d[e]; }
+    for (int i = 0; i < 32; i++) { D[wgmma_d_row(tid, i) * 64 + wgmma_d_col(tid, i)] = d[i]; }
+    E[tid] = e;
 #endif
 }
 
@@ -217,7 +232,8 @@ int main(int argc, char** argv) {
         for (int n = 0; n < 64; n++) { hBt[n * K + k] = hB[k * 64 + n]; }
     }
     __nv_bfloat16 *dA, *dB, *dBt, *dA32, *dB32;
-    float* dD;
+    float *dD, *dE;
+    CHECK(cudaMalloc(&dE, 128 * 4));
     CHECK(cudaMalloc(&dA, sizeof(hA)));
     CHECK(cudaMalloc(&dB, sizeof(hB)));
     CHECK(cudaMalloc(&dBt, sizeof(hBt)));
@@ -259,14 +275,14 @@ int main(int argc, char** argv) {
             bad += compare(c.name, hD, hA32, hB, 32, 64, 32);
         }
     }
-    if (!strcmp(only, "all") || !strcmp(only, "tma") || !strcmp(only, "pipeline")) {
+    if (!strcmp(only, "all") || !strcmp(only, "tma") || !strcmp(only, "pipeline") || !strcmp(only, "lateread")) {
         CUtensorMap map_a, map_b, map_a60, map_bt;
         if (tma_map_2d_bf16(&map_a60, dA, 60, K, K * 2, 64, 64) || tma_map_2d_bf16(&map_b, dB, K, 64, 128, 64, 64) ||
             tma_map_2d_bf16(&map_a, dA, 64, K, K * 2, 64, 64) || tma_map_2d_bf16(&map_bt, dBt, 64, K, K * 2, 64, 64)) {
             printf("result: WRONG (tensor maps)\n");
             return 1;
         }
-        if (strcmp(only, "pipeline")) {
+        if (strcmp(only, "pipeline") && strcmp(only, "lateread")) {
             CHECK(cudaMemset(dD, 0, 64 * 64 * 4));
             gemm_tma<<<1, 128>>>(map_a60, map_b, dD);
             CHECK(cudaGetLastError());
@@ -275,10 +291,16 @@ int main(int argc, char** argv) {
         }
         if (strcmp(only, "tma")) {
             CHECK(cudaMemset(dD, 0, 64 * 64 * 4));
-            gemm_pipeline<<<1, 256>>>(map_a, map_bt, dD);
+            gemm_pipeline<<<1, 256>>>(map_a, map_bt, dD, dE, !strcmp(only, "lateread"));
             CHECK(cudaGetLastError());
             CHECK(cudaMemcpy(hD, dD, sizeof(hD), cudaMemcpyDeviceToHost));
             bad += compare("pipeline: TMA warpgroup + wgmma warpgroup, 2 stages, K = 256", hD, hA, hB, K, 64, K);
+            static float hE[128];
+            CHECK(cudaMemcpy(hE, dE, sizeof(hE), cudaMemcpyDeviceToHost));
+            int bad_e = 0;
+            for (int i = 0; i < 128; i++) { bad_e += hE[i] != (float)(100 * (0 + 1 + 2 + 3) + 4 * (i % 32)); }
+            printf("pipeline: warp 5's plain stores, ordered by the mbarriers: %s\n", bad_e ? "WRONG" : "right");
+            bad += bad_e;
         }
     }
     printf("result: %s\n", bad ? "WRONG" : "right");

@@ -651,8 +651,8 @@ static const AttentionShape ATTENTION_SHAPES[] = {
     {1, 200, 384, 3}, // hs 128
     {2, 37, 32, 2},   // hs 16 (the tiny test model's)
     {1, 130, 64, 4},  // hs 16, three key tiles, the last of 2 rows
-    {2, 300, 128, 2}, // hs 64: the sm_90a forward's third key tile reuses stage 0 (its empty barrier)
-    {1, 520, 128, 2}, // hs 64: five key tiles of 128, every stage refilled twice, the last of 8 rows
+    {2, 300, 128, 2}, // hs 64: the sm_90a forward's third key tile refills stage 0 (its empty barrier's
+                      // first phase); its dK/dV kernel's 5 query tiles refill each stage twice (both parities)
 };
 
 // lse (B,NH,T) = log sum_{j <= t} exp(q_t . k_j / sqrt(hs)) in double: the reference for the

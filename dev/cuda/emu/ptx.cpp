@@ -1183,3 +1183,12 @@ extern "C" CUresult emu_cuTensorMapEncodeTiled(CUtensorMap* tensorMap, CUtensorM
     memcpy(tensorMap, &m, sizeof(m));
     return CUDA_SUCCESS;
 }
+
+// the same, for a program linked against the driver (-lcuda) that calls it by name
+extern "C" CUresult cuTensorMapEncodeTiled(CUtensorMap* tensorMap, CUtensorMapDataType type, cuuint32_t rank, void* global,
+                                           const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                                           const cuuint32_t* estrides, CUtensorMapInterleave interleave,
+                                           CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+                                           CUtensorMapFloatOOBfill oob) {
+    return emu_cuTensorMapEncodeTiled(tensorMap, type, rank, global, dims, strides, box, estrides, interleave, swizzle, l2, oob);
+}

@@ -251,6 +251,7 @@ fi
 ncpu=$(nproc 2>/dev/null || echo 4)
 if [ $emu = 0 ]; then
     cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
+    [ "$cc" = 90 ] && cc=90a # H100/H200: the sm_90a build, with the wgmma attention (Makefile)
     BUILD=(make -j"$ncpu" cuda ${cc:+GPU_COMPUTE_CAPABILITY=$cc})
 fi
 refs() { # the reference files (train_gpt2.py writes them from the tokenized val data)

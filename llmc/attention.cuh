@@ -987,6 +987,10 @@ static void attention_allow_smem(Kernel kernel, size_t bytes) {
     if (bytes > 48 * 1024) { cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes)); }
 }
 
+// the Hopper (sm_90a) forward, FlashAttention-3 style, for hs 64: where the device and the build
+// allow it, attention_forward takes it (llmc/attention_sm90.cuh, to be read after this file)
+#include "attention_sm90.cuh"
+
 template <int HS>
 static void attention_forward_launch(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
                                      cudaStream_t stream) {
@@ -1046,7 +1050,12 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
     switch (C / NH) {
         case 16: attention_forward_launch<16>(out, lse, qkv, B, T, C, NH, stream); break; // the tiny test model
         case 32: attention_forward_launch<32>(out, lse, qkv, B, T, C, NH, stream); break;
-        case 64: attention_forward_launch<64>(out, lse, qkv, B, T, C, NH, stream); break; // GPT-2, every size
+        case 64: // GPT-2, every size
+#if defined(ENABLE_BF16)
+            if (attention_sm90_use(64)) { attention_forward_sm90(out, lse, qkv, B, T, C, NH, stream); break; }
+#endif
+            attention_forward_launch<64>(out, lse, qkv, B, T, C, NH, stream);
+            break;
         case 128: attention_forward_launch<128>(out, lse, qkv, B, T, C, NH, stream); break;
         default: fail("attention_forward: head size %d", C / NH); // ruled out by the shape check
     }
@@ -1069,7 +1078,12 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
     switch (C / NH) {
         case 16: attention_backward_launch<16>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
         case 32: attention_backward_launch<32>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
-        case 64: attention_backward_launch<64>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
+        case 64:
+#if defined(ENABLE_BF16)
+            if (attention_sm90_use_backward(64, T)) { attention_backward_sm90(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break; }
+#endif
+            attention_backward_launch<64>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream);
+            break;
         case 128: attention_backward_launch<128>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
         default: fail("attention_backward: head size %d", C / NH); // ruled out by the shape check
     }

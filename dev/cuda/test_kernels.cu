@@ -651,6 +651,8 @@ static const AttentionShape ATTENTION_SHAPES[] = {
     {1, 200, 384, 3}, // hs 128
     {2, 37, 32, 2},   // hs 16 (the tiny test model's)
     {1, 130, 64, 4},  // hs 16, three key tiles, the last of 2 rows
+    {2, 300, 128, 2}, // hs 64: the sm_90a forward's third key tile refills stage 0 (its empty barrier's
+                      // first phase); its dK/dV kernel's 5 query tiles refill each stage twice (both parities)
 };
 
 // lse (B,NH,T) = log sum_{j <= t} exp(q_t . k_j / sqrt(hs)) in double: the reference for the
@@ -762,8 +764,9 @@ static double round_bf16_change(float x) { return (double)to_float(from_float(x)
 
 // out (B,T,C) += sum_j (bf16(p_j) - p_j) v_j / l for each query: p_j = exp2(s2_j - m_tile(j)),
 // where m_tile(j) is the running max after the tile of key j, each weight later scaled by
-// exp2(m_tile(j) - m) (the rescales), l = sum_j exp2(s2_j - m), m the row's max.
-static void attention_tc_forward_correction(float* out, const float* qkv, int B, int T, int C, int NH) {
+// exp2(m_tile(j) - m) (the rescales), l = sum_j exp2(s2_j - m), m the row's max. stage: the keys
+// per tile of the forward that ran (ATT_TC_STAGE = 64 for mma.sync, ATT90_BC = 128 for sm_90a).
+static void attention_tc_forward_correction(float* out, const float* qkv, int B, int T, int C, int NH, int stage) {
     int hs = C / NH;
     size_t C3 = 3 * (size_t)C;
     float* s2 = (float*)mallocCheck(T * sizeof(float));
@@ -776,8 +779,8 @@ static void attention_tc_forward_correction(float* out, const float* qkv, int B,
                 for (int j = 0; j <= t; j++) { l += exp2((double)s2[j] - m); }
                 for (int i = 0; i < hs; i++) { corr[i] = 0.0; }
                 float m_run = -INFINITY;
-                for (int k0 = 0; k0 <= t; k0 += ATT_TC_STAGE) {
-                    int k1 = k0 + ATT_TC_STAGE - 1 < t ? k0 + ATT_TC_STAGE - 1 : t; // the tile's last visible key
+                for (int k0 = 0; k0 <= t; k0 += stage) {
+                    int k1 = k0 + stage - 1 < t ? k0 + stage - 1 : t; // the tile's last visible key
                     for (int j = k0; j <= k1; j++) { m_run = fmaxf(m_run, s2[j]); }
                     for (int j = k0; j <= k1; j++) {
                         double d = round_bf16_change(exp2f(s2[j] - m_run)) * exp2((double)m_run - m) / l;
@@ -844,8 +847,16 @@ static void check_attention(const AttentionShape* s) {
     int B = s->B, T = s->T, C = s->C, NH = s->NH;
     size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C, n_lse = (size_t)B * NH * T;
     char fwd[128], bwd[128];
-    snprintf(fwd, sizeof(fwd), "attention_forward B=%d T=%d C=%d NH=%d hs=%d", B, T, C, NH, C / NH);
-    snprintf(bwd, sizeof(bwd), "attention_backward B=%d T=%d C=%d NH=%d hs=%d", B, T, C, NH, C / NH);
+#if defined(ENABLE_BF16)
+    bool sm90 = attention_sm90_use(C / NH); // the sm_90a forward (wgmma, TMA) or mma.sync
+    bool sm90_bwd = attention_sm90_use_backward(C / NH, T); // its backward: T % 4 == 0 too
+#else
+    bool sm90 = false, sm90_bwd = false;
+#endif
+    snprintf(fwd, sizeof(fwd), "attention_forward%s B=%d T=%d C=%d NH=%d hs=%d", sm90 ? " (sm_90a)" : "", B, T, C, NH,
+             C / NH);
+    snprintf(bwd, sizeof(bwd), "attention_backward%s B=%d T=%d C=%d NH=%d hs=%d", sm90_bwd ? " (sm_90a)" : "", B, T, C, NH,
+             C / NH);
 
     // q.k / sqrt(hs) of unit-normal q and k is unit-normal: softmaxes neither flat nor one-hot
     float* qkv = random_floatX(n_qkv, 0.0f, 1.0f);
@@ -856,7 +867,7 @@ static void check_attention(const AttentionShape* s) {
     attention_lse_reference(lse_ref, qkv, B, T, C, NH);
     float* out_check = host_copy(out_ref, n_out); // out_ref stays the CPU's own, for the backward
 #if defined(ENABLE_BF16)
-    attention_tc_forward_correction(out_check, qkv, B, T, C, NH);
+    attention_tc_forward_correction(out_check, qkv, B, T, C, NH, sm90 ? ATT90_BC : ATT_TC_STAGE);
 #endif
 
     floatX* d_qkv = device_floatX(qkv, n_qkv);
@@ -1318,6 +1329,16 @@ static int run_correctness(void) {
     }
     if (family("attention")) {
         for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention(&ATTENTION_SHAPES[i]); }
+#if defined(ENABLE_BF16)
+        // where the hs-64 shapes above ran the sm_90a forward, the mma.sync one at hs 64 too
+        if (attention_sm90_use(64)) {
+            attention_sm90_mode = 0;
+            for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) {
+                if (ATTENTION_SHAPES[i].C / ATTENTION_SHAPES[i].NH == 64) { check_attention(&ATTENTION_SHAPES[i]); }
+            }
+            attention_sm90_mode = -1;
+        }
+#endif
         for (size_t i = 0; i < COUNT_OF(ATTENTION_SHAPES); i++) { check_attention_decode(&ATTENTION_SHAPES[i]); }
     }
     if (family("gelu")) { for (size_t i = 0; i < COUNT_OF(GELU_SIZES); i++) { check_gelu(GELU_SIZES[i]); } }

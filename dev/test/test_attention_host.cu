@@ -643,7 +643,88 @@ static void test_bank_conflicts(void) {
     report(name, bad_ld == 0 && bad_st == 0 && once == ATT_TC_STAGE * CH, d);
 }
 
+// The sm_90a forward's layout arithmetic (llmc/attention_sm90.cuh) against the documented layouts
+// of llmc/wgmma.cuh (PTX ISA: the descriptor's canonical layouts, the 128B swizzle, the accumulator
+// and register-A layouts): (1) every element wgmma reads through the kernel's descriptors (Q and K
+// K-major, V MN-major) is the element TMA's 128B swizzle put there; (2) P's A registers are S's
+// accumulators of the same row and key; (3) the kernel's row and key of accumulator e (the mask,
+// the softmax's two rows) are wgmma's. Then the shared memory fits and the tiles are 1 KB aligned.
+static void test_sm90_layouts() {
+    char detail[160] = "";
+    int bad = 0;
+    const uint32_t tile = 4096; // any 1024-aligned tile start
+    // (1a) K-major, 128B swizzle: (r, k) of k-step ks at start + (r%8)*128 + (r/8)*SBO + 2k, swizzled
+    for (int rows = 64; rows <= 128; rows += 64) { // Q's 64 rows (A), K's 128 (B)
+        for (int row0 = 0; row0 + rows <= ATT90_BC; row0 += 64) {
+            for (int ks = 0; ks < ATT90_HS / 16; ks++) {
+                uint32_t start = tile + att90_kmajor_offset(row0, ks);
+                for (int r = 0; r < rows && row0 + r < ATT90_BC; r++) {
+                    for (int k = 0; k < 16; k++) {
+                        uint32_t read = wgmma_swizzle(start + (r % 8) * 128 + (r / 8) * ATT90_SBO + 2 * k, ATT90_SWIZZLE_128B);
+                        uint32_t put = tile + att90_swizzled_offset(row0 + r, 16 * ks + k);
+                        if (read != put && bad++ == 0) {
+                            snprintf(detail, sizeof(detail), "K-major row0 %d ks %d (%d, %d): read %u, TMA put %u", row0, ks, r, k, read, put);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // (1b) MN-major (V, .trans): (k, x) of k-step kc at start + 2(x%64) + (x/64)*LBO + (k%8)*128 + (k/8)*SBO
+    for (int kc = 0; kc < ATT90_BC / 16; kc++) {
+        uint32_t start = tile + att90_vtile_offset(kc);
+        for (int k = 0; k < 16; k++) {
+            for (int x = 0; x < ATT90_HS; x++) {
+                uint32_t read = wgmma_swizzle(start + 2 * (x % 64) + (x / 64) * ATT90_TILE_BYTES + (k % 8) * 128 + (k / 8) * ATT90_SBO,
+                                              ATT90_SWIZZLE_128B);
+                uint32_t put = tile + att90_swizzled_offset(16 * kc + k, x);
+                if (read != put && bad++ == 0) {
+                    snprintf(detail, sizeof(detail), "MN-major kc %d (key %d, dim %d): read %u, TMA put %u", kc, k, x, read, put);
+                }
+            }
+        }
+    }
+    report("sm_90a forward: wgmma reads what TMA's 128B swizzle wrote (Q, K, V descriptors)", bad == 0, detail);
+
+    // (2) P from S: A element e (register e/2) of k-step kc = accumulator 8kc + e (att90_c_to_a)
+    bad = 0;
+    detail[0] = 0;
+    for (int tid = 0; tid < 128; tid++) {
+        for (int kc = 0; kc < ATT90_BC / 16; kc++) {
+            for (int e = 0; e < 8; e++) {
+                if ((wgmma_a_row(tid, e) != wgmma_d_row(tid, 8 * kc + e) ||
+                     wgmma_a_col(tid, e) + 16 * kc != wgmma_d_col(tid, 8 * kc + e)) && bad++ == 0) {
+                    snprintf(detail, sizeof(detail), "thread %d kc %d e %d", tid, kc, e);
+                }
+            }
+        }
+    }
+    report("sm_90a forward: P's register A operand holds S's accumulators of the same (row, key)", bad == 0, detail);
+
+    // (3) the kernel's row/key of accumulator 4 n8 + e: row_lo + mma_c_row, k0 + 8 n8 + mma_c_col;
+    // the softmax row of accumulator i is (i % 4) / 2; O's column 8 n8 + 2 (lane % 4) + (0, 1)
+    bad = 0;
+    detail[0] = 0;
+    for (int tid = 0; tid < 128; tid++) {
+        int warp = tid / 32, lane = tid % 32;
+        for (int i = 0; i < ATT90_BC / 2; i++) {
+            int n8 = i / 4, e = i % 4;
+            bool ok = 16 * warp + mma_c_row(lane, e) == wgmma_d_row(tid, i) && 8 * n8 + mma_c_col(lane, e) == wgmma_d_col(tid, i) &&
+                      (i % 4) / 2 == e / 2 && wgmma_d_row(tid, i) == 16 * warp + lane / 4 + 8 * ((i % 4) / 2);
+            if (i < ATT90_HS / 2) { ok = ok && wgmma_d_col(tid, i) == 8 * n8 + 2 * (lane % 4) + i % 2; }
+            if (!ok && bad++ == 0) { snprintf(detail, sizeof(detail), "thread %d accumulator %d", tid, i); }
+        }
+    }
+    report("sm_90a forward: the mask's and the softmax's (row, key) of each accumulator are wgmma's", bad == 0, detail);
+
+    // shared memory: 1 KB-aligned tiles, within the opt-in maximum (227 KB on sm_90) and two blocks per SM (228 KB)
+    bool fits = ATT90_TILE_BYTES % 1024 == 0 && ATT90_SMEM <= 227 * 1024 && 2 * (ATT90_SMEM + 1024) <= 228 * 1024;
+    snprintf(detail, sizeof(detail), "%zu bytes per block", (size_t)ATT90_SMEM);
+    report("sm_90a forward: shared memory aligned and fits two blocks per SM", fits, detail);
+}
+
 int main(void) {
+    test_sm90_layouts();
     test_online_softmax_theory();
     test_dscore_theory();
     test_single_token();

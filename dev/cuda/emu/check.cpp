@@ -1148,7 +1148,10 @@ void check_ptx_access(int linear, const void* p, size_t n, bool write, const voi
     if (!tl_active || c == nullptr || n == 0) { return; }
     int me = c->thread;
     c->thread = linear;
-    on_access((uintptr_t)p, n, (write ? A_WRITE : A_READ) | A_ALIGNED, pc);
+    // natural alignment applies to the 2..16-byte accesses (cp.async, ldmatrix rows); a TMA box row
+    // (any length, from any element of a 16-byte-aligned tensor) has none (branch fa3: the fp32
+    // rows of L and D, 256 bytes from a 64-byte boundary, were reported as misaligned)
+    on_access((uintptr_t)p, n, (write ? A_WRITE : A_READ) | (n <= 16 ? A_ALIGNED : 0), pc);
     c->thread = me;
 }
 

@@ -1,0 +1,665 @@
+/*
+Causal attention on Hopper (sm_90a), FlashAttention-3 style: the same math, inputs and outputs
+(out, lse; dqkv from the row terms D) as the mma.sync kernels of llmc/attention.cuh (read those
+first: this file assumes their online softmax, base-2 scores, two-pass deterministic backward and
+fragment layouts), with Hopper's three new pieces, through llmc/wgmma.cuh:
+
+  - TMA (cp.async.bulk.tensor): one thread asks the copy engine for a whole 2D box of qkv
+    (128 rows x 64 bf16 = 16 KB) with one instruction; the box lands in shared memory swizzled
+    (128B: 16-byte chunk c of row r stored at chunk c ^ (r % 8)), and its arrival is counted in
+    bytes on an mbarrier (complete_tx). No thread of the block moves a byte of Q, K or V.
+  - mbarriers: split arrive/wait barriers in shared memory with a phase bit. full[s] says "stage s
+    has landed" (1 arrival by the producer + 32 KB of transactions), empty[s] says "every
+    consumer thread is done reading stage s" (256 arrivals), so the producer refills it.
+  - wgmma (warpgroup MMA): the 4 warps of a warpgroup (128 threads) compute one 64 x N product
+    together, reading B (and here A of S = Q K^T) straight from shared memory through a matrix
+    descriptor: no ldmatrix, no register copies of K and V. The result lands in registers with
+    mma.sync's C layout per warp (warp w of the warpgroup owns rows 16w..16w+15), so the softmax
+    code of the mma.sync kernel applies unchanged, and P goes back as wgmma's register A operand
+    exactly as mma.sync's (mma.cuh: C fragments of two n8 tiles = one A fragment).
+
+Beside the FlashAttention-3 paper (J. Shah et al., 2024, arXiv:2407.08608):
+  - warp specialization (its section 3.1, Algorithm 1): warpgroup 0 is the producer (one thread
+    issues the TMA copies, the rest idle with few registers: setmaxnreg.dec), warpgroups 1 and 2
+    are consumers (setmaxnreg.inc) with 64 query rows each: 128 query rows per block (Br = 128).
+    The producer stays up to 2 key tiles ahead (a 2-stage circular buffer of K_j, V_j).
+  - what is NOT here yet: the paper's pingpong scheduling between the two consumer warpgroups and
+    its intra-warpgroup overlap of softmax with the next S = Q K^T (3.2), and FP8. Each consumer
+    here waits for its S before the softmax and for P V before the next tile: simpler, slower.
+  - the loop per key tile j (Algorithm 1, consumer side): wait full[j%2]; S = Q_i K_j^T
+    (wgmma, 4 k-steps of 16 dims, m64n128); mask (diagonal tile only), online softmax in
+    registers (attention.cuh's functions, base 2); O = diag(alpha) O + P V_j (wgmma with P from
+    registers, 8 k-steps of 16 keys, m64n64); arrive on empty[j%2].
+
+The backward (further down) keeps attention.cuh's two passes (dK/dV per key block, dQ per query
+block; FlashAttention-3 instead adds dQ with atomics), each with the same producer/consumer
+split; see the comment there.
+
+Tiles of the forward (hs 64 only; other head sizes keep the mma.sync kernels): Br = 128 query rows per block,
+Bc = 128 keys per stage. Shared memory: Q 16 KB + 2 stages x (K, V) 16 KB each = 80 KB, plus 5
+mbarriers, aligned up to 1 KB (the 128B swizzle repeats every 8 rows x 128 B = 1024 B and its
+XOR reads address bits 7-9, so every tile starts on a 1024-byte boundary). Two blocks per SM fit
+(228 KB). Registers: 384 threads; ptxas may give at most 168 each (65536 / 384), then the
+producer drops to 24 and the consumers rise to 240 (24 x 128 + 240 x 256 = 64512 <= 65536).
+A consumer holds S (64 fp32), O (32 fp32), P (32 bf16x2).
+
+Causality: the key tiles of a block are 0 .. q0/128 (the last one, k0 = q0, is the diagonal and
+the only one masked); on the diagonal, consumer warpgroup 0 (rows q0..q0+63) still multiplies all
+128 keys (half of them masked to -inf), as FlashAttention-3 does.
+
+Rows past T: the tensor map is 2D over qkv viewed as (B*T rows, 3C columns). A box that runs past
+a sequence's T reads the next sequence's rows (finite bf16 values: the causal mask covers them for
+every row < T, and rows >= T are not written); a box past the last row of qkv is zero-filled by
+the TMA unit (and still counts its full 16 KB on the mbarrier). So every staged value is finite,
+as the mma.sync kernels' zero fill promises.
+
+Determinism: every output element has one writer; the sums run in a fixed order (wgmma's internal
+order is fixed by the hardware; the emulator fixes its own). No atomics.
+
+The emulator runs this kernel (dev/cuda/emu: wgmma, mbarrier and TMA with the PTX ISA's semantics);
+there, as on a GPU, it is used only where attention_sm90_available() says so.
+*/
+#ifndef LLMC_ATTENTION_SM90_CUH
+#define LLMC_ATTENTION_SM90_CUH
+
+#include "wgmma.cuh"
+
+constexpr int ATT90_HS = 64;             // the only head size of this kernel (GPT-2, every size)
+constexpr int ATT90_BR = 128;            // query rows per block: 2 consumer warpgroups x 64
+constexpr int ATT90_BC = 128;            // keys per stage
+constexpr int ATT90_STAGES = 2;          // K, V stages in the circular buffer
+constexpr int ATT90_THREADS = 3 * 128;   // warpgroup 0 producer, 1 and 2 consumers
+constexpr int ATT90_CONSUMERS = 2 * 128; // consumer threads: empty[s]'s arrival count
+constexpr int ATT90_ROW_BYTES = ATT90_HS * 2;               // one staged row: 128 bytes = the swizzle's width
+constexpr int ATT90_TILE_BYTES = ATT90_BC * ATT90_ROW_BYTES; // one box: 16 KB (Q, K or V)
+static_assert(ATT90_BR == ATT90_BC, "the diagonal tile must be the last one a query block visits");
+static_assert(ATT90_ROW_BYTES == 128, "a row must be exactly one 128-byte swizzle span");
+
+// shared memory: [Q][K0][V0][K1][V1] tiles, then the mbarriers (8 bytes each); +1 KB to align
+// the dynamic shared memory's start up to 1024 bytes
+constexpr int ATT90_BAR_OFFSET = (1 + 2 * ATT90_STAGES) * ATT90_TILE_BYTES;
+constexpr size_t ATT90_SMEM = ATT90_BAR_OFFSET + 8 * (1 + 2 * ATT90_STAGES) + 1024;
+
+// The shared-memory descriptors (PTX ISA, "Matrix Descriptor Format"; wgmma_desc in wgmma.cuh),
+// for a tile of rows of 128 bytes written by TMA with the 128B swizzle:
+//  - K-major (Q as A, K as B: the 16 dims a k-step takes are contiguous within a row): the
+//    canonical layout is 8 rows x 128 bytes per 1024-byte atom; SBO = 1024, the step from 8 rows
+//    to the next 8 (M or N); LBO is unused (a k-step never leaves the 128-byte row) and set to
+//    16 by convention. k-step ks starts 32 ks bytes into the row: the hardware applies the XOR
+//    to the address it forms, so the start address moves by the unswizzled offset.
+//  - MN-major (V as B, transposed: V's rows are the keys = k, its 64 contiguous dims = n): one
+//    atom spans the whole n = 64 (LBO, the step between 64-wide atoms in n, is unused and set to
+//    the tile size); SBO = 1024, the step from keys 0-7 to keys 8-15; k-step kc (16 keys) starts
+//    16 x 128 = 2048 kc bytes into the tile.
+__host__ __device__ constexpr uint32_t att90_kmajor_offset(int row0, int ks) { return row0 * ATT90_ROW_BYTES + 32 * ks; }
+__host__ __device__ constexpr uint32_t att90_vtile_offset(int kc) { return 16 * kc * ATT90_ROW_BYTES; }
+constexpr uint32_t ATT90_SBO = 8 * ATT90_ROW_BYTES; // 1024
+constexpr int ATT90_SWIZZLE_128B = 1;                // the descriptor's encoding (wgmma.cuh)
+
+// Where TMA's 128B swizzle puts element (r, c) of a box of 128-byte rows (bytes from the tile's
+// 1024-aligned start): chunk c / 8 of row r goes to chunk (c / 8) ^ (r % 8). (CUDA driver API,
+// CU_TENSOR_MAP_SWIZZLE_128B; the same XOR the descriptor's swizzle mode 1 undoes.)
+__host__ __device__ constexpr uint32_t att90_swizzled_offset(int r, int c) {
+    return r * ATT90_ROW_BYTES + (((c / 8) ^ (r % 8)) * 16) + (c % 8) * 2;
+}
+
+#if defined(ENABLE_BF16)
+
+// the attention.cuh A fragment of k-step kc from m64nN accumulators (per warp, n8 tile j at
+// acc[4j..4j+3], mma.sync's C layout): tiles 2kc and 2kc+1, rounded to bf16
+__device__ inline void att90_c_to_a(uint32_t (&a)[4], const float* acc, int kc) {
+    const float* lo = acc + 8 * kc;
+    const float* hi = lo + 4;
+    a[0] = pack_bf16x2(lo[0], lo[1]);
+    a[1] = pack_bf16x2(lo[2], lo[3]);
+    a[2] = pack_bf16x2(hi[0], hi[1]);
+    a[3] = pack_bf16x2(hi[2], hi[3]);
+}
+
+// out (B,T,C), lse (B,NH,T) from qkv (B,T,3C) through qkv_map (2D tensor map over qkv as B*T rows
+// of 3C bf16, box 128 rows x 64 columns, 128B swizzle). Block (query tile, h, b), heaviest first.
+__global__ void __launch_bounds__(ATT90_THREADS, 1)
+attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, floatX* out, float* lse, int T, int C,
+                              int NH, float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint4 att_smem[];
+    uint32_t base = (smem_addr(att_smem) + 1023) & ~1023u; // the 128B swizzle's 1024-byte alignment
+    auto tile = [&](int i) { return base + i * ATT90_TILE_BYTES; }; // 0: Q; 1 + 2s: K_s; 2 + 2s: V_s
+    uint32_t bar_q = base + ATT90_BAR_OFFSET;
+    auto bar_full = [&](int s) { return bar_q + 8 * (1 + s); };
+    auto bar_empty = [&](int s) { return bar_q + 8 * (1 + ATT90_STAGES + s); };
+    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT90_BR; // heaviest first
+    int n_tiles = q0 / ATT90_BC + 1; // keys 0 .. q0 + 127: the last tile (k0 = q0) is the diagonal
+    int row0 = b * T;                // this sequence's first row in the tensor map
+    int warpgroup = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        mbar_init(bar_q, 1);
+        for (int s = 0; s < ATT90_STAGES; s++) {
+            mbar_init(bar_full(s), 1);
+            mbar_init(bar_empty(s), ATT90_CONSUMERS);
+        }
+        fence_mbarrier_init(); // the inits, visible to the other threads and to the TMA unit
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) {
+        // the producer: one thread issues every copy; the others only give back registers
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            mbar_arrive_expect_tx(bar_q, ATT90_TILE_BYTES);
+            tma_load_2d(tile(0), &qkv_map, h * ATT90_HS, row0 + q0, bar_q);
+            for (int j = 0; j < n_tiles; j++) {
+                int s = j % ATT90_STAGES;
+                // the stage's previous tile (j - STAGES) must be released by every consumer
+                if (j >= ATT90_STAGES) { mbar_wait(bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
+                mbar_arrive_expect_tx(bar_full(s), 2 * ATT90_TILE_BYTES);
+                tma_load_2d(tile(1 + 2 * s), &qkv_map, C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
+                tma_load_2d(tile(2 + 2 * s), &qkv_map, 2 * C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
+            }
+        }
+        return;
+    }
+
+    // a consumer warpgroup: 64 query rows; warp w of it owns 16 (mma.sync's C layout per warp)
+    setmaxnreg_inc<240>();
+    int cw = warpgroup - 1;                       // 0 or 1
+    int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    int wg_lo = q0 + 64 * cw;                     // the warpgroup's first query
+    int row_lo = wg_lo + 16 * warp;               // the warp's first query
+    uint32_t q_tile = tile(0) + att90_kmajor_offset(64 * cw, 0);
+
+    float o[ATT90_HS / 2]; // O: m64n64, 32 accumulators per thread (n8 tile j at o[4j..4j+3])
+    #pragma unroll
+    for (int i = 0; i < ATT90_HS / 2; i++) { o[i] = 0.0f; }
+    OnlineSoftmax st[2] = {online_softmax_init(), online_softmax_init()};
+
+    mbar_wait(bar_q, 0);
+    for (int j = 0; j < n_tiles; j++) {
+        int s = j % ATT90_STAGES, k0 = j * ATT90_BC;
+        mbar_wait(bar_full(s), (j / ATT90_STAGES) & 1);
+        { // (with Br = Bc every tile has a key <= some row of every warpgroup: none is skipped)
+            // S = Q_i K_j^T: 64 x 128, 4 k-steps of 16 dims, both operands from shared memory
+            float sacc[ATT90_BC / 2];
+            #pragma unroll
+            for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = 0.0f; }
+            wgmma_fence_operand(sacc);
+            wgmma_fence();
+            #pragma unroll
+            for (int ks = 0; ks < ATT90_HS / 16; ks++) {
+                uint64_t da = wgmma_desc(q_tile + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B);
+                uint64_t db = wgmma_desc(tile(1 + 2 * s) + att90_kmajor_offset(0, ks), 16, ATT90_SBO, ATT90_SWIZZLE_128B);
+                wgmma_ss<ATT90_BC, 0, 0>(sacc, da, db, 1);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(sacc); // nvcc must not move the reads below above the wait
+            // mask (the diagonal tile only) and scale into base-2 units, as attention.cuh
+            bool diagonal = k0 + ATT90_BC - 1 > row_lo;
+            float tile_max[2] = {-INFINITY, -INFINITY};
+            #pragma unroll
+            for (int n8 = 0; n8 < ATT90_BC / 8; n8++) {
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int key = k0 + 8 * n8 + mma_c_col(lane, e), row = row_lo + mma_c_row(lane, e);
+                    float x = sacc[4 * n8 + e];
+                    x = diagonal && key > row ? -INFINITY : x * scale_log2;
+                    sacc[4 * n8 + e] = x;
+                    tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+                }
+            }
+            float alpha[2];
+            #pragma unroll
+            for (int half = 0; half < 2; half++) {
+                alpha[half] = online_softmax_rescale_log2(&st[half], att_tc_quad_max(tile_max[half]));
+            }
+            #pragma unroll
+            for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = online_softmax_weight_log2(&st[(i % 4) / 2], sacc[i]); }
+            #pragma unroll
+            for (int i = 0; i < ATT90_HS / 2; i++) { o[i] *= alpha[(i % 4) / 2]; }
+            // O += P V_j: 8 k-steps of 16 keys, P from registers (bf16), V transposed from shared
+            uint32_t pf[ATT90_BC / 16][4];
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BC / 16; kc++) { att90_c_to_a(pf[kc], sacc, kc); }
+            wgmma_fence_operand(o);
+            wgmma_fence(); // o and pf were written by ordinary instructions
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BC / 16; kc++) {
+                uint64_t db = wgmma_desc(tile(2 + 2 * s) + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO,
+                                         ATT90_SWIZZLE_128B);
+                wgmma_rs<ATT90_HS, 1>(o, pf[kc], db, 1);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(o);
+        }
+        mbar_arrive(bar_empty(s)); // this thread is done reading stage s
+    }
+
+    // O_i = diag(l)^-1 O and L_i = m + log(l), written for rows < T
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        st[half].l = att_tc_quad_sum(st[half].l); // key q0 <= row is visible to every row: l >= 1
+        int r = row_lo + lane / 4 + 8 * half;
+        if (r >= T) { continue; }
+        float inv_l = 1.0f / st[half].l;
+        floatX* orow = out + ((size_t)b * T + r) * C + h * ATT90_HS;
+        #pragma unroll
+        for (int n8 = 0; n8 < ATT90_HS / 8; n8++) {
+            *(__nv_bfloat162*)(orow + 8 * n8 + 2 * (lane % 4)) =
+                __floats2bfloat162_rn(o[4 * n8 + 2 * half] * inv_l, o[4 * n8 + 2 * half + 1] * inv_l);
+        }
+        if (lane % 4 == 0) { lse[((size_t)b * NH + h) * T + r] = online_softmax_lse_log2(st[half]); }
+    }
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// ----------------------------------------------------------------------------
+// the backward: the two passes of attention.cuh (dK/dV per key block, dQ per query block: one
+// writer per element, no atomics), each as producer + 2 consumer warpgroups of 64 rows. The
+// block's own 128 rows (K_j, V_j; or Q_i, dO_i) are loaded once; the other side streams through
+// 2 stages of 64 rows (ATT90_BWD_STAGE). Every product is one of the forward's two shapes:
+// "64 rows x the other side's rows over the 64 dims" (wgmma_ss, both K-major) and "64 rows x
+// (16 of the other side's rows) x their 64 dims" (wgmma_rs with the weights in registers, the
+// other side MN-major), so the descriptors are the forward's.
+
+constexpr int ATT90_BWD_STAGE = 64;                                       // rows of the other side per stage
+constexpr int ATT90_BWD_BOX_BYTES = ATT90_BWD_STAGE * ATT90_ROW_BYTES;    // 8 KB
+// [own A (128 rows)][own B (128 rows)][stage 0: X, Y (64 rows)][stage 1: X, Y], then per stage the
+// 64 rows' L and D (fp32; the dK/dV kernel's, by TMA too), then 5 mbarriers
+constexpr int ATT90_BWD_STAGE_OFFSET = 2 * ATT90_TILE_BYTES;
+constexpr int ATT90_BWD_ROWS_OFFSET = ATT90_BWD_STAGE_OFFSET + 2 * ATT90_STAGES * ATT90_BWD_BOX_BYTES;
+constexpr int ATT90_BWD_BAR_OFFSET = ATT90_BWD_ROWS_OFFSET + ATT90_STAGES * 2 * ATT90_BWD_STAGE * 4;
+constexpr size_t ATT90_BWD_SMEM = ATT90_BWD_BAR_OFFSET + 8 * (1 + 2 * ATT90_STAGES) + 1024;
+static_assert(ATT90_BWD_BOX_BYTES % 1024 == 0, "stage tiles must stay 1024-byte aligned");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the helpers call wgmma.cuh's sm_90a-only functions
+// The shared state of both backward kernels: the tiles, the barriers, and the producer's loop.
+// own: 128 rows of two tensors (two boxes of 64 rows each) on bar_own; then n_tiles stages of 64
+// rows of two other tensors, stage j at rows x0 + 64 j.
+struct Att90Bwd {
+    uint32_t base;
+    __device__ uint32_t own(int which) const { return base + which * ATT90_TILE_BYTES; } // 0: A, 1: B
+    __device__ uint32_t stage(int s, int which) const {
+        return base + ATT90_BWD_STAGE_OFFSET + (2 * s + which) * ATT90_BWD_BOX_BYTES;
+    }
+    // stage s's L (which 0) or D (which 1) of its 64 rows: the shared address, a generic pointer
+    __device__ uint32_t rows_addr(int s, int which) const {
+        return base + ATT90_BWD_ROWS_OFFSET + (2 * s + which) * ATT90_BWD_STAGE * 4;
+    }
+    __device__ const float* rows(const float* smem_rows, int s, int which) const {
+        return smem_rows + (2 * s + which) * ATT90_BWD_STAGE;
+    }
+    __device__ uint32_t bar_own() const { return base + ATT90_BWD_BAR_OFFSET; }
+    __device__ uint32_t bar_full(int s) const { return bar_own() + 8 * (1 + s); }
+    __device__ uint32_t bar_empty(int s) const { return bar_own() + 8 * (1 + ATT90_STAGES + s); }
+};
+
+__device__ inline Att90Bwd att90_bwd_setup(uint4* smem) {
+    Att90Bwd t;
+    t.base = (smem_addr(smem) + 1023) & ~1023u;
+    if (threadIdx.x == 0) {
+        mbar_init(t.bar_own(), 1);
+        for (int s = 0; s < ATT90_STAGES; s++) {
+            mbar_init(t.bar_full(s), 1);
+            mbar_init(t.bar_empty(s), ATT90_CONSUMERS);
+        }
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    return t;
+}
+
+// the producer thread: own rows [r0, r0 + 128) of (map_a at column xa, map_b at xb); then stages
+// j = 0 .. n_tiles-1 of rows [y0 + 64 j, + 64) of (map_x at column xx, map_y at xy). Rows are the
+// maps' (B*T-row) coordinates. map_lse, map_D (or NULL): also each stage's 64 values of L and D,
+// row bh of those (B*NH, T) fp32 maps from column c0 + 64 j.
+__device__ inline void att90_bwd_produce(const Att90Bwd& t, const CUtensorMap* map_a, int xa, const CUtensorMap* map_b,
+                                         int xb, int r0, const CUtensorMap* map_x, int xx, const CUtensorMap* map_y,
+                                         int xy, int y0, int n_tiles, const CUtensorMap* map_lse = NULL,
+                                         const CUtensorMap* map_D = NULL, int bh = 0, int c0 = 0) {
+    mbar_arrive_expect_tx(t.bar_own(), 2 * ATT90_TILE_BYTES);
+    for (int half = 0; half < 2; half++) {
+        uint32_t off = half * ATT90_BWD_BOX_BYTES;
+        tma_load_2d(t.own(0) + off, map_a, xa, r0 + half * ATT90_BWD_STAGE, t.bar_own());
+        tma_load_2d(t.own(1) + off, map_b, xb, r0 + half * ATT90_BWD_STAGE, t.bar_own());
+    }
+    for (int j = 0; j < n_tiles; j++) {
+        int s = j % ATT90_STAGES;
+        if (j >= ATT90_STAGES) { mbar_wait(t.bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
+        mbar_arrive_expect_tx(t.bar_full(s), 2 * ATT90_BWD_BOX_BYTES + (map_lse ? 2 * ATT90_BWD_STAGE * 4 : 0));
+        tma_load_2d(t.stage(s, 0), map_x, xx, y0 + j * ATT90_BWD_STAGE, t.bar_full(s));
+        tma_load_2d(t.stage(s, 1), map_y, xy, y0 + j * ATT90_BWD_STAGE, t.bar_full(s));
+        if (map_lse) {
+            tma_load_2d(t.rows_addr(s, 0), map_lse, c0 + j * ATT90_BWD_STAGE, bh, t.bar_full(s));
+            tma_load_2d(t.rows_addr(s, 1), map_D, c0 + j * ATT90_BWD_STAGE, bh, t.bar_full(s));
+        }
+    }
+}
+
+// acc (64 x 64 per warpgroup) = rows row0.. of own tile `a` times the 64 rows of tile `b`, over the
+// 64 dims (both K-major): S = Q K^T and its kin
+// (the first k-step overwrites acc: scale_d = 0, so acc is not zeroed first; zeroing it between
+// two such products made ptxas wait for the first one: warning C7517). The caller has executed
+// wgmma_fence().
+__device__ inline void att90_rows_x_rows(float (&acc)[ATT90_BWD_STAGE / 2], uint32_t a, uint32_t b) {
+    #pragma unroll
+    for (int ks = 0; ks < ATT90_HS / 16; ks++) {
+        wgmma_ss<ATT90_BWD_STAGE, 0, 0>(acc, wgmma_desc(a + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B),
+                                        wgmma_desc(b + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B), ks > 0);
+    }
+}
+
+// acc (64 x 64 dims) += w (64 x 64 rows of tile b, in registers as 4 A fragments) times tile b's
+// rows (MN-major: V in the forward's P V)
+__device__ inline void att90_weights_x_rows(float (&acc)[ATT90_HS / 2], const uint32_t (&w)[ATT90_BWD_STAGE / 16][4],
+                                            uint32_t b) {
+    #pragma unroll
+    for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) {
+        wgmma_rs<ATT90_HS, 1>(acc, w[kc], wgmma_desc(b + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B), 1);
+    }
+}
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+
+// dqkv's k and v parts: a block owns 128 keys (2 consumer warpgroups x 64), streams the query
+// tiles of 64 from its first key on (Q_i, dO_i, and L_i, D_i, all by TMA) and writes dK_j, dV_j
+// once. As attention_backward_dkdv_kernel, in S^T form: the keys are the rows. (L and D come by
+// TMA, not by plain loads: the consumers' 16 queries' worth per tile, loaded by each thread,
+// spilled registers; plain stores by producer threads, ordered by their mbarrier arrivals, are
+// correct PTX but outside what the emulator's racecheck orders.)
+__global__ void __launch_bounds__(ATT90_THREADS, 1)
+attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
+                                    const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap D_map,
+                                    floatX* dqkv, int T, int C, int NH, float scale, float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint4 att_smem[];
+    Att90Bwd t = att90_bwd_setup(att_smem);
+    float* smem_rows = (float*)((char*)att_smem + (t.base - smem_addr(att_smem)) + ATT90_BWD_ROWS_OFFSET);
+    int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * ATT90_BR;
+    int n_tiles = (T - k0 + ATT90_BWD_STAGE - 1) / ATT90_BWD_STAGE; // queries k0 .. T-1
+    int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            att90_bwd_produce(t, &qkv_map, C + h * ATT90_HS, &qkv_map, 2 * C + h * ATT90_HS, b * T + k0,
+                              &qkv_map, h * ATT90_HS, &dout_map, h * ATT90_HS, b * T + k0, n_tiles,
+                              &lse_map, &D_map, b * NH + h, k0);
+        }
+        return;
+    }
+    setmaxnreg_inc<240>();
+    int cw = warpgroup - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    int wg_lo = k0 + 64 * cw, key_lo = wg_lo + 16 * warp; // the warpgroup's and the warp's first key
+    uint32_t k_own = t.own(0) + att90_kmajor_offset(64 * cw, 0), v_own = t.own(1) + att90_kmajor_offset(64 * cw, 0);
+
+    float dk[ATT90_HS / 2], dv[ATT90_HS / 2];
+    #pragma unroll
+    for (int i = 0; i < ATT90_HS / 2; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
+    mbar_wait(t.bar_own(), 0);
+    for (int j = 0; j < n_tiles; j++) {
+        int s = j % ATT90_STAGES, q0 = k0 + j * ATT90_BWD_STAGE;
+        mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
+        // no branch around the products (a branch, even warpgroup-uniform, makes ptxas serialize
+        // the wgmmas, warning C7518): warpgroup 1's first tile (every query before every key) is
+        // computed and masked to 0 whole
+        {
+            // S^T = K_j Q_i^T, dP^T = V_j dO_i^T (64 keys x 64 queries each)
+            float sT[ATT90_BWD_STAGE / 2], dpT[ATT90_BWD_STAGE / 2];
+            wgmma_fence();
+            att90_rows_x_rows(sT, k_own, t.stage(s, 0));
+            att90_rows_x_rows(dpT, v_own, t.stage(s, 1));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(sT);
+            wgmma_fence_operand(dpT);
+            // P^T = exp2(S^T scale log2(e) - L log2(e)), 0 where the query precedes the key or is
+            // past T; dS^T = P^T o (dP^T - D)
+            // (16 queries at a time, each packed at once into the A fragments of dV's and dK's
+            // products, so that S^T and dP^T die as P and dS are born: fewer live registers)
+            bool mask = q0 < key_lo + 15 || q0 + ATT90_BWD_STAGE > T;
+            uint32_t pA[ATT90_BWD_STAGE / 16][4], dsA[ATT90_BWD_STAGE / 16][4];
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) {
+                #pragma unroll
+                for (int i = 8 * kc; i < 8 * kc + 8; i++) {
+                    int ql = 8 * (i / 4) + mma_c_col(lane, i % 4), q = q0 + ql, key = key_lo + mma_c_row(lane, i % 4);
+                    // (L past T: zeros from TMA's out-of-range fill; those queries are masked)
+                    float p = attention_prob_log2(sT[i] * scale_log2, t.rows(smem_rows, s, 0)[ql] * 1.4426950408889634f);
+                    p = mask && (q < key || q >= T) ? 0.0f : p;
+                    dpT[i] = attention_dscore(p, dpT[i], t.rows(smem_rows, s, 1)[ql]);
+                    sT[i] = p;
+                }
+                // dV_j += P^T dO_i, dK_j += dS^T Q_i (scale at the end): their A operands
+                att90_c_to_a(pA[kc], sT, kc);
+                att90_c_to_a(dsA[kc], dpT, kc);
+            }
+            wgmma_fence_operand(dv);
+            wgmma_fence_operand(dk);
+            wgmma_fence();
+            att90_weights_x_rows(dv, pA, t.stage(s, 1));
+            att90_weights_x_rows(dk, dsA, t.stage(s, 0));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(dv);
+            wgmma_fence_operand(dk);
+        }
+        mbar_arrive(t.bar_empty(s));
+    }
+    floatX* dqkv_b = dqkv + (size_t)b * T * 3 * C + h * ATT90_HS;
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int r = key_lo + lane / 4 + 8 * half;
+        if (r >= T) { continue; }
+        floatX* krow = dqkv_b + (size_t)r * 3 * C + C;
+        #pragma unroll
+        for (int n8 = 0; n8 < ATT90_HS / 8; n8++) {
+            int c = 8 * n8 + 2 * (lane % 4), e = 4 * n8 + 2 * half;
+            *(__nv_bfloat162*)(krow + c) = __floats2bfloat162_rn(dk[e] * scale, dk[e + 1] * scale);
+            *(__nv_bfloat162*)(krow + C + c) = __floats2bfloat162_rn(dv[e], dv[e + 1]);
+        }
+    }
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// dqkv's q part: a block owns 128 queries (2 consumer warpgroups x 64), streams the key tiles of
+// 64 up to its last query (K_j, V_j by TMA) and writes dQ_i once. As attention_backward_dq_kernel.
+__global__ void __launch_bounds__(ATT90_THREADS, 1)
+attention_backward_dq_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
+                                  floatX* dqkv, const float* lse, const float* D, int T, int C, int NH, float scale,
+                                  float scale_log2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ uint4 att_smem[];
+    Att90Bwd t = att90_bwd_setup(att_smem);
+    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT90_BR; // heaviest first
+    int n_tiles = (min(q0 + ATT90_BR, T) + ATT90_BWD_STAGE - 1) / ATT90_BWD_STAGE; // keys 0 .. min(q0+127, T-1)
+    int warpgroup = threadIdx.x / 128;
+    if (warpgroup == 0) {
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            att90_bwd_produce(t, &qkv_map, h * ATT90_HS, &dout_map, h * ATT90_HS, b * T + q0,
+                              &qkv_map, C + h * ATT90_HS, &qkv_map, 2 * C + h * ATT90_HS, b * T, n_tiles);
+        }
+        return;
+    }
+    setmaxnreg_inc<240>();
+    int cw = warpgroup - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    int wg_lo = q0 + 64 * cw, row_lo = wg_lo + 16 * warp;
+    const float LOG2E = 1.4426950408889634f;
+    uint32_t q_own = t.own(0) + att90_kmajor_offset(64 * cw, 0), do_own = t.own(1) + att90_kmajor_offset(64 * cw, 0);
+    // L_i log2(e) and D_i of this thread's two rows (0 past T: those rows are not written)
+    float lse2[2], D_row[2];
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int r = row_lo + lane / 4 + 8 * half;
+        size_t i = ((size_t)b * NH + h) * T + r;
+        lse2[half] = r < T ? lse[i] * LOG2E : 0.0f;
+        D_row[half] = r < T ? D[i] : 0.0f;
+    }
+    float dq[ATT90_HS / 2];
+    #pragma unroll
+    for (int i = 0; i < ATT90_HS / 2; i++) { dq[i] = 0.0f; }
+    mbar_wait(t.bar_own(), 0);
+    for (int j = 0; j < n_tiles; j++) {
+        int s = j % ATT90_STAGES, kt = j * ATT90_BWD_STAGE;
+        mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
+        // no branch around the products (as in the dK/dV kernel): warpgroup 0's last tile (every
+        // key after every query) is computed and masked to 0 whole
+        {
+            // S = Q_i K_j^T, dP = dO_i V_j^T (64 queries x 64 keys each)
+            float sc[ATT90_BWD_STAGE / 2], dp[ATT90_BWD_STAGE / 2];
+            wgmma_fence();
+            att90_rows_x_rows(sc, q_own, t.stage(s, 0));
+            att90_rows_x_rows(dp, do_own, t.stage(s, 1));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(sc);
+            wgmma_fence_operand(dp);
+            bool mask = kt + ATT90_BWD_STAGE - 1 > row_lo; // some key after some row of the warp
+            #pragma unroll
+            for (int i = 0; i < ATT90_BWD_STAGE / 2; i++) {
+                int key = kt + 8 * (i / 4) + mma_c_col(lane, i % 4), row = row_lo + mma_c_row(lane, i % 4);
+                int half = (i % 4) / 2;
+                float p = attention_prob_log2(sc[i] * scale_log2, lse2[half]);
+                p = mask && key > row ? 0.0f : p;
+                dp[i] = attention_dscore(p, dp[i], D_row[half]);
+            }
+            // dQ_i += dS K_j (scale at the end)
+            uint32_t dsA[ATT90_BWD_STAGE / 16][4];
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) { att90_c_to_a(dsA[kc], dp, kc); }
+            wgmma_fence_operand(dq);
+            wgmma_fence();
+            att90_weights_x_rows(dq, dsA, t.stage(s, 0));
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_operand(dq);
+        }
+        mbar_arrive(t.bar_empty(s));
+    }
+    floatX* dqkv_b = dqkv + (size_t)b * T * 3 * C + h * ATT90_HS;
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        int r = row_lo + lane / 4 + 8 * half;
+        if (r >= T) { continue; }
+        #pragma unroll
+        for (int n8 = 0; n8 < ATT90_HS / 8; n8++) {
+            int c = 8 * n8 + 2 * (lane % 4), e = 4 * n8 + 2 * half;
+            *(__nv_bfloat162*)(dqkv_b + (size_t)r * 3 * C + c) = __floats2bfloat162_rn(dq[e] * scale, dq[e + 1] * scale);
+        }
+    }
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// 1 where this binary holds the sm_90a code of the kernels above (probed once on the device)
+__global__ void attention_sm90_probe_kernel(int* has) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    *has = 1;
+#else
+    *has = 0;
+#endif
+}
+
+// Whether attention_forward takes the sm_90a kernel: -1 (the default) = where it can (the device
+// is compute capability 9.0 and the binary holds sm_90a code), 0 = never (the mma.sync kernels;
+// dev/cuda/test_kernels.cu tests both paths).
+static int attention_sm90_mode = -1;
+
+static bool attention_sm90_available() {
+    static int cached = -1;
+    if (cached < 0) {
+        int dev, major, minor;
+        cudaCheck(cudaGetDevice(&dev));
+        cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+        cached = 0;
+        if (major == 9 && minor == 0) {
+            int* d_has;
+            int has = 0;
+            cudaCheck(cudaMalloc(&d_has, sizeof(int)));
+            attention_sm90_probe_kernel<<<1, 1>>>(d_has);
+            cudaCheckLaunch();
+            cudaCheck(cudaMemcpy(&has, d_has, sizeof(int), cudaMemcpyDeviceToHost));
+            cudaCheck(cudaFree(d_has));
+            cached = has;
+        }
+    }
+    return cached == 1;
+}
+
+static bool attention_sm90_use(int hs) { return hs == ATT90_HS && attention_sm90_mode != 0 && attention_sm90_available(); }
+// the backward also needs T % 4 == 0: its (B*NH, T) fp32 maps of L and D need rows 16-byte apart
+static bool attention_sm90_use_backward(int hs, int T) { return attention_sm90_use(hs) && T % 4 == 0; }
+
+// a 2D fp32 tensor map, rows x cols, rows row_stride bytes apart (a multiple of 16), box 1 row x
+// box_cols, no swizzle (out-of-range elements: zeros); the driver's cuTensorMapEncodeTiled as
+// wgmma.cuh's tma_map_2d_bf16 reaches it. 0 on success, else one line on stderr and -1.
+static int attention_tma_map_f32(CUtensorMap* map, const float* gptr, uint64_t rows, uint64_t cols, uint64_t row_stride,
+                                 uint32_t box_cols) {
+    typedef CUresult (*encode_fn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    static encode_fn encode = NULL;
+    if (encode == NULL) {
+        void* fn = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess || fn == NULL) {
+            fprintf(stderr, "attention_tma_map_f32: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later needed)\n");
+            return -1;
+        }
+        encode = (encode_fn)fn;
+    }
+    cuuint64_t dims[2] = {cols, rows}, strides[1] = {row_stride};
+    cuuint32_t box[2] = {box_cols, 1}, estrides[2] = {1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void*)gptr, dims, strides, box, estrides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "attention_tma_map_f32: cuTensorMapEncodeTiled failed (%d) for %llu x %llu, stride %llu\n", (int)r,
+                (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)row_stride);
+        return -1;
+    }
+    return 0;
+}
+
+static void attention_forward_sm90(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
+                                   cudaStream_t stream) {
+    CUtensorMap map;
+    if (tma_map_2d_bf16(&map, qkv, (uint64_t)B * T, 3 * (uint64_t)C, 3 * (uint64_t)C * sizeof(floatX), ATT90_BC,
+                        ATT90_HS) != 0) {
+        fail("attention_forward: no tensor map for qkv (B=%d T=%d C=%d)", B, T, C);
+    }
+    dim3 grid(ceil_div(T, ATT90_BR), NH, B);
+    float scale_log2 = 1.0f / sqrtf((float)ATT90_HS) * 1.4426950408889634f; // as attention_forward_launch
+    attention_allow_smem(attention_forward_sm90_kernel, ATT90_SMEM);
+    attention_forward_sm90_kernel<<<grid, ATT90_THREADS, ATT90_SMEM, stream>>>(map, out, lse, T, C, NH, scale_log2);
+    cudaCheckLaunch();
+}
+
+// dqkv from dout, qkv, lse and the row terms D (attention_backward's rowdot kernel has run): the
+// dK/dV pass, then the dQ pass, as attention_backward_launch
+static void attention_backward_sm90(floatX* dqkv, const float* D, const floatX* dout, const floatX* qkv,
+                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+    CUtensorMap qkv_map, dout_map, lse_map, D_map;
+    if (tma_map_2d_bf16(&qkv_map, qkv, (uint64_t)B * T, 3 * (uint64_t)C, 3 * (uint64_t)C * sizeof(floatX),
+                        ATT90_BWD_STAGE, ATT90_HS) != 0 ||
+        tma_map_2d_bf16(&dout_map, dout, (uint64_t)B * T, (uint64_t)C, (uint64_t)C * sizeof(floatX), ATT90_BWD_STAGE,
+                        ATT90_HS) != 0 ||
+        attention_tma_map_f32(&lse_map, lse, (uint64_t)B * NH, (uint64_t)T, (uint64_t)T * sizeof(float), ATT90_BWD_STAGE) != 0 ||
+        attention_tma_map_f32(&D_map, D, (uint64_t)B * NH, (uint64_t)T, (uint64_t)T * sizeof(float), ATT90_BWD_STAGE) != 0) {
+        fail("attention_backward: no tensor maps for qkv, dout, lse and D (B=%d T=%d C=%d NH=%d)", B, T, C, NH);
+    }
+    dim3 grid(ceil_div(T, ATT90_BR), NH, B);
+    float scale = 1.0f / sqrtf((float)ATT90_HS), scale_log2 = scale * 1.4426950408889634f;
+    attention_allow_smem(attention_backward_dkdv_sm90_kernel, ATT90_BWD_SMEM);
+    attention_backward_dkdv_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(
+        qkv_map, dout_map, lse_map, D_map, dqkv, T, C, NH, scale, scale_log2);
+    cudaCheckLaunch();
+    attention_allow_smem(attention_backward_dq_sm90_kernel, ATT90_BWD_SMEM);
+    attention_backward_dq_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(
+        qkv_map, dout_map, dqkv, lse, D, T, C, NH, scale, scale_log2);
+    cudaCheckLaunch();
+}
+#endif // ENABLE_BF16
+
+#endif // LLMC_ATTENTION_SM90_CUH

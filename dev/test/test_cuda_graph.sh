@@ -3,8 +3,9 @@
 # kernels captured once as a CUDA graph and replayed, on the CPU emulator (dev/cuda/emu: stream
 # capture with CUDA's rules, dev/cuda/emu/tests/graph_test.sh), tiny model, B=2 x T=32:
 #  A. the graph step = the plain step: 3 steps of 2 micro-steps each (-d 128), with a val loss
-#     every step (the plain forward between replays), bf16 and fp32: the same losses, norms, val
-#     losses and final model bytes; one capture, replayed 5 times; the same kernels run per step
+#     every step (the plain forward between replays), bf16 and fp32 (the fp32 graph run under the
+#     stream-order check and the random schedule): the same losses, norms, val losses and final
+#     model bytes; one capture, replayed 5 times; the same kernels run per step
 #     (the emulator's trace: a graph replays the captured launches, it adds none and drops none).
 #  B. what -cg refuses, one line each and a non-zero exit: -cg 2, -cg 1 with -z 1, -z auto and -zt,
 #     with 2 ranks (-pn 2), and the CPU trainer's -cg 1.
@@ -23,6 +24,7 @@ source dev/test/lib.sh
 source dev/test/zero_lib.sh # losses, norms
 export NCCL_ALGO=Ring NCCL_PROTO=Simple EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1 OMP_NUM_THREADS=1
 BF16=./train_gpt2cu_emu FP32=./train_gpt2fp32cu_emu
+RUN_ENV=()
 for b in $BF16 $FP32; do [ -x $b ] || { echo "$b missing (make emu)"; echo "cuda_graph: 0 passed, 1 failed"; exit 1; }; done
 
 # mutant NAME PYTHON: train_gpt2.cu edited by a python snippet on `s` (which must change it), built for the emulator (fp32)
@@ -49,10 +51,11 @@ s = s.replace("    backward_encoder(model, reduce);\n}\n\n// One optimizer step"
 s = s.replace("    backward_blocks(model, 0);\n    cudaCheck(cudaStreamEndCapture", "    wait_for_gpu(model, \"the forward\");\n    backward_blocks(model, 0);\n    cudaCheck(cudaStreamEndCapture")' ) &
 fi
 
-# one NAME BIN ARGS...: one rank, traced, into $tmp/NAME.txt (stdout and the trace interleaved), model into $tmp/NAME/
+# one NAME BIN ARGS...: one rank, traced, into $tmp/NAME.txt (stdout and the trace interleaved), model into $tmp/NAME/;
+# RUN_ENV: more environment for it
 one() {
     local name=$1 bin=$2; shift 2
-    EMU_TRACE=1 timeout 300 "$bin" -e "$MODEL" "${DATA[@]}" -s 0 -b 2 -t 32 -o "$tmp/$name" "$@" > "$tmp/$name.txt" 2>&1 ||
+    env ${RUN_ENV[@]+"${RUN_ENV[@]}"} EMU_TRACE=1 timeout 300 "$bin" -e "$MODEL" "${DATA[@]}" -s 0 -b 2 -t 32 -o "$tmp/$name" "$@" > "$tmp/$name.txt" 2>&1 ||
         { echo "     run $name exited $?"; grep -v "^cuda-emu trace" "$tmp/$name.txt" | tail -n 3; return 1; }
 }
 vals() { grep -o '^val loss [0-9.]*' "$tmp/$1.txt"; }
@@ -68,7 +71,10 @@ same_run() { # same final model, losses, norms and val losses
 echo "--- A. the graph step = the plain step (3 steps x 2 micro-steps, a val loss every step)"
 for build in bf16 fp32; do
     bin=$BF16; [ $build = fp32 ] && bin=$FP32
-    one plain_$build $bin -x 3 -d 128 -v 1 -cg 0 && one graph_$build $bin -x 3 -d 128 -v 1 -cg 1 || { bad "$build: the runs"; continue; }
+    one plain_$build $bin -x 3 -d 128 -v 1 -cg 0 || { bad "$build: the plain run"; continue; }
+    [ $build = fp32 ] && RUN_ENV=(EMU_CHECK_STREAMS=1 EMU_SCHEDULE=random EMU_SEED=3)
+    one graph_$build $bin -x 3 -d 128 -v 1 -cg 1 || { bad "$build: the graph run (${RUN_ENV[*]})"; RUN_ENV=(); continue; }
+    RUN_ENV=()
     same_run graph_$build plain_$build && ok "$build: -cg 1 gives -cg 0's losses, norms, val losses and model bytes ($(losses graph_$build | tr '\n' ' '))" \
         || { bad "$build: -cg 1 differs from -cg 0"; paste <(losses graph_$build) <(losses plain_$build) <(norms graph_$build) <(norms plain_$build); }
     grep -q "^cuda graph (-cg 1): 1 capture, [1-9][0-9]* nodes per micro-step" "$tmp/graph_$build.txt" \

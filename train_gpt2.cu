@@ -119,6 +119,17 @@ typedef struct { cudaEvent_t event; char text[160]; } TraceRecord;
 // host memory with the optimizer state offloaded (-zo 1).
 typedef struct { size_t params, grads, grad_scratch, optimizer, buffers, activations, workspace, host_optimizer, host_staging; } MemoryUse;
 
+// What a captured micro-step (-cg 1) was captured for: every scalar and buffer its kernels'
+// arguments take that could change between calls. A graph replays its kernels with the arguments
+// they were captured with, so a change in any of these means a new capture.
+typedef struct {
+    int B, T;
+    float dlogits_scale;      // the classifier's scale: the loss's share of this micro-step
+    void* acts_memory;        // the activations
+    floatX* params;           // the parameters (stage 0: the whole slab)
+    void* grads;              // the gradients
+} GraphKey;
+
 typedef struct {
     GPT2Config config;
     ZeroPlan plan;          // units, shards, memory and traffic for this stage and world size
@@ -191,6 +202,13 @@ typedef struct {
     float dlogits_scale;    // != 0: the last forward also wrote dlogits for a backward
     EncoderBackwardScratch encoder_scratch;
     cudaStream_t stream;    // the compute stream
+    // -cg 1: each training micro-step's forward and backward kernels as one CUDA graph (the
+    // training-step section: gpt2_train_micro_step), captured once and replayed while its key holds
+    int use_graph;
+    cudaGraphExec_t graph_exec; // NULL: none captured yet
+    GraphKey graph_key;         // what it was captured for
+    int graph_captures;         // captures so far
+    size_t graph_nodes;         // the graph's nodes (kernels, memsets, cuBLASLt products)
     MemoryUse mem;
     // -zt: this rank's trace (the sharding section)
     FILE* trace;            // the trace file, or NULL
@@ -483,6 +501,8 @@ static void unit_release_after_backward(GPT2* model, int u);
 void units_release_all(GPT2* model);
 static floatX* unit_grads(GPT2* model, int u);           // where the unit's backward adds its grads
 static void unit_grads_done(GPT2* model, int u, int reduce);
+static void unit_grads_reduce(GPT2* model, int u);
+static floatX* unit_grad_target(GPT2* model, int u);
 
 // ----------------------------------------------------------------------------
 // forward
@@ -501,9 +521,21 @@ static void unit_grads_done(GPT2* model, int u, int reduce);
 // the batch the activations were sized for). Its own q, k, v go to row decode_pos, and the
 // attention reads rows 0..decode_pos: every product is one row (the same shapes at every
 // position), and no position is computed twice.
+static void forward_upload(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale, int decode_pos);
+static void forward_prepared(GPT2* model, const int* targets, int B, int T, float loss_scale);
+static void forward_kernels(GPT2* model, int B, int T, int decode_pos);
+static void forward_losses_down(GPT2* model);
+
 static void gpt2_forward_at(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale, int decode_pos) {
+    forward_upload(model, inputs, targets, B, T, loss_scale, decode_pos);
+    forward_kernels(model, B, T, decode_pos);
+    if (targets != NULL) { forward_losses_down(model); }
+}
+
+// The forward's host part: its checks, its batch up to the device, its shape and loss scale.
+static void forward_upload(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale, int decode_pos) {
     const GPT2Config* c = &model->config;
-    int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
+    int V = c->vocab_size;
     if (T > c->max_seq_len) { fail("sequence length %d exceeds the model's maximum %d", T, c->max_seq_len); }
     if (model->acts_memory == NULL) { gpt2_alloc_activations(model, B, T); }
     if ((size_t)B * T > (size_t)model->B * model->T || T > model->T) {
@@ -518,7 +550,7 @@ static void gpt2_forward_at(GPT2* model, const int* inputs, const int* targets, 
         if (targets != NULL && (targets[i] < 0 || targets[i] >= V)) { fail("target token %d at %d is outside the vocabulary of %d", targets[i], i, V); }
     }
     cudaStream_t s = model->stream;
-    size_t BT = (size_t)B * T, BTC = BT * C;
+    size_t BT = (size_t)B * T;
     // The batch goes up from pinned buffers: a copy from pageable memory may make the host wait
     // for the stream first (CUDA's "API synchronization behavior"), and the host must not wait
     // for the previous micro-step. Only for the previous forward's copies from these buffers: the
@@ -531,6 +563,12 @@ static void gpt2_forward_at(GPT2* model, const int* inputs, const int* targets, 
         cudaCheck(cudaMemcpyAsync(model->targets, model->targets_host, BT * sizeof(int), cudaMemcpyHostToDevice, s));
     }
     cudaCheck(cudaEventRecord(model->inputs_copied, s));
+    forward_prepared(model, targets, B, T, loss_scale);
+}
+
+// The host's part of a forward after its batch went up: the shape, the loss's slot and scale.
+static void forward_prepared(GPT2* model, const int* targets, int B, int T, float loss_scale) {
+    size_t BT = (size_t)B * T;
     if (targets != NULL && model->loss_slot >= model->loss_slots) {
         fail("internal: loss slot %d of %d", model->loss_slot, model->loss_slots);
     }
@@ -541,7 +579,17 @@ static void gpt2_forward_at(GPT2* model, const int* inputs, const int* targets, 
     float dlogits_scale = loss_scale / (float)BT;
     model->dlogits_scale = dlogits_scale;
     schedule_begin_micro_step(model);
+}
 
+// The forward's device work, from the batch on the device (model->inputs, model->targets) to the
+// logits, and with targets the losses (and dlogits when a backward follows). No host wait and no
+// host-side data: a CUDA graph can hold it (-cg 1).
+static void forward_kernels(GPT2* model, int B, int T, int decode_pos) {
+    const GPT2Config* c = &model->config;
+    int V = c->vocab_size, Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
+    cudaStream_t s = model->stream;
+    size_t BT = (size_t)B * T, BTC = BT * C;
+    float dlogits_scale = model->dlogits_scale;
     Activations* a = &model->acts;
     floatX* ends = unit_params(model, 0);
     const floatX* wpe = unit0_tensor(model, ends, WPE) + (decode_pos >= 0 ? (size_t)decode_pos * C : 0); // position 0's row onward
@@ -588,12 +636,17 @@ static void gpt2_forward_at(GPT2* model, const int* inputs, const int* targets, 
                                      unit0_tensor(model, ends, LNFB), (int)BT, C, s);
     // the LM head is tied to the token embedding: logits = lnf @ wte^T
     matmul_forward(a->logits, a->lnf, unit0_tensor(model, ends, WTE), NULL, (int)BT, C, Vp, s);
-    if (targets != NULL) {
+    if (model->has_targets) {
         fused_classifier(a->logits, a->losses, model->targets, dlogits_scale, (int)BT, V, Vp, dlogits_scale != 0.0f, s);
-        float* slot = model->losses_host + (size_t)model->loss_slot * model->B * model->T;
-        cudaCheck(cudaMemcpyAsync(slot, a->losses, BT * sizeof(float), cudaMemcpyDeviceToHost, s));
-        cudaCheck(cudaEventRecord(model->losses_copied, s));
     }
+}
+
+// The last forward's (B,T) losses down into their pinned slot, without a host wait.
+static void forward_losses_down(GPT2* model) {
+    size_t BT = (size_t)model->last_B * model->last_T;
+    float* slot = model->losses_host + (size_t)model->loss_slot * model->B * model->T;
+    cudaCheck(cudaMemcpyAsync(slot, model->acts.losses, BT * sizeof(float), cudaMemcpyDeviceToHost, model->stream));
+    cudaCheck(cudaEventRecord(model->losses_copied, model->stream));
 }
 
 void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale) {
@@ -629,8 +682,19 @@ float gpt2_mean_loss(GPT2* model) {
 // training forward (dlogits_scale != 0: the logits hold dlogits, scaled by the caller's share of
 // the step's mean loss / (B*T)). With `reduce` (the step's last micro-step), each unit's
 // gradients are reduced across the ranks as soon as its backward is done.
+static void backward_blocks(GPT2* model, int reduce);
+static void backward_encoder(GPT2* model, int reduce);
+
 void gpt2_backward(GPT2* model, int reduce) {
     if (model->dlogits_scale == 0.0f) { fail("internal: backward without a training forward"); }
+    backward_blocks(model, reduce);
+    backward_encoder(model, reduce);
+}
+
+// The backward's device work from the head through block 0's layernorm: dresidual then holds
+// d(loss)/d(encoded). No host wait and no host-side data: a CUDA graph can hold it (-cg 1, with
+// reduce = 0: the graph's caller queues the reductions after it).
+static void backward_blocks(GPT2* model, int reduce) {
     const GPT2Config* c = &model->config;
     int Vp = c->padded_vocab_size, L = c->num_layers, NH = c->num_heads, C = c->channels;
     int B = model->last_B, T = model->last_T;
@@ -703,9 +767,16 @@ void gpt2_backward(GPT2* model, int reduce) {
             unit_grads_done(model, u, reduce);
         }
     }
-    // the encoder: its gradient is unit 0's second part (wte again, and wpe); it needs no params
-    encoder_backward(unit0_tensor(model, dends, WTE), unit0_tensor(model, dends, WPE), dresidual, model->inputs_host,
-                     B, T, C, &model->encoder_scratch, s);
+}
+
+// The encoder's backward: its gradient is unit 0's second part (wte again, and wpe); it needs no
+// params. Its token buckets are made on the host from this batch (llmc/encoder.cuh), and its grid
+// follows how many distinct tokens the batch has: it stays out of a graph.
+static void backward_encoder(GPT2* model, int reduce) {
+    floatX* dends = unit_grad_target(model, 0); // where unit_grads(model, 0) pointed the head's gradients
+    encoder_backward(unit0_tensor(model, dends, WTE), unit0_tensor(model, dends, WPE), model->acts.dresidual,
+                     model->inputs_host, model->last_B, model->last_T, model->config.channels, &model->encoder_scratch,
+                     model->stream);
     unit_grads_done(model, 0, reduce);
     model->dlogits_scale = 0.0f; // the dlogits are used up
 }
@@ -853,6 +924,7 @@ float gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps, fl
 void gpt2_free(GPT2* model) {
     comm_sync(model->comm, model->stream, "the last kernels");
     comm_sync(model->comm, model->group->stream, "the last collectives"); // stages 1-2: the last update's gathers
+    if (model->graph_exec != NULL) { cudaCheck(cudaGraphExecDestroy(model->graph_exec)); }
     int dev = !model->offload; // with -zo 1 master, m, v are host memory (offload_free)
     void* slabs[] = {model->params, model->param_shard, model->gather_unit0, model->gather_blocks, model->grads,
                      model->grad_shard, model->grad_unit0, model->grad_blocks, model->grad_scratch, dev ? model->master : NULL,
@@ -1156,7 +1228,11 @@ static void grad_accumulate(GPT2* model, int u) {
 static void unit_grads_done(GPT2* model, int u, int reduce) {
     grad_accumulate(model, u); // -zd fp32: every micro-step, before the reduction reads the sum
     trace(model, model->stream, "done_backward unit=%d", u);
-    if (!reduce) { return; }
+    if (reduce) { unit_grads_reduce(model, u); }
+}
+
+// Unit u's gradient reductions, queued on the comm stream after the compute queued so far.
+static void unit_grads_reduce(GPT2* model, int u) {
     const ZeroPlan* p = &model->plan;
     Comm* comm = model->group;
     size_t eb = (size_t)model->grad_bytes; // ncclBfloat16 or ncclFloat32 (nccl_type)
@@ -1569,6 +1645,56 @@ static float evaluate_hellaswag(GPT2* model, EvalLoader* ev, int* correct) {
     return (float)*correct / (float)ev->num_examples;
 }
 
+// -cg 1: one training micro-step (forward with targets, backward) with its device work from the
+// batch on the device to block 0's layernorm backward (forward_kernels, backward_blocks) as one
+// CUDA graph: captured at the first call, replayed with one cudaGraphLaunch at the next ones while
+// the key holds (the shape, the loss scale and the buffers the kernels' arguments point into;
+// re-captured when one changes). Outside the graph, in the plain path's order: the batch's upload
+// (from pinned memory, before the launch), the losses' copy down and the encoder backward (host
+// buckets, a grid per batch) after it, then on the last micro-step the reductions (one rank: the
+// comm stream's bookkeeping; main refuses -cg 1 with several ranks). Evaluation and sampling use
+// the plain forward. The captured calls are the plain path's: the same kernels, arguments and
+// order, so the same bits (dev/test/test_cuda_graph.sh).
+static void graph_capture(GPT2* model, const GraphKey* key) {
+    if (model->graph_exec != NULL) { cudaCheck(cudaGraphExecDestroy(model->graph_exec)); }
+    cudaGraph_t graph;
+    cudaCheck(cudaStreamBeginCapture(model->stream, cudaStreamCaptureModeGlobal));
+    forward_kernels(model, key->B, key->T, -1);
+    backward_blocks(model, 0);
+    cudaCheck(cudaStreamEndCapture(model->stream, &graph));
+    cudaCheck(cudaGraphGetNodes(graph, NULL, &model->graph_nodes));
+    cudaCheck(cudaGraphInstantiate(&model->graph_exec, graph, 0));
+    cudaCheck(cudaGraphDestroy(graph));
+    model->graph_key = *key;
+    model->graph_captures++;
+}
+
+static int same_graph_key(const GraphKey* a, const GraphKey* b) {
+    return a->B == b->B && a->T == b->T && a->dlogits_scale == b->dlogits_scale && a->acts_memory == b->acts_memory &&
+           a->params == b->params && a->grads == b->grads;
+}
+
+static void gpt2_train_micro_step(GPT2* model, const int* inputs, const int* targets, int B, int T, float loss_scale, int reduce) {
+    if (!model->use_graph) {
+        gpt2_forward(model, inputs, targets, B, T, loss_scale);
+        gpt2_backward(model, reduce);
+        return;
+    }
+    forward_upload(model, inputs, targets, B, T, loss_scale, -1);
+    GraphKey key = {B, T, model->dlogits_scale, model->acts_memory, model->params, model->grads};
+    if (model->graph_exec == NULL || !same_graph_key(&key, &model->graph_key)) { graph_capture(model, &key); }
+    cudaCheck(cudaGraphLaunch(model->graph_exec, model->stream));
+    forward_losses_down(model);
+    if (reduce) { // the block units' reductions, in the backward's order (unit_grads_done's, from the last block)
+        const ParamLayout* lay = &model->plan.layout;
+        for (int l = model->config.num_layers - 1; l >= 0; l--) {
+            int u = unit_of_block(lay, l);
+            if (l == unit_first_block(lay, u)) { unit_grads_reduce(model, u); }
+        }
+    }
+    backward_encoder(model, reduce);
+}
+
 // One optimizer step: grad_accum micro-steps, each rank on its own batches, the gradient
 // reductions of the last micro-step (queued during its backward), the update. Returns the loss
 // averaged over micro-steps and ranks; *norm gets the gradient norm.
@@ -1585,8 +1711,7 @@ static float train_step(GPT2* model, DataLoader* train, int grad_accum, float lr
     for (int micro = 0; micro < grad_accum; micro++) {
         dataloader_next_batch(train);
         model->loss_slot = micro;
-        gpt2_forward(model, train->inputs, train->targets, args->B, args->T, loss_scale);
-        gpt2_backward(model, micro == grad_accum - 1);
+        gpt2_train_micro_step(model, train->inputs, train->targets, args->B, args->T, loss_scale, micro == grad_accum - 1);
     }
     model->loss_slot = 0;
     grads_finish_reduction(model);
@@ -1784,6 +1909,10 @@ int main(int argc, char** argv) {
     free(full);
     gpt2_alloc_activations(&model, args.B, args.T);
     trace_open(&model, args.trace, rank);
+    if (args.cuda_graph) { // the graph holds one rank's micro-step: its reductions are queued outside it
+        if (N > 1) { fail("flag -cg 1 needs one rank (got %d): the collectives are queued inside the backward, outside any graph", N); }
+        model.use_graph = 1;
+    }
 
     const char* peak_name;
     double peak = device_peak_tflops(prop.name, &peak_name);
@@ -1824,6 +1953,10 @@ int main(int argc, char** argv) {
         }
         free(params);
         comm_io_barrier(&comm, "rank 0 to write the final model");
+    }
+    if (model.use_graph) {
+        printf("cuda graph (-cg 1): %d capture%s, %zu nodes per micro-step\n", model.graph_captures,
+               model.graph_captures == 1 ? "" : "s", model.graph_nodes);
     }
     print_peak_memory(&model);
     dataloader_free(&train);

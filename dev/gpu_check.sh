@@ -31,6 +31,7 @@
 #          nothing is timed): dev/test/test_zero_cuda.sh's sections on 2-3 ranks of this GPU
 #          (multi: A B C F, then D E G and dev/bench/bench_zero_cuda.sh)
 #   bench  alone on the GPU: (c) dev/bench/bench_cuda.sh at B = 64, 32 (T=1024, -r 0) -> steps.csv;
+#          (c') the same with -cg 1 (CUDA graph) at B = 32 -> steps_cg.csv (the graph gap, dev/perf);
 #          ncu over 2 steps at B=32 -> ncu_ours.csv; test_kernels --bench -> kernels_bench.csv;
 #          the peers at B = 32, 64: llm.c + cuDNN, torch.compile, llm.c, PyTorch eager
 #          (dev/bench/peer_torch_gpt2.py) -> steps.csv; then dev/perf/make_fixture.py
@@ -437,6 +438,15 @@ bench_ours() { # bench_ours DIR [TRAINER FLAGS...]
     [ ${#failed[@]} -eq 0 ] || printf 'did not run: %s\n' "${failed[@]}"
     return $rc
 }
+# (c') the same benchmark with -cg 1 (each micro-step's forward and backward as one CUDA graph) at
+# the last B of (c): steps_cg.csv, beside steps.csv (make_fixture.py reads steps.csv only). Its
+# step against (c)'s at the same B is the first measurement of the time between a graph's kernels,
+# which dev/perf/devices.json graph_gap_us only assumes (a published figure): with ncu's kernel ms,
+# (ms with -cg 1 - ncu kernel ms - the plain gaps left outside the graph) / the graph's kernels.
+bench_ours_cg() { # bench_ours_cg DIR [TRAINER FLAGS...]
+    local steps_csv="$logdir/steps_cg.csv"
+    BENCH_BATCHES=${BENCH_BATCHES##* } bench_ours "$@" -cg 1
+}
 bench_fallback() { # the B that (c) refused, again with the train file as the val file: the times all the same
     local batches; batches=$(tr '\n' ' ' < "$work/bench_failed")
     BENCH_BATCHES=$batches bench_ours "$work/bench_val_is_train" -j "$TRAIN_BIN"
@@ -517,7 +527,7 @@ fixture() {
 if [ -z "${stop_early:-}" ] && want bench; then
     [ -n "${lane_multi:-}" ] && wait "$lane_multi"
     [ -n "${lane_peers:-}" ] && wait "$lane_peers"
-    rm -f "$work/bench_failed" "$steps_csv" "$logdir/ncu_ours.csv" "$logdir/kernels_bench.csv" "$logdir/fixture.tar" # this call's measurements
+    rm -f "$work/bench_failed" "$steps_csv" "$logdir/steps_cg.csv" "$logdir/ncu_ours.csv" "$logdir/kernels_bench.csv" "$logdir/fixture.tar" # this call's measurements
     if [ $emu = 1 ]; then
         # the header (magic, version, token count, ...) with the count set to VAL_CUT, then its tokens
         { head -c 8 "$VAL_BIN"; printf "\\x$(printf %02x $((VAL_CUT % 256)))\\x$(printf %02x $((VAL_CUT / 256)))\\x00\\x00"
@@ -528,6 +538,7 @@ if [ -z "${stop_early:-}" ] && want bench; then
     if [ -s "$work/bench_failed" ]; then
         check "    the same B, the train file as val" $([ $emu = 1 ] && echo 40 || echo 40) bench_fallback
     fi
+    check "(c') bench_cuda.sh -cg 1 (CUDA graph) at B = ${BENCH_BATCHES##* }" $([ $emu = 1 ] && echo 30 || echo 20) bench_ours_cg "$work/bench_cg" "${BENCH_VAL[@]}"
     check "ncu: per-kernel times, B=$NCU_B, 2 steps" $([ $emu = 1 ] && echo 40 || echo 90) ncu_ours
     check "kernels --bench" $([ $emu = 1 ] && echo 30 || echo 40) kernels_bench
     for peer in llmc_cudnn torch_compile llmc torch_eager; do

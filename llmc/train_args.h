@@ -56,6 +56,7 @@ typedef struct {
     const char* hellaswag_file; // -hf (NULL: not given, HELLASWAG_DEFAULT_FILE)
     const char* grad_dtype;    // -zd bf16 | fp32: CUDA trainer, gradient accumulation and reduction dtype (NULL: the build's floatX)
     const char* trace;         // -zt PREFIX: each rank writes a trace of its training steps to PREFIX_rank<r>.txt (NULL: none)
+    int cuda_graph;            // -cg: 1 replays each training micro-step's forward and backward as a CUDA graph (CUDA trainer, one rank, -z 0)
     // CUDA trainer, processes started without mpirun (llmc/nccl_comm.cuh)
     int num_processes;         // -pn (-1: not given)
     int process_rank;          // -pr (-1: not given)
@@ -76,7 +77,7 @@ static inline TrainArgs train_args_defaults(void) {
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1, .unit_blocks = 1, .offload = 0,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
-        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .grad_dtype = NULL, .trace = NULL, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
+        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .grad_dtype = NULL, .trace = NULL, .cuda_graph = 0, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
     return a;
 }
@@ -114,6 +115,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-zo", ARG_INT, offload, "CUDA trainer, -z 1/2/3: 1 keeps the optimizer state (master, m, v) in pinned host memory and runs AdamW on the CPU"),
     ARG("-zd", ARG_STR, grad_dtype, "CUDA trainer: gradients accumulated over micro-steps and reduced in bf16 or fp32 (default: the build's precision; fp32 only in the fp32 build)"),
     ARG("-zt", ARG_STR, trace, "trace every training step's collectives, slots and compute, one file per rank: PREFIX_rank<r>.txt (dev/bench/compare_stages.py --timeline draws them)"),
+    ARG("-cg", ARG_INT, cuda_graph, "CUDA trainer, one rank, -z 0: 1 captures each training micro-step's forward and backward once as a CUDA graph and replays it (fewer launches; not with -zt)"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
     ARG("-y", ARG_INT, resume, "1: resume from the newest complete checkpoint in -o (any ranks or stage)"),
@@ -201,6 +203,10 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
     if (args->offload != 0 && args->offload != 1) { fail("flag -zo expects 0 or 1, got %d", args->offload); }
     if (args->offload && is_auto) { fail("flag -zo 1 needs the stage given: -z 1, 2 or 3 (got -z auto)"); }
     if (args->offload && args->zero_stage == 0) { fail("flag -zo 1 applies only to -z 1, 2 or 3: stage 0 has no optimizer shard to offload (got -z 0)"); }
+    if (args->cuda_graph != 0 && args->cuda_graph != 1) { fail("flag -cg expects 0 or 1, got %d", args->cuda_graph); }
+    if (args->cuda_graph && is_auto) { fail("flag -cg 1 needs -z 0 (got -z auto): the graph holds one rank's micro-step"); }
+    if (args->cuda_graph && args->zero_stage != 0) { fail("flag -cg 1 needs -z 0 (got -z %d): the graph holds one rank's micro-step, and stages 1-3 shard across ranks", args->zero_stage); }
+    if (args->cuda_graph && args->trace != NULL) { fail("flags -cg 1 and -zt do not combine: the trace's events are read by the host, and a graph's are not"); }
     if (args->recompute < -1 || args->recompute > 2) { fail("flag -r expects 0, 1 or 2, got %d", args->recompute); }
     if (args->resume != 0 && args->resume != 1) { fail("flag -y expects 0 or 1, got %d", args->resume); }
     if (args->wait_timeout < 0.0f) { fail("flag -wt expects seconds >= 0, got %g", args->wait_timeout); }

@@ -95,16 +95,15 @@ class Device:
         self.launch = v(d["launch_us"]) * 1e-6
         # the constants issue 29 added (devices.json says which are measured and which fitted, and on what)
         self.launch_gap = v(d["launch_gap_us"]) * 1e-6
+        self.graph_gap = v(d["graph_gap_us"]) * 1e-6  # ASSUMED (a published figure): between a CUDA graph's kernels
         self.chain_latency = v(d["dram_chain_ns"]) * 1e-9
         self.barrier = v(d["barrier_ns"]) * 1e-9
         self.l2_bw = v(d["l2_staging_tb_s"]) * 1e12
         self.local_bw = v(d["local_store_tb_s"]) * 1e12
         self.mma_sync = v(d["mma_sync_fraction"])
         self.sfu_per_clk = v(d["sfu_per_clk_per_sm"])
-        # perfmodel (issue 30): the time between launches replayed from a CUDA graph (helper graph
-        # fills devices.json's value; None until then: a graph launch then stops the model), and the
-        # achieved whole-kernel rate of a warp-specialized TMA + wgmma attention kernel (sm_90a)
-        self.graph_gap = v(d["graph_launch_gap_us"]) * 1e-6 if v(d.get("graph_launch_gap_us")) is not None else None
+        # perfmodel (issue 30): the achieved whole-kernel rate of a warp-specialized TMA + wgmma
+        # attention kernel (sm_90a)
         self.wgmma_att = v(d["wgmma_attention_fraction"]) if "wgmma_attention_fraction" in d else None
         # the L2 as a bench row's repeats see it (published, gpu-benches): the largest footprint still
         # served at the L2's full rate, that rate, and an L2 round trip as a share of a DRAM one
@@ -630,26 +629,47 @@ def copy_result(launch, S, dev):
     return r
 
 
-def predict_launches(launches, S, dev, counts):
+def predict_launches(launches, S, dev, counts, graph=False):
     out = predict_kernels(launches, S, dev, counts)
     # the time between launches (host and driver), once per kernel launch (ours, cuBLASLt's and its
     # split-k reduce; not the memsets and copies): devices.json launch_gap_us
     for r in out:
         r.gap = launch_gap(r.launch, dev) if r.launch.kind in ("kernel", "gemm") and CAUSES["launch_gap"] else 0.0
+    if graph and CAUSES["launch_gap"]:
+        price_graph(out, dev)
     return out
 
 
 def launch_gap(launch, dev):
     """The time between this launch and the one before it on the stream: the trainer's measured gap
     (devices.json launch_gap_us), or, for a launch replayed from a CUDA graph (the trace marks it,
-    step_counts.parse_op), the graph's gap (graph_launch_gap_us, issue 30 item 2: helper graph
-    measures or cites it; the model stops rather than guess it)."""
+    step_counts.parse_op), the graph's gap (graph_gap_us: ASSUMED, a published figure; the model
+    stops where a card has none)."""
     if not launch.ctx.get("graph"):
         return dev.launch_gap
     if dev.graph_gap is None:
         raise SystemExit("dev/perf: the step launches kernels from a CUDA graph, and devices.json's %s has no "
-                         "graph_launch_gap_us value: give it one (measured, or cited with its source)" % dev.key)
+                         "graph_gap_us value: give it one (measured, or cited with its source)" % dev.key)
     return dev.graph_gap
+
+
+def in_graph(launch):
+    """Whether the trainer's -cg 1 launches this one from its CUDA graph (train_gpt2.cu,
+    gpt2_train_micro_step): the forward and the backward, all but the encoder backward (host buckets,
+    a grid per batch), which runs after the graph with the losses' copy; the update is outside."""
+    return launch.phase in ("forward", "backward") and not launch.name.startswith("encoder_backward")
+
+
+def price_graph(results, dev):
+    """-cg 1: the graph's kernels follow each other with devices.json graph_gap_us between them
+    (ASSUMED: a published figure, not measured on our cards), and the graph's launch (one
+    cudaGraphLaunch per micro-step; the traced step has one) costs one plain launch gap before its
+    first kernel."""
+    first = True
+    for r in results:
+        if r.launch.kind in ("kernel", "gemm") and in_graph(r.launch):
+            r.gap = dev.launch_gap if first else dev.graph_gap
+            first = False
 
 
 def predict_kernels(launches, S, dev, counts):
@@ -766,10 +786,10 @@ def shape_for(counts, B, T):
     return kc.Shape(B, T, distinct_tokens=D, max_bucket=kmax, **cfg)
 
 
-def predict(counts, dev, B, T):
+def predict(counts, dev, B, T, graph=False):
     S = shape_for(counts, B, T)
     launches = expand_step(counts, S)
-    results = predict_launches(launches, S, dev, counts)
+    results = predict_launches(launches, S, dev, counts, graph)
     return S, launches, results, summarize(results, S, dev)
 
 
@@ -935,6 +955,9 @@ def main(argv=None):
     ap.add_argument("--after", default=None, help="git revision of 'after' (default: the working tree)")
     ap.add_argument("-r", "--recompute", type=int, default=0, help="the trainer's -r (the benchmark uses 0)")
     ap.add_argument("--json", default=None, help="also write the predictions here")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="also price 'after' as the trainer's -cg 1 launches it (its forward and backward as one CUDA "
+                         "graph; the time between a graph's kernels is ASSUMED, devices.json graph_gap_us)")
     ap.add_argument("--no-zero", action="store_true", help="skip the ZeRO stages at N = 8")
     ap.add_argument("--no-llmc", action="store_true", help="skip the check against llm.c's published run")
     ap.add_argument("--bench-table", action="store_true",
@@ -981,6 +1004,12 @@ def main(argv=None):
     for k in ("before", "after"):
         if k in summaries:
             print(fmt_step(summaries[k][3], summaries[k][0], dev, "%s (%s)" % (k, summaries[k][4])))
+    if a.cuda_graph:
+        g = predict(after, dev, a.batch, a.seq, graph=True)[3]
+        print(fmt_step(g, S, dev, "after with -cg 1 (%s; between a graph's kernels %.1f us ASSUMED, devices.json "
+                                  "graph_gap_us; time between kernels %.2f ms, plain %.2f ms)" % (
+                                      label, dev.graph_gap * 1e6, g["gaps_s"] * 1e3, summary["gaps_s"] * 1e3)))
+        out["trees"]["after_cuda_graph"] = {"label": label, "step_ms": g["step_s"] * 1e3, "gaps_ms": g["gaps_s"] * 1e3}
     if not a.no_zero:
         print("\n".join(fmt_zero(devices, dev, S, None, results, label="after", counts_label=label)))
     if not a.no_llmc:

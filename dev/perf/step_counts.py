@@ -153,7 +153,7 @@ def one_step(x1, x2):
 def parse_op(what):
     """One trace entry as a dict: kernel, gemm, memcpy, memset, or other (events: no work)."""
     # a launch replayed from a CUDA graph (issue 30 item 2, helper graph): the emulator marks it
-    # " [graph]"; perf_model.py then charges devices.json's graph_launch_gap_us, not launch_gap_us
+    # " [graph]"; perf_model.py then charges devices.json's graph_gap_us, not launch_gap_us
     graph = what.endswith(" [graph]")
     if graph:
         op = parse_op(what[:-len(" [graph]")])

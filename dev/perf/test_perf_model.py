@@ -416,7 +416,7 @@ if cal is not None:
                   tma_mutant)
 
 # the step's graph launches and cuBLASLt epilogues: the model prices what it knows and stops on what
-# it does not (helpers graph and epilogue fill devices.json's graph_launch_gap_us and GEMM_EPILOGUES)
+# it does not (helpers graph and epilogue fill devices.json's graph_gap_us and GEMM_EPILOGUES)
 S1 = kc.Shape(8, 1024)
 g = pm.Launch("gemm", "cublasLt", "forward", {"m": 3072, "n": 8192, "k": 768, "bias": True, "accumulate": False,
                                               "epilogue": ["no_such_epilogue"]})
@@ -431,8 +431,8 @@ try:
     gap = pm.launch_gap(kg, dev200)
     ok = dev200.graph_gap is not None and gap == dev200.graph_gap
 except SystemExit as e:
-    ok = dev200.graph_gap is None and "graph_launch_gap_us" in str(e)
-check(ok, "a launch replayed from a CUDA graph gets devices.json's graph_launch_gap_us (or stops while it has none)")
+    ok = dev200.graph_gap is None and "graph_gap_us" in str(e)
+check(ok, "a launch replayed from a CUDA graph gets devices.json's graph_gap_us (or stops while it has none)")
 
 # make_fixture.py refuses bad input with one line and a non-zero exit
 def make_fixture(*args):

@@ -106,6 +106,9 @@ if [ -x ./train_gpt2cu_emu ]; then
     run_test "emulated CUDA kernels (fp32, EMU_FMAD=1: contracted as nvcc does)" env EMU_FMAD=1 EMU_THREADS=2 ./dev/cuda/test_kernels_fp32_emu_fmad
     run_test "emulated optimizer offload -zo 1 = no offload, EMU_FMAD=1 (sections A, B)" env EMU_FMAD=1 OFFLOAD_SECTIONS="A B" OFFLOAD_BF16=./train_gpt2cu_emu_fmad OFFLOAD_FP32=./train_gpt2fp32cu_emu_fmad EMU_SCHEDULE=random EMU_SEED=5 bash dev/test/test_offload_emu.sh
     run_test "emulated launches and host syncs per step, 16-byte alignment refused" bash dev/test/test_step_sync.sh
+    # -cg 1 = -cg 0 bitwise (bf16, fp32), its refusals; the stream-capture rules on the emulator (~1.5 min CPU together)
+    run_test "emulator: stream capture and graphs (CUDA's rules, the calls a capture forbids named)" bash dev/cuda/emu/tests/graph_test.sh
+    run_test "CUDA graph step -cg 1 = the plain step (emulated, bf16 and fp32), its refusals" bash dev/test/test_cuda_graph.sh
     run_test "-z auto (emulated CUDA)" env TRAIN=./train_gpt2cu_emu EMU_THREADS=2 bash dev/test/test_zero_auto.sh
     run_test "emulated hybrid sharding -zg over ncclCommSplit (fp32)" bash dev/test/test_hybrid_cuda.sh ./train_gpt2fp32cu_emu
     run_test "unit size -zu K (emulated CUDA, fp32 and bf16)" env UNIT_SIZE_SECTIONS=D bash dev/test/test_unit_size.sh

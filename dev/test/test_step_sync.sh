@@ -41,7 +41,7 @@ mutant() {
 # the mutants build while section A runs
 MUTANTS=${STEP_SYNC_MUTANTS:-0}
 if [ "$MUTANTS" = 1 ]; then
-    mutant sync_per_micro 's/^\(        gpt2_backward(model, micro == grad_accum - 1);\)$/\1 wait_for_gpu(model, "the loss");/' &
+    mutant sync_per_micro 's/^\(        gpt2_train_micro_step(model, .*, micro == grad_accum - 1);\)$/\1 wait_for_gpu(model, "the loss");/' &
     mutant no_unit_wait '/gathered\[u\], 0)); \/\/ the compute waits, not the host$/d' &
 fi
 mutant carve8 's/round_up(parts\[i\].n \* parts\[i\].size, 256)/round_up(parts[i].n * parts[i].size, 8)/' &

@@ -75,6 +75,10 @@ struct OpDetails {
     std::vector<KernelPointer> pointers; // a kernel's (streams.cpp redoes their reach when it runs)
 };
 cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails details);
+// Stream capture (runtime.cpp): whether s is capturing, and an op that cannot be captured there
+// (the capture is invalidated; the warning names `who` at code address pc and why).
+bool stream_capturing(cudaStream_t s);
+cudaError_t capture_refused(cudaStream_t s, const char* who, const void* pc, const char* why);
 
 // Device memory: allocations made by cudaMalloc, in their own address range.
 // The allocation holding [p, p + n), or false. n = 0 asks only for p (its end counts as inside).

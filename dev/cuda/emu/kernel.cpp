@@ -1149,7 +1149,8 @@ void launch_grid(const void* kernel, const char* name, Site site, const LaunchCo
         return true;
     }, std::move(details));
     if (err != cudaSuccess) {
-        record_launch_error(err, std::string("kernel ") + name + " at " + site_text(site) + ": invalid stream");
+        record_launch_error(err, std::string("kernel ") + name + " at " + site_text(site) + ": " +
+                                     (err == cudaErrorInvalidResourceHandle ? "invalid stream" : cudaGetErrorString(err)));
     }
 }
 

@@ -877,7 +877,11 @@ ncclResult_t enqueue_call(const std::shared_ptr<CommState>& st, const Call& c, c
     if (d.kind != REDUCE || st->rank == d.root) {
         details.ranges.push_back(emu::OpRange{c.recv, d.kind == ALL_GATHER ? st->nranks * n : n, true});
     }
-    cudaError_t e = emu::enqueue(stream, what, [run] { return run->step(); }, std::move(details));
+    // a collective's run (its steps against the peers' shared memory) is made once per call: it
+    // cannot be replayed by a graph, so the emulated NCCL refuses a capturing stream
+    cudaError_t e = emu::stream_capturing(stream)
+                        ? emu::capture_refused(stream, c.who, c.pc, "the emulated NCCL's collectives cannot be captured into a graph")
+                        : emu::enqueue(stream, what, [run] { return run->step(); }, std::move(details));
     if (e != cudaSuccess) {
         run->finish(false);
         st->seq--; // not queued: the next collective takes this number, as on the other ranks

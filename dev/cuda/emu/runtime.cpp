@@ -551,6 +551,7 @@ struct Stream {
     const void* created_pc = nullptr;      // the return address of the call that created it
     const void* destroyed_pc = nullptr;    // of cudaStreamDestroy (a destroyed stream is never freed:
                                            // no later stream gets its handle)
+    std::shared_ptr<struct Capture> capture; // the stream capture it takes part in (null: none)
 };
 
 struct Event {
@@ -558,6 +559,9 @@ struct Event {
     std::shared_ptr<Op> record;        // the latest cudaEventRecord's op (null: never recorded)
     VClock vc;                         // what that record is ordered after (stream-order check)
     const void* destroyed_pc = nullptr; // set by cudaEventDestroy: the handle stays invalid for good
+    std::shared_ptr<struct Capture> captured_in; // the latest record was made during this capture
+    Stream* captured_stream = nullptr;           // on this stream, after that many of its captured ops
+    size_t captured_ops = 0;
 };
 
 static Stream g_legacy_stream, g_per_thread_stream;
@@ -639,6 +643,82 @@ static std::vector<Stream*> all_streams() {
 
 static bool pending(const std::shared_ptr<Op>& op) { return op && !op->done; }
 
+// Stream capture (cudaStreamBeginCapture ... cudaStreamEndCapture): the work a capturing stream
+// is given is recorded, not queued, and a graph launch queues the recorded ops again, in the order
+// they were captured, with the arguments they were captured with (a kernel's by value, a
+// cuBLASLt product's pointers and scalars, a copy's addresses). The captured order is one the
+// program's own orderings allow (every op was issued after what it waits for), so replaying the
+// ops in it on one stream is a valid, if more serial, schedule of CUDA's graph.
+struct CapturedOp {
+    std::string what;
+    OpFn fn;
+    OpDetails details;
+    bool work;
+};
+struct Capture {
+    Stream* origin = nullptr;
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+    const void* begun_pc = nullptr;
+    std::vector<CapturedOp> ops;
+    std::map<Stream*, size_t> last_op;   // each member stream: ops captured up to its latest (1-based)
+    std::map<Stream*, size_t> joined;    // each side stream: its ops that the origin waited for
+    cudaError_t invalid = cudaSuccess;   // set by an illegal call: the capture's end fails
+    std::string why;
+};
+struct GraphOps {
+    std::vector<CapturedOp> ops;
+};
+static std::set<Capture*>& g_captures = *new std::set<Capture*>;   // under way
+static std::set<GraphOps*>& g_graphs = *new std::set<GraphOps*>;  // cudaGraph_t
+static std::set<GraphOps*>& g_execs = *new std::set<GraphOps*>;   // cudaGraphExec_t
+
+static std::string capture_text(const Capture* c) {
+    return "the stream capture begun on " + c->origin->name + " at " + source_line(c->begun_pc);
+}
+
+// A call CUDA does not allow while a capture is under way: one that waits for the device or
+// allocates (in the global and thread-local modes: any such call of this host thread; in the
+// relaxed mode only one on the capturing stream itself), or one on the capturing stream that
+// cannot be captured. The capture is invalidated (its end returns
+// cudaErrorStreamCaptureInvalidated), and the call returns `err` with a warning naming it.
+static cudaError_t capture_refuses(Stream* st, const char* api, const void* pc, const char* why,
+                                   cudaError_t err = cudaErrorStreamCaptureUnsupported) {
+    Capture* c = st != nullptr && st->capture ? st->capture.get() : nullptr;
+    if (c == nullptr) {
+        for (Capture* o : g_captures) {
+            if (o->mode != cudaStreamCaptureModeRelaxed) { c = o; }
+        }
+    }
+    if (c == nullptr) { return cudaSuccess; }
+    char text[1024];
+    snprintf(text, sizeof(text), "%s at %s during %s: %s (%s); the capture is invalidated", api,
+             source_line(pc).c_str(), capture_text(c).c_str(), why, err == cudaErrorStreamCaptureImplicit
+             ? "cudaErrorStreamCaptureImplicit" : err == cudaErrorStreamCaptureIsolation ? "cudaErrorStreamCaptureIsolation"
+             : "cudaErrorStreamCaptureUnsupported");
+    warn("%s", text);
+    if (c->invalid == cudaSuccess) {
+        c->invalid = err;
+        c->why = text;
+    }
+    return err;
+}
+
+// Before work is queued on st: the legacy default stream synchronizes with every blocking stream,
+// so while a blocking stream captures, work on it would join the capture implicitly (CUDA:
+// cudaErrorStreamCaptureImplicit); a capture already invalidated takes no more work.
+static cudaError_t capture_check_enqueue(Stream* st, const char* api, const void* pc) {
+    if (st->legacy) {
+        for (Capture* c : g_captures) {
+            if (c->origin->blocking) {
+                return capture_refuses(c->origin, api, pc, "work on the legacy default stream while a blocking stream captures",
+                                       cudaErrorStreamCaptureImplicit);
+            }
+        }
+    }
+    if (st->capture && st->capture->invalid != cudaSuccess) { return cudaErrorStreamCaptureInvalidated; }
+    return cudaSuccess;
+}
+
 // Queues an op. With the stream-order check, its clock: its stream's, the host's (everything the
 // host did before this call), and the legacy default stream's implicit synchronization (an op
 // on it is ordered after every blocking stream's work, an op on a blocking stream after the
@@ -647,6 +727,16 @@ static std::shared_ptr<Op> enqueue_op(Stream* st, const std::string& what, OpFn 
                                       std::vector<std::shared_ptr<Op>> deps = {}, OpDetails* details = nullptr,
                                       bool work = false) {
     auto op = std::make_shared<Op>();
+    if (st->capture) { // recorded for the graph, not queued: the op stands for nothing to wait for
+        Capture* c = st->capture.get();
+        c->ops.push_back(CapturedOp{what, std::move(fn), details != nullptr ? *details : OpDetails(), work});
+        c->last_op[st] = c->ops.size();
+        op->id = 0;
+        op->stream = st;
+        op->what = what;
+        op->done = true;
+        return op;
+    }
     op->id = g_next_op++;
     op->stream = st;
     op->what = what;
@@ -704,8 +794,22 @@ cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn, OpDetails 
     ApiScope scope("enqueue");
     Stream* st = resolve(s, what.c_str(), details.source);
     if (st == nullptr) { return cudaErrorInvalidResourceHandle; }
+    cudaError_t refused = capture_check_enqueue(st, what.c_str(), details.source.pc);
+    if (refused != cudaSuccess) { return refused; }
     enqueue_op(st, what, std::move(fn), {}, &details, true);
     return cudaSuccess;
+}
+
+bool stream_capturing(cudaStream_t s) {
+    ApiScope scope("stream_capturing");
+    Stream* st = resolve(s);
+    return st != nullptr && st->capture != nullptr;
+}
+
+cudaError_t capture_refused(cudaStream_t s, const char* who, const void* pc, const char* why) {
+    ApiScope scope("capture_refused");
+    Stream* st = resolve(s);
+    return capture_refuses(st, who, pc, why);
 }
 
 cudaError_t enqueue(cudaStream_t s, const std::string& what, OpFn fn) { return enqueue(s, what, std::move(fn), OpDetails()); }
@@ -946,8 +1050,17 @@ static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kin
     source.pc = caller;
     Stream* st = resolve(s, api, source);
     if (st == nullptr) { return ret_warn(cudaErrorInvalidResourceHandle, "%s: invalid stream %p", api, (void*)s); }
+    if (sync) {
+        cudaError_t refused = capture_refuses(st, api, caller, "a synchronous copy");
+        if (refused != cudaSuccess) { return ret(refused); }
+    }
+    cudaError_t refused = capture_check_enqueue(st, api, caller);
+    if (refused != cudaSuccess) { return ret(refused); }
     if (n == 0) { return cudaSuccess; }
     MemKind d = classify(dst, n, api, "destination"), c = classify(src, n, api, "source");
+    if (st->capture && (d == HOST_PAGEABLE || c == HOST_PAGEABLE)) {
+        return ret(capture_refuses(st, api, caller, "a copy to or from pageable host memory cannot be captured"));
+    }
     if (!kind_allows(kind, d, c)) {
         return ret_warn(cudaErrorInvalidValue, "%s: %s, but the destination %p is %s and the source %p is %s", api,
                         copy_kind_name(kind), dst, kind_name(d), src, kind_name(c));
@@ -990,9 +1103,12 @@ static cudaError_t fill(void* p, int value, size_t n, cudaStream_t s, const char
     source.pc = pc;
     Stream* st = resolve(s, api, source);
     if (st == nullptr) { return ret_warn(cudaErrorInvalidResourceHandle, "%s: invalid stream %p", api, (void*)s); }
+    cudaError_t refused = capture_check_enqueue(st, api, pc);
+    if (refused != cudaSuccess) { return ret(refused); }
     if (n == 0) { return cudaSuccess; }
     MemKind k = classify(p, n, api, "destination");
     if (k == HOST_PAGEABLE) { return ret_warn(cudaErrorInvalidValue, "%s: %p is pageable host memory", api, p); }
+    if (k == HOST_PINNED && st->capture) { return ret(capture_refuses(st, api, pc, "a memset of pinned host memory is synchronous")); }
     OpDetails details;
     details.source = source;
     details.ranges.push_back(OpRange{p, n, true});
@@ -1037,6 +1153,14 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureMerge: return "cudaErrorStreamCaptureMerge";
+    case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+    case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
+    case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
     default: return "cudaErrorUnknown";
     }
 }
@@ -1052,6 +1176,14 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorIllegalState: return "the resource is in an illegal state (no capture under way, or one already is)";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge: return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     default: return "unknown error (not produced by the emulator)";
     }
 }
@@ -1134,12 +1266,14 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
 
 cudaError_t cudaDeviceSynchronize(void) {
     ApiScope scope("cudaDeviceSynchronize");
+    { cudaError_t refused = capture_refuses(nullptr, "cudaDeviceSynchronize", __builtin_return_address(0), "the host waits for the device"); if (refused != cudaSuccess) { return ret(refused); } }
     synchronize_device("cudaDeviceSynchronize");
     return cudaSuccess;
 }
 
 cudaError_t cudaDeviceReset(void) {
     ApiScope scope("cudaDeviceReset");
+    { cudaError_t refused = capture_refuses(nullptr, "cudaDeviceReset", __builtin_return_address(0), "the host waits for the device"); if (refused != cudaSuccess) { return ret(refused); } }
     synchronize_device("cudaDeviceReset");
     return cudaSuccess;
 }
@@ -1154,6 +1288,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 
 cudaError_t cudaMalloc(void** ptr, size_t size) {
     ApiScope scope("cudaMalloc");
+    { cudaError_t refused = capture_refuses(nullptr, "cudaMalloc", __builtin_return_address(0), "an allocation may synchronize the device"); if (refused != cudaSuccess) { return ret(refused); } }
     if (ptr == nullptr) { return ret(cudaErrorInvalidValue); }
     size_t data = (size == 0 ? 1 : size + 255) / 256 * 256;
     // An allocation of 2 MiB or more gets whole 2 MiB pages (transparent huge pages, where the
@@ -1190,6 +1325,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
 
 cudaError_t cudaFree(void* ptr) {
     ApiScope scope("cudaFree");
+    { cudaError_t refused = capture_refuses(nullptr, "cudaFree", __builtin_return_address(0), "cudaFree waits for the device"); if (refused != cudaSuccess) { return ret(refused); } }
     if (ptr == nullptr) { return cudaSuccess; }
     synchronize_device("cudaFree"); // cudaFree waits for the device
     auto it = g_allocations.find((uintptr_t)ptr);
@@ -1210,6 +1346,7 @@ cudaError_t cudaFree(void* ptr) {
 
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
     ApiScope scope("cudaMallocHost");
+    { cudaError_t refused = capture_refuses(nullptr, "cudaMallocHost", __builtin_return_address(0), "an allocation may synchronize the device"); if (refused != cudaSuccess) { return ret(refused); } }
     if (ptr == nullptr) { return ret(cudaErrorInvalidValue); }
     size_t map = ((size == 0 ? 1 : size) + g_page - 1) / g_page * g_page;
     if (g_pinned_arena_used + map + g_page > g_pinned_arena_bytes) {
@@ -1229,6 +1366,7 @@ cudaError_t cudaHostAlloc(void** ptr, size_t size, unsigned int) { return cudaMa
 
 cudaError_t cudaFreeHost(void* ptr) {
     ApiScope scope("cudaFreeHost");
+    { cudaError_t refused = capture_refuses(nullptr, "cudaFreeHost", __builtin_return_address(0), "cudaFreeHost waits for the device"); if (refused != cudaSuccess) { return ret(refused); } }
     if (ptr == nullptr) { return cudaSuccess; }
     synchronize_device("cudaFreeHost");
     auto it = g_pinned.find((uintptr_t)ptr);
@@ -1339,6 +1477,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     ApiScope scope("cudaStreamSynchronize");
     Stream* st = resolve(s, "cudaStreamSynchronize", at_pc(__builtin_return_address(0)));
     if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    { cudaError_t refused = capture_refuses(st, "cudaStreamSynchronize", __builtin_return_address(0), "the host waits for the stream"); if (refused != cudaSuccess) { return ret(refused); } }
     host_joins(st->vc);
     wait_for(st->last, "cudaStreamSynchronize");
     return cudaSuccess;
@@ -1348,6 +1487,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
     ApiScope scope("cudaStreamQuery");
     Stream* st = resolve(s, "cudaStreamQuery", at_pc(__builtin_return_address(0)));
     if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    { cudaError_t refused = capture_refuses(st, "cudaStreamQuery", __builtin_return_address(0), "the host asks whether the stream is done"); if (refused != cudaSuccess) { return ret(refused); } }
     if (!pending(st->last)) { // complete: the host now knows it is
         host_joins(st->vc);
         return cudaSuccess;
@@ -1362,6 +1502,29 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
     Event* ev = resolve_event(e, "cudaStreamWaitEvent", pc);
     if (st == nullptr || ev == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
     if (flags != 0) { return ret(cudaErrorInvalidValue); }
+    { cudaError_t refused = capture_check_enqueue(st, "cudaStreamWaitEvent", pc); if (refused != cudaSuccess) { return ret(refused); } }
+    if (ev->captured_in) { // a wait on a record made in a capture: a fork (st joins it) or a join
+        Capture* c = ev->captured_in.get();
+        if (!g_captures.count(c)) {
+            return ret_warn(cudaErrorStreamCaptureUnsupported, "cudaStreamWaitEvent at %s: the event was recorded during a "
+                            "stream capture that has ended", source_line(pc).c_str());
+        }
+        if (st->capture && st->capture != ev->captured_in) {
+            return ret(capture_refuses(st, "cudaStreamWaitEvent", pc, "the event belongs to another capture (merging "
+                                       "captures is not emulated)", cudaErrorStreamCaptureMerge));
+        }
+        if (!st->capture) { // fork: st captures into the same graph from now on
+            st->capture = ev->captured_in;
+            c->last_op.emplace(st, 0);
+        }
+        size_t& j = c->joined[ev->captured_stream];
+        if (ev->captured_ops > j) { j = ev->captured_ops; }
+        return cudaSuccess; // the captured order already puts the record's work first
+    }
+    if (st->capture && pending(ev->record)) {
+        return ret(capture_refuses(st, "cudaStreamWaitEvent", pc, "a capturing stream waits for an event recorded outside the "
+                                   "capture", cudaErrorStreamCaptureIsolation));
+    }
     st->vc.join(ev->vc); // the stream's later work is ordered after the record (whether it ran or not)
     if (pending(ev->record)) { // the wait is on the record made before this call, not later ones
         OpDetails details;
@@ -1412,6 +1575,15 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     Event* ev = resolve_event(e, "cudaEventRecord", pc);
     Stream* st = resolve(s, "cudaEventRecord", at_pc(pc));
     if (ev == nullptr || st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    { cudaError_t refused = capture_check_enqueue(st, "cudaEventRecord", pc); if (refused != cudaSuccess) { return ret(refused); } }
+    if (st->capture) { // a node of the graph: other streams may fork from it or join on it
+        ev->captured_in = st->capture;
+        ev->captured_stream = st;
+        ev->captured_ops = st->capture->last_op[st];
+        ev->record = nullptr;
+        return cudaSuccess;
+    }
+    ev->captured_in = nullptr;
     OpDetails details;
     details.source.pc = pc;
     ev->record = enqueue_op(st, "cudaEventRecord", [] { return true; }, {}, &details);
@@ -1423,6 +1595,11 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
     ApiScope scope("cudaEventQuery");
     Event* ev = resolve_event(e, "cudaEventQuery", __builtin_return_address(0));
     if (ev == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    { cudaError_t refused = capture_refuses(nullptr, "cudaEventQuery", __builtin_return_address(0), "the host asks whether an event is done"); if (refused != cudaSuccess) { return ret(refused); } }
+    if (ev->captured_in) {
+        return ret_warn(cudaErrorStreamCaptureUnsupported, "cudaEventQuery at %s: the event's last record was made during a stream capture "
+                        "(a node of the graph, not a record the host can wait for)", source_line(__builtin_return_address(0)).c_str());
+    }
     if (!pending(ev->record)) { // done, or never recorded: the host now knows it is
         host_joins(ev->vc);
         return cudaSuccess;
@@ -1434,6 +1611,11 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     ApiScope scope("cudaEventSynchronize");
     Event* ev = resolve_event(e, "cudaEventSynchronize", __builtin_return_address(0));
     if (ev == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    { cudaError_t refused = capture_refuses(nullptr, "cudaEventSynchronize", __builtin_return_address(0), "the host waits for an event"); if (refused != cudaSuccess) { return ret(refused); } }
+    if (ev->captured_in) {
+        return ret_warn(cudaErrorStreamCaptureUnsupported, "cudaEventSynchronize at %s: the event's last record was made during a stream capture "
+                        "(a node of the graph, not a record the host can wait for)", source_line(__builtin_return_address(0)).c_str());
+    }
     host_joins(ev->vc);
     wait_for(ev->record, "cudaEventSynchronize");
     return cudaSuccess;
@@ -1485,6 +1667,133 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn, unsi
     (void)version;
     (void)flags;
     return driver_entry_point(symbol, fn, status);
+}
+
+// --- stream capture and graphs (the section "Stream capture" above enqueue_op)
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+    ApiScope scope("cudaStreamBeginCapture");
+    const void* pc = __builtin_return_address(0);
+    Stream* st = resolve(s, "cudaStreamBeginCapture", at_pc(pc));
+    if (st == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    if (st == &g_legacy_stream || st == &g_per_thread_stream) {
+        return ret_warn(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture at %s: %s cannot be captured",
+                        source_line(pc).c_str(), st->name.c_str());
+    }
+    if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal && mode != cudaStreamCaptureModeRelaxed) {
+        return ret(cudaErrorInvalidValue);
+    }
+    if (st->capture) {
+        return ret_warn(cudaErrorIllegalState, "cudaStreamBeginCapture at %s: %s is capturing already (%s)",
+                        source_line(pc).c_str(), st->name.c_str(), capture_text(st->capture.get()).c_str());
+    }
+    auto c = std::make_shared<Capture>();
+    c->origin = st;
+    c->mode = mode;
+    c->begun_pc = pc;
+    c->last_op[st] = 0;
+    st->capture = c;
+    g_captures.insert(c.get());
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+    ApiScope scope("cudaStreamEndCapture");
+    const void* pc = __builtin_return_address(0);
+    Stream* st = resolve(s, "cudaStreamEndCapture", at_pc(pc));
+    if (st == nullptr || graph == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    *graph = nullptr;
+    if (!st->capture) {
+        return ret_warn(cudaErrorIllegalState, "cudaStreamEndCapture at %s: %s is not capturing", source_line(pc).c_str(),
+                        st->name.c_str());
+    }
+    std::shared_ptr<Capture> c = st->capture;
+    if (c->origin != st) {
+        capture_refuses(st, "cudaStreamEndCapture", pc, "not the stream the capture began on", cudaErrorStreamCaptureUnmatched);
+        return ret(cudaErrorStreamCaptureUnmatched);
+    }
+    std::string unjoined;
+    for (auto& m : c->last_op) { // every side stream's captured work must be waited for by the origin
+        if (m.first != st && m.second > c->joined[m.first]) { unjoined = m.first->name; }
+        m.first->capture = nullptr;
+    }
+    g_captures.erase(c.get());
+    if (c->invalid != cudaSuccess) {
+        warn("cudaStreamEndCapture at %s: the capture was invalidated by: %s", source_line(pc).c_str(), c->why.c_str());
+        return ret(cudaErrorStreamCaptureInvalidated);
+    }
+    if (!unjoined.empty()) {
+        return ret_warn(cudaErrorStreamCaptureUnjoined, "cudaStreamEndCapture at %s: %s forked from %s and its last work "
+                        "was not joined back (no wait on an event recorded after it)", source_line(pc).c_str(),
+                        unjoined.c_str(), capture_text(c.get()).c_str());
+    }
+    GraphOps* g = new GraphOps{std::move(c->ops)};
+    g_graphs.insert(g);
+    *graph = (cudaGraph_t)g;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* status) {
+    ApiScope scope("cudaStreamIsCapturing");
+    Stream* st = resolve(s, "cudaStreamIsCapturing", at_pc(__builtin_return_address(0)));
+    if (st == nullptr || status == nullptr) { return ret(cudaErrorInvalidResourceHandle); }
+    *status = !st->capture ? cudaStreamCaptureStatusNone
+              : st->capture->invalid != cudaSuccess ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+// Only the count (nodes == NULL): one node per captured op.
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count) {
+    ApiScope scope("cudaGraphGetNodes");
+    GraphOps* g = (GraphOps*)graph;
+    if (!g_graphs.count(g) || count == nullptr) { return ret(cudaErrorInvalidValue); }
+    if (nodes != nullptr) { return ret_warn(cudaErrorNotSupported, "cudaGraphGetNodes: only the count (nodes = NULL) is emulated"); }
+    *count = g->ops.size();
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+    ApiScope scope("cudaGraphInstantiate");
+    GraphOps* g = (GraphOps*)graph;
+    if (exec == nullptr || !g_graphs.count(g)) { return ret(cudaErrorInvalidValue); }
+    if (flags != 0) { return ret_warn(cudaErrorInvalidValue, "cudaGraphInstantiate: flags 0x%llx are not emulated", flags); }
+    GraphOps* x = new GraphOps{g->ops}; // an executable graph is a copy: later changes to the graph do not reach it
+    g_execs.insert(x);
+    *exec = (cudaGraphExec_t)x;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    ApiScope scope("cudaGraphLaunch");
+    const void* pc = __builtin_return_address(0);
+    GraphOps* x = (GraphOps*)exec;
+    Stream* st = resolve(s, "cudaGraphLaunch", at_pc(pc));
+    if (st == nullptr || !g_execs.count(x)) { return ret(cudaErrorInvalidResourceHandle); }
+    if (st->capture) { return ret(capture_refuses(st, "cudaGraphLaunch", pc, "a graph launched into a capture (a child graph) is not emulated")); }
+    { cudaError_t refused = capture_check_enqueue(st, "cudaGraphLaunch", pc); if (refused != cudaSuccess) { return ret(refused); } }
+    for (const CapturedOp& op : x->ops) { // in captured order, each with the arguments it was captured with
+        OpDetails details = op.details;
+        enqueue_op(st, op.what, op.fn, {}, &details, op.work);
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    ApiScope scope("cudaGraphExecDestroy");
+    GraphOps* x = (GraphOps*)exec;
+    if (!g_execs.count(x)) { return ret(cudaErrorInvalidValue); }
+    g_execs.erase(x); // launches already queued keep their own copies of the ops
+    delete x;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    ApiScope scope("cudaGraphDestroy");
+    GraphOps* g = (GraphOps*)graph;
+    if (!g_graphs.count(g)) { return ret(cudaErrorInvalidValue); }
+    g_graphs.erase(g);
+    delete g;
+    return cudaSuccess;
 }
 
 } // extern "C"

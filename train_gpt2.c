@@ -1476,6 +1476,7 @@ int main(int argc, char** argv) {
     if (args.num_processes != -1 || args.process_rank != -1 || args.init_method || args.fs_path || args.server) {
         fail("flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer: the CPU trainer runs its ranks under mpirun -np N");
     }
+    if (args.attention_sm90 != 0) { fail("flag -ak is for the CUDA trainer: the CPU trainer runs no attention kernels"); }
     if (args.cuda_graph != 0) { fail("flag -cg is for the CUDA trainer: the CPU trainer launches no kernels"); }
     if (args.offload != 0) { fail("flag -zo is for the CUDA trainer: the CPU trainer's optimizer state is in host memory already"); }
     if (args.grad_dtype != NULL) { fail("flag -zd is for the CUDA trainer: the CPU trainer accumulates and reduces fp32 gradients"); }

@@ -1909,6 +1909,21 @@ int main(int argc, char** argv) {
     free(full);
     gpt2_alloc_activations(&model, args.B, args.T);
     trace_open(&model, args.trace, rank);
+    // -ak: the Hopper attention kernels run only when asked for (they have run on the emulator,
+    // not yet on a GPU); asked for where they cannot run, the flag is refused, not ignored
+#if defined(ENABLE_BF16)
+    if (args.attention_sm90) {
+        int hs = config.channels / config.num_heads;
+        if (hs != ATT90_HS) { fail("flag -ak 1: the sm_90a attention kernels need head size %d, this model has %d", ATT90_HS, hs); }
+        if (!attention_sm90_available()) {
+            fail("flag -ak 1: the sm_90a attention kernels need a compute capability 9.0 GPU and a build holding sm_90a "
+                 "(GPU_COMPUTE_CAPABILITY=90a); this device is %d.%d", prop.major, prop.minor);
+        }
+    }
+    attention_sm90_mode = args.attention_sm90 ? -1 : 0;
+#else
+    if (args.attention_sm90) { fail("flag -ak 1: the sm_90a attention kernels are bf16; this is the %s build", PRECISION_NAME); }
+#endif
     if (args.cuda_graph) { // the graph holds one rank's micro-step: its reductions are queued outside it
         if (N > 1) { fail("flag -cg 1 needs one rank (got %d): the collectives are queued inside the backward, outside any graph", N); }
         model.use_graph = 1;

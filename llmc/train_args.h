@@ -56,6 +56,7 @@ typedef struct {
     const char* hellaswag_file; // -hf (NULL: not given, HELLASWAG_DEFAULT_FILE)
     const char* grad_dtype;    // -zd bf16 | fp32: CUDA trainer, gradient accumulation and reduction dtype (NULL: the build's floatX)
     const char* trace;         // -zt PREFIX: each rank writes a trace of its training steps to PREFIX_rank<r>.txt (NULL: none)
+    int attention_sm90;        // -ak: 1 the sm_90a (wgmma, TMA) attention kernels, 0 the mma.sync ones (CUDA trainer)
     int cuda_graph;            // -cg: 1 replays each training micro-step's forward and backward as a CUDA graph (CUDA trainer, one rank, -z 0)
     // CUDA trainer, processes started without mpirun (llmc/nccl_comm.cuh)
     int num_processes;         // -pn (-1: not given)
@@ -77,7 +78,7 @@ static inline TrainArgs train_args_defaults(void) {
         .sample_every = 20, .gen_len = 64, .grad_clip = 1.0f, .shuffle = 0, .seed = 1337,
         .zero_stage = 0, .zero_budget_mb = -1.0f, .reshard = NULL, .prefetch = -1, .zero_group = -1, .unit_blocks = 1, .offload = 0,
         .checkpoint_every = 0, .checkpoint_keep = 0, .resume = 0, .wait_timeout = 300.0f, .io_timeout = -1.0f,
-        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .grad_dtype = NULL, .trace = NULL, .cuda_graph = 0, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
+        .recompute = -1, .hellaswag = 0, .hellaswag_file = NULL, .grad_dtype = NULL, .trace = NULL, .attention_sm90 = 0, .cuda_graph = 0, .num_processes = -1, .process_rank = -1, .init_method = NULL, .fs_path = NULL, .server = NULL,
     };
     return a;
 }
@@ -115,6 +116,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-zo", ARG_INT, offload, "CUDA trainer, -z 1/2/3: 1 keeps the optimizer state (master, m, v) in pinned host memory and runs AdamW on the CPU"),
     ARG("-zd", ARG_STR, grad_dtype, "CUDA trainer: gradients accumulated over micro-steps and reduced in bf16 or fp32 (default: the build's precision; fp32 only in the fp32 build)"),
     ARG("-zt", ARG_STR, trace, "trace every training step's collectives, slots and compute, one file per rank: PREFIX_rank<r>.txt (dev/bench/compare_stages.py --timeline draws them)"),
+    ARG("-ak", ARG_INT, attention_sm90, "CUDA trainer: 1 runs attention on the Hopper kernels (llmc/attention_sm90.cuh: wgmma, TMA; compute capability 9.0, a build with sm_90a, head size 64), 0 on the mma.sync kernels (opt-in until a GPU has run them)"),
     ARG("-cg", ARG_INT, cuda_graph, "CUDA trainer, one rank, -z 0: 1 captures each training micro-step's forward and backward once as a CUDA graph and replays it (fewer launches; not with -zt)"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),
@@ -203,6 +205,7 @@ static inline void parse_args(TrainArgs* args, int argc, char** argv, int rank, 
     if (args->offload != 0 && args->offload != 1) { fail("flag -zo expects 0 or 1, got %d", args->offload); }
     if (args->offload && is_auto) { fail("flag -zo 1 needs the stage given: -z 1, 2 or 3 (got -z auto)"); }
     if (args->offload && args->zero_stage == 0) { fail("flag -zo 1 applies only to -z 1, 2 or 3: stage 0 has no optimizer shard to offload (got -z 0)"); }
+    if (args->attention_sm90 != 0 && args->attention_sm90 != 1) { fail("flag -ak expects 0 or 1, got %d", args->attention_sm90); }
     if (args->cuda_graph != 0 && args->cuda_graph != 1) { fail("flag -cg expects 0 or 1, got %d", args->cuda_graph); }
     if (args->cuda_graph && is_auto) { fail("flag -cg 1 needs -z 0 (got -z auto): the graph holds one rank's micro-step"); }
     if (args->cuda_graph && args->zero_stage != 0) { fail("flag -cg 1 needs -z 0 (got -z %d): the graph holds one rank's micro-step, and stages 1-3 shard across ranks", args->zero_stage); }

@@ -181,9 +181,16 @@ case_ "-zd bf16, fp32 build" "flag -zd bf16 needs the bf16 build (make PRECISION
 else # the bf16 build: the offloaded update reads bf16 gradients (the fp32 build's are fp32 anyway)
 case_ "-zd fp32 with -zo 1"  "flags -zd fp32 and -zo 1 do not combine in the bf16 build: the offloaded update reads bf16 gradients (drop one of them)" "${M[@]}" -z 1 -zo 1 -zd fp32
 fi
+case_ "-ak 2"                "flag -ak expects 0 or 1, got 2" "${M[@]}" -ak 2
+if [[ "$TRAIN_GPT2" == *fp32* ]]; then
+case_ "-ak 1, fp32 build"    "flag -ak 1: the sm_90a attention kernels are bf16; this is the fp32 build" "${M[@]}" -ak 1
+else # the tiny model's heads have 16 channels: the Hopper kernels are written for 64
+case_ "-ak 1, head size 16"  "flag -ak 1: the sm_90a attention kernels need head size 64, this model has 16" "${M[@]}" -ak 1
+fi
 else
 case_ "-pn on the CPU"       "flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer" "${M[@]}" -pn 2 -pr 0
 case_ "-zd on the CPU"       "flag -zd is for the CUDA trainer: the CPU trainer accumulates and reduces fp32 gradients" "${M[@]}" -zd fp32
+case_ "-ak on the CPU"       "flag -ak is for the CUDA trainer: the CPU trainer runs no attention kernels" "${M[@]}" -ak 1
 fi
 
 echo "bad input: $passed passed, $failed failed"

@@ -1149,9 +1149,9 @@ void check_ptx_access(int linear, const void* p, size_t n, bool write, const voi
     int me = c->thread;
     c->thread = linear;
     // natural alignment applies to the 2..16-byte accesses (cp.async, ldmatrix rows); a TMA box row
-    // (any length, from any element of a 16-byte-aligned tensor) has none (branch fa3: the fp32
-    // rows of L and D, 256 bytes from a 64-byte boundary, were reported as misaligned)
-    on_access((uintptr_t)p, n, (write ? A_WRITE : A_READ) | (n <= 16 ? A_ALIGNED : 0), pc);
+    // (any length, from any element of a 16-byte-aligned tensor) has none (llmc/attention_sm90.cuh's fp32
+    // rows of L and D, 256 bytes from a 64-byte boundary, are legal and were once reported misaligned)
+    on_access((uintptr_t)p, n, (write ? A_WRITE : A_READ) | (n <= 16 ? (unsigned)A_ALIGNED : 0u), pc);
     c->thread = me;
 }
 

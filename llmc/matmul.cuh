@@ -11,7 +11,20 @@ where W, stored row-major (OC,C), is column-major (C x OC), and op() transposes.
 The bias rides on cuBLASLt's BIAS epilogue in the forward (one pass over the output, not two).
 Its gradient (column sums of dout over the BT rows) is our own two-pass kernel: partial sums
 per row chunk, then one fixed-order sum per column, so it is deterministic without atomics
-(cuBLASLt's BGRAD epilogues overwrite rather than accumulate, and gradient accumulation needs +=).
+(cuBLASLt's BGRAD epilogues overwrite rather than accumulate, and gradient accumulation needs +=;
+their bias gradient has D's type, bf16, so accumulating it would round the micro-step's sum to
+bf16 once more before the add: a rounding the trainer does not have today).
+
+GELU rides on the epilogues too (issue 30 item 2), for the MLP's two products:
+  forward   fch_gelu = GELU(ln2 @ fcw^T + fcb), fch = the GELU input, one product
+            (CUBLASLT_EPILOGUE_GELU_AUX_BIAS: D = GELU(v), aux = v, v the fp32 sum plus bias;
+            GELU reads the unrounded v, and both outputs are rounded once)
+  backward  dfch = GELU'(fch) * (dout @ fcprojw), one product (CUBLASLT_EPILOGUE_DGELU: aux = fch,
+            the product never rounded to bf16 before the multiply)
+so the trainer launches no GELU kernel: the (B,T,4C) tensors are read once less each way. The
+aux matrix has D's shape, type and leading dimension (cublasLt.h: AUX_LD divisible by 8 and at
+least D's rows), so a product whose OC is not a multiple of 8 takes the kernels of gelu.cuh
+instead (matmul_gelu_fused says which); GPT-2's 4C always is.
 
 Precision: bf16 inputs/outputs with fp32 accumulation (CUBLAS_COMPUTE_32F), or fp32 throughout
 for the FP32 build (no TF32: that build exists for tight comparisons).
@@ -21,6 +34,7 @@ for the FP32 build (no TF32: that build exists for tight comparisons).
 
 #include <cublasLt.h>
 #include "cuda_common.cuh"
+#include "gelu.cuh" // the kernels for shapes the GELU epilogues refuse
 
 static inline void cublas_check(cublasStatus_t status, const char* call, const char* file, int line) {
     if (status != CUBLAS_STATUS_SUCCESS) { fail("cuBLASLt: %s: status %d [%s:%d]", call, (int)status, file, line); }
@@ -84,7 +98,8 @@ static inline void matmul_check_alignment(const void* p, const char* what, int m
 // cublasLtMatmul reads the descriptors when it is called, not when the stream runs it, so a plan
 // may be destroyed while products made with it are still queued.
 typedef struct {
-    int m, n, k, trans_a, trans_b, bias;
+    int m, n, k, trans_a, trans_b;
+    int epilogue; // cublasLtEpilogue_t: DEFAULT, BIAS, GELU_AUX_BIAS, GELU_AUX or DGELU
     unsigned long long last_use; // g_matmul_clock at its last lookup
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
@@ -103,11 +118,16 @@ static void matmul_plan_destroy(MatmulPlan* q) {
     cublasCheck(cublasLtMatmulDescDestroy(q->desc));
 }
 
-static const MatmulPlan* matmul_plan(int m, int n, int k, int trans_a, int trans_b, int bias) {
+static int epilogue_has_bias(int e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+static int epilogue_has_aux(int e) {
+    return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU;
+}
+
+static const MatmulPlan* matmul_plan(int m, int n, int k, int trans_a, int trans_b, int epilogue) {
     g_matmul_clock++;
     for (int i = 0; i < g_matmul_plan_count; i++) {
         MatmulPlan* q = &g_matmul_plans[i];
-        if (q->m == m && q->n == n && q->k == k && q->trans_a == trans_a && q->trans_b == trans_b && q->bias == bias) {
+        if (q->m == m && q->n == n && q->k == k && q->trans_a == trans_a && q->trans_b == trans_b && q->epilogue == epilogue) {
             q->last_use = g_matmul_clock;
             return q;
         }
@@ -121,17 +141,23 @@ static const MatmulPlan* matmul_plan(int m, int n, int k, int trans_a, int trans
         g_matmul_plans_evicted++;
     }
     q->last_use = g_matmul_clock;
-    q->m = m; q->n = n; q->k = k; q->trans_a = trans_a; q->trans_b = trans_b; q->bias = bias;
+    q->m = m; q->n = n; q->k = k; q->trans_a = trans_a; q->trans_b = trans_b; q->epilogue = epilogue;
     cublasCheck(cublasLtMatmulDescCreate(&q->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-    cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (bias) { // the heuristic learns the bias's alignment from the pointer's value (cublasLt.h), so
-        // it gets an address with exactly the promised alignment; each call sets the real one
-        const void* promise = (const void*)(uintptr_t)MATMUL_ALIGN;
+    cublasLtEpilogue_t ep = (cublasLtEpilogue_t)epilogue;
+    cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof(ep)));
+    // the heuristic learns the bias's and the aux's alignment from the pointers' values (cublasLt.h),
+    // so it gets an address with exactly the promised alignment; each call sets the real ones
+    const void* promise = (const void*)(uintptr_t)MATMUL_ALIGN;
+    if (epilogue_has_bias(epilogue)) {
         cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &promise, sizeof(promise)));
+    }
+    if (epilogue_has_aux(epilogue)) { // the aux has D's layout: ld m (matmul_gelu_fused: m % 8 == 0)
+        const int64_t aux_ld = m;
+        cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &promise, sizeof(promise)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
     cublasCheck(cublasLtMatrixLayoutCreate(&q->la, CUBLAS_FLOATX, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
     cublasCheck(cublasLtMatrixLayoutCreate(&q->lb, CUBLAS_FLOATX, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
@@ -151,8 +177,8 @@ static const MatmulPlan* matmul_plan(int m, int n, int k, int trans_a, int trans
     cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(g_cublaslt, q->desc, q->la, q->lb, q->ld, q->ld, pref, 1, &heuristic, &found);
     if (status != CUBLAS_STATUS_NOT_SUPPORTED) { cublasCheck(status); }
     if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) {
-        fail("cuBLASLt has no algorithm for m %d n %d k %d (trans %d %d, bias %d, alignment %u)", m, n, k, trans_a,
-             trans_b, bias, MATMUL_ALIGN);
+        fail("cuBLASLt has no algorithm for m %d n %d k %d (trans %d %d, epilogue %d, alignment %u)", m, n, k, trans_a,
+             trans_b, epilogue, MATMUL_ALIGN);
     }
     q->algo = heuristic.algo;
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
@@ -164,23 +190,45 @@ static void matmul_plans_free(void) {
     g_matmul_plan_count = 0;
 }
 
-// d (m x n, column-major, ld m) = op(a) op(b) [+ d when accumulate] [+ bias over the m rows].
+// d (m x n, column-major, ld m) = op(a) op(b) [+ d when accumulate] [+ bias over the m rows],
+// then the GELU epilogues with aux (m x n, ld m) when gelu is not 0:
+//   gelu 1: aux = v, d = GELU(v) (GELU_AUX[_BIAS]);  gelu -1: d = v * GELU'(aux) (DGELU).
 // a is (k x m) when trans_a, else (m x k); b is (n x k) when trans_b, else (k x n).
-static void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias,
-                            int m, int n, int k, int trans_a, int trans_b, int accumulate, cudaStream_t stream) {
+static void matmul_cublaslt_gelu(floatX* d, const floatX* a, const floatX* b, const floatX* bias, floatX* aux,
+                                 int gelu, int m, int n, int k, int trans_a, int trans_b, int accumulate,
+                                 cudaStream_t stream) {
     if (g_cublaslt == NULL) { fail("internal: matmul_init was not called"); }
     matmul_check_alignment(a, "a", m, n, k);
     matmul_check_alignment(b, "b", m, n, k);
     matmul_check_alignment(d, "d", m, n, k);
     if (bias != NULL) { matmul_check_alignment(bias, "the bias", m, n, k); }
-    const MatmulPlan* q = matmul_plan(m, n, k, trans_a, trans_b, bias != NULL);
-    if (bias != NULL) { // the one attribute that changes from call to call; the call reads it now
+    int epilogue = bias != NULL ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (gelu != 0) {
+        if (aux == NULL || m % 8 != 0) { fail("internal: matmul m %d n %d k %d: a GELU epilogue needs aux and m %% 8 == 0", m, n, k); }
+        if (gelu < 0 && bias != NULL) { fail("internal: matmul m %d n %d k %d: DGELU takes no bias", m, n, k); }
+        matmul_check_alignment(aux, "the aux matrix", m, n, k);
+        epilogue = gelu < 0 ? CUBLASLT_EPILOGUE_DGELU : bias != NULL ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    }
+    const MatmulPlan* q = matmul_plan(m, n, k, trans_a, trans_b, epilogue);
+    if (bias != NULL) { // the attributes that change from call to call; the call reads them now
         cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (gelu != 0) {
+        cublasCheck(cublasLtMatmulDescSetAttribute(q->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     }
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     cublasCheck(cublasLtMatmul(g_cublaslt, q->desc, &alpha, a, q->la, b, q->lb, &beta, d, q->ld, d, q->ld, &q->algo,
                                g_cublaslt_workspace, CUBLASLT_WORKSPACE_BYTES, stream));
 }
+
+static void matmul_cublaslt(floatX* d, const floatX* a, const floatX* b, const floatX* bias,
+                            int m, int n, int k, int trans_a, int trans_b, int accumulate, cudaStream_t stream) {
+    matmul_cublaslt_gelu(d, a, b, bias, NULL, 0, m, n, k, trans_a, trans_b, accumulate, stream);
+}
+
+// Whether the GELU of a product with OC outputs per row rides on its epilogue (cublasLt.h: the
+// aux's leading dimension, OC here, must be divisible by 8). Otherwise gelu.cuh's kernels run.
+static int matmul_gelu_fused(int OC) { return OC % 8 == 0; }
 
 // ----------------------------------------------------------------------------
 // bias gradient: dbias (OC) += column sums of dout (BT, OC), in two fixed-order passes
@@ -241,13 +289,36 @@ static void matmul_forward(floatX* out, const floatX* inp, const floatX* weight,
     matmul_cublaslt(out, weight, inp, bias, OC, BT, C, 1, 0, 0, stream);
 }
 
-// dinp (BT,C) = dout (BT,OC) @ weight (WRITTEN: its callers add it where it is a sum);
+// out_gelu (BT,OC) = GELU(pre_gelu), pre_gelu (BT,OC) = inp (BT,C) @ weight^T + bias: the fc
+// product with its GELU (GELU_AUX_BIAS; where matmul_gelu_fused(OC) is false, the product then
+// gelu.cuh's kernel, which reads the rounded pre_gelu). Run again on the same inputs it gives the
+// same bits, which -r 1's recompute relies on.
+static void matmul_forward_gelu(floatX* out_gelu, floatX* pre_gelu, const floatX* inp, const floatX* weight,
+                                const floatX* bias, int BT, int C, int OC, cudaStream_t stream) {
+    if (matmul_gelu_fused(OC)) {
+        matmul_cublaslt_gelu(out_gelu, weight, inp, bias, pre_gelu, 1, OC, BT, C, 1, 0, 0, stream);
+    } else {
+        matmul_cublaslt(pre_gelu, weight, inp, bias, OC, BT, C, 1, 0, 0, stream);
+        gelu_forward(out_gelu, pre_gelu, (size_t)BT * OC, stream);
+    }
+}
+
+// dinp (BT,C) = dout (BT,OC) @ weight (WRITTEN: its callers add it where it is a sum), times
+// GELU'(pre_gelu) (BT,C) element by element when pre_gelu is not NULL (the DGELU epilogue: dinp
+// is then the gradient at GELU's input; where matmul_gelu_fused(C) is false, the product rounded
+// into dinp, then gelu.cuh's backward in place);
 // dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums of dout (when not NULL, with
 // `scratch` of matmul_dbias_scratch_floats(OC) floats)
 static void matmul_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
-                            const floatX* inp, const floatX* weight, int BT, int C, int OC, cudaStream_t stream) {
+                            const floatX* inp, const floatX* weight, int BT, int C, int OC, cudaStream_t stream,
+                            const floatX* pre_gelu = NULL) {
     if (dbias != NULL) { check_aligned16(dout, "dout", "matmul_backward's dbias"); } // before anything is queued
-    matmul_cublaslt(dinp, weight, dout, NULL, C, BT, OC, 0, 0, 0, stream);
+    if (pre_gelu != NULL && matmul_gelu_fused(C)) {
+        matmul_cublaslt_gelu(dinp, weight, dout, NULL, (floatX*)pre_gelu, -1, C, BT, OC, 0, 0, 0, stream); // aux is read only
+    } else {
+        matmul_cublaslt(dinp, weight, dout, NULL, C, BT, OC, 0, 0, 0, stream);
+        if (pre_gelu != NULL) { gelu_backward(dinp, pre_gelu, dinp, (size_t)BT * C, stream); }
+    }
     matmul_cublaslt(dweight, inp, dout, NULL, C, OC, BT, 0, 1, 1, stream);
     if (dbias != NULL) {
         dim3 grid(ceil_div(packs_of(OC), DBIAS_PACKS), DBIAS_CHUNKS), block(DBIAS_PACKS, DBIAS_ROWS);

@@ -198,7 +198,8 @@ def expand_step(counts, S):
         if op["op"] == "gemm":
             dims = [S.BT if d == tBT else d for d in (op["m"], op["n"], op["k"])]
             # cuBLASLt's D += for the weight gradient: matmul_backward's dweight is the NT product
-            ctx = {"m": dims[0], "n": dims[1], "k": dims[2], "bias": op["bias"], "accumulate": (not op["ta"]) and op["tb"]}
+            ctx = {"m": dims[0], "n": dims[1], "k": dims[2], "bias": op["bias"], "accumulate": (not op["ta"]) and op["tb"],
+                   "gelu": op.get("gelu", ""), "aux": op.get("aux", False)}
             last_gemm = ctx
             launches.append(Launch("gemm", "cublasLt %s%s" % ("T" if op["ta"] else "N", "T" if op["tb"] else "N"), phase, ctx))
         elif op["op"] == "kernel":
@@ -453,7 +454,13 @@ def gemm_result(launch, S, dev):
     for split in range(1, max(1, k // 1024) + 1 if k >= 4096 else 2):
         waves = tiles * split / dev.sms
         wave_use = max(wave_use, waves / math.ceil(waves))
-    nbytes = (m * k + k * n + m * n * (2 if launch.ctx["accumulate"] else 1) + (m if launch.ctx["bias"] else 0)) * kc.X
+    # the GELU epilogues (issue 30 item 2) move one more m x n matrix inside the product: GELU_AUX*
+    # writes the GELU input beside D, DGELU reads it. Their arithmetic (a tanhf per element, ~20
+    # operations, against 2k tensor-core FLOPs per element) is taken as hidden under the MMA: an
+    # assumption (llm.c fuses GELU only on H100+, having found cuBLASLt's fused GELU slower on
+    # Ampere/Ada), unmeasured until a GPU runs this tree.
+    aux = m * n if launch.ctx.get("aux") else 0
+    nbytes = (m * k + k * n + m * n * (2 if launch.ctx["accumulate"] else 1) + (m if launch.ctx["bias"] else 0) + aux) * kc.X
     parts = {
         "compute": flops / (dev.tc * dev.gemm_eff * wave_use),
         "memory": nbytes / (dev.bw * dev.bw_best("triad")),

@@ -91,7 +91,9 @@ def checkout(commit, dest):
 # 1. the launch sequence of one step, from the emulator's trace
 
 TRACE_LINE = re.compile(r"^cuda-emu trace: op \d+ (.*) \(stream (0x[0-9a-f]+|\(nil\))\): [0-9.]+ ms$")
-GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?$")
+# the epilogue after the shape (dev/cuda/emu/cublaslt.cpp's describe): " bias", then " gelu" (GELU_AUX*:
+# the aux written) or " dgelu" (DGELU: the aux read), then " aux" when there is an aux matrix
+GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?( gelu| dgelu)?( aux)?$")
 MEMCPY = re.compile(r"^cudaMemcpyAsync of (\d+) bytes$")
 
 
@@ -156,7 +158,8 @@ def parse_op(what):
     m = GEMM.match(what)
     if m:
         return {"op": "gemm", "m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3)), "type": m.group(4),
-                "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": bool(m.group(7))}
+                "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": bool(m.group(7)),
+                "gelu": (m.group(8) or "").strip(), "aux": bool(m.group(9))}
     m = MEMCPY.match(what)
     if m:
         return {"op": "memcpy", "bytes": int(m.group(1))}

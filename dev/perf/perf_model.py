@@ -199,7 +199,7 @@ def expand_step(counts, S):
             dims = [S.BT if d == tBT else d for d in (op["m"], op["n"], op["k"])]
             # cuBLASLt's D += for the weight gradient: matmul_backward's dweight is the NT product
             ctx = {"m": dims[0], "n": dims[1], "k": dims[2], "bias": op["bias"], "accumulate": (not op["ta"]) and op["tb"],
-                   "gelu": op.get("gelu", ""), "aux": op.get("aux", False)}
+                   "gelu": op.get("gelu", ""), "aux": op.get("aux", False), "bgradb": op.get("bgradb", False)}
             last_gemm = ctx
             launches.append(Launch("gemm", "cublasLt %s%s" % ("T" if op["ta"] else "N", "T" if op["tb"] else "N"), phase, ctx))
         elif op["op"] == "kernel":
@@ -211,7 +211,7 @@ def expand_step(counts, S):
                 # add; the backward's recomputes (-r 2) are plain
                 ctx["fused"] = phase == "forward" and n_lnf > 0
                 n_lnf += phase == "forward"
-            if name in ("dbias_partial_kernel", "dbias_finish_kernel"):
+            if name in ("dbias_partial_kernel", "dbias_finish_kernel", "dbias_add_kernel"):
                 ctx["OC"] = last_gemm["n"]  # matmul_backward: after dweight (m C, n OC, k BT)
             launches.append(Launch("kernel", name, phase, ctx))
             if name == "adamw_kernel":
@@ -459,7 +459,9 @@ def gemm_result(launch, S, dev):
     # operations, against 2k tensor-core FLOPs per element) is taken as hidden under the MMA: an
     # assumption (llm.c fuses GELU only on H100+, having found cuBLASLt's fused GELU slower on
     # Ampere/Ada), unmeasured until a GPU runs this tree.
-    aux = m * n if launch.ctx.get("aux") else 0
+    # BGRADB (the bias gradient of the dweight product) sums the B operand the product reads
+    # anyway and writes n elements: priced as those n elements, its adds taken as hidden too.
+    aux = m * n if launch.ctx.get("aux") else n if launch.ctx.get("bgradb") else 0
     nbytes = (m * k + k * n + m * n * (2 if launch.ctx["accumulate"] else 1) + (m if launch.ctx["bias"] else 0) + aux) * kc.X
     parts = {
         "compute": flops / (dev.tc * dev.gemm_eff * wave_use),

@@ -92,8 +92,9 @@ def checkout(commit, dest):
 
 TRACE_LINE = re.compile(r"^cuda-emu trace: op \d+ (.*) \(stream (0x[0-9a-f]+|\(nil\))\): [0-9.]+ ms$")
 # the epilogue after the shape (dev/cuda/emu/cublaslt.cpp's describe): " bias", then " gelu" (GELU_AUX*:
-# the aux written) or " dgelu" (DGELU: the aux read), then " aux" when there is an aux matrix
-GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?( gelu| dgelu)?( aux)?$")
+# the aux written) or " dgelu" (DGELU: the aux read), then " aux" when there is an aux matrix or
+# " bgradb" (BGRADB: op(B)'s column sums written through the bias pointer)
+GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?( gelu| dgelu)?( aux| bgradb)?$")
 MEMCPY = re.compile(r"^cudaMemcpyAsync of (\d+) bytes$")
 
 
@@ -159,7 +160,7 @@ def parse_op(what):
     if m:
         return {"op": "gemm", "m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3)), "type": m.group(4),
                 "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": bool(m.group(7)),
-                "gelu": (m.group(8) or "").strip(), "aux": bool(m.group(9))}
+                "gelu": (m.group(8) or "").strip(), "aux": m.group(9) == " aux", "bgradb": m.group(9) == " bgradb"}
     m = MEMCPY.match(what)
     if m:
         return {"op": "memcpy", "bytes": int(m.group(1))}

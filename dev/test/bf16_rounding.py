@@ -186,6 +186,8 @@ class Numerics:
         if not want_bias:
             return dinp, dw, None
         rows = dout[:-1] if self.bug == "dbias_last_row" else dout
+        # the dweight product's BGRADB epilogue writes the fp32 column sums rounded to bf16, then
+        # dbias += them (one more rounding): into zeroed gradients, as here, r(0 + r(s)) = r(s)
         return dinp, dw, self.r(rows.sum(0))
 
     def layernorm(self, x, w, b):

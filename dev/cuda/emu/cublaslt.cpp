@@ -29,10 +29,16 @@ with tanhf; the documentation names only "GELU", and the tanh form is the one fr
 these epilogues (XLA fuses only its tanh-approximate GELU into them). Its gradient is the exact
 derivative of that form. What a GPU's kernel rounds inside GELU is not documented: the emulator's
 bits are its own, and only its semantics (which value is the GELU input, what is rounded when) are
-cuBLASLt's. The bias-gradient epilogues (BGRADA, BGRADB, DGELU_BGRAD) are not implemented.
+cuBLASLt's.
+
+BGRADB (cublasLt.h: "the bias size corresponds to the number of columns of the matrix D. The
+reduction happens over the GEMM's k dimension. Stores Bias gradient in the auxiliary output", the
+BIAS_POINTER; its elements have D's type): bias[j] = the sum over kk of op(B)[kk, j], in fp32 in
+increasing kk from +0.0f, rounded once to D's type, WRITTEN (not added to) whatever beta is; D is
+the plain product. BGRADA and DGELU_BGRAD are not implemented.
 
 What it does not: everything else (other data and compute types, fast/TF32 modes, batches, other
-orders, other epilogues (RELU*, the bias gradients), other aux types, device pointer modes, scale/amax pointers, cublasLtMatrixTransform,
+orders, other epilogues (RELU*, BGRADA, DGELU_BGRAD), other aux types, device pointer modes, scale/amax pointers, cublasLtMatrixTransform,
 AlgoGetIds/AlgoInit/AlgoCheck/AlgoConfig, the logger). A request for any of it returns
 CUBLAS_STATUS_NOT_SUPPORTED with one line on stderr naming what; functions not written here fail
 at link time. Nothing is silently approximated.
@@ -477,6 +483,7 @@ struct Problem {
     int gelu;             // 0 none, GELU_FWD (GELU, GELU_BIAS, GELU_AUX*), GELU_BWD (DGELU)
     bool aux;             // the epilogue uses the aux matrix (GELU_AUX, GELU_AUX_BIAS, DGELU)
     Layout aux_layout;    // the aux matrix: D's type and shape, ld EPILOGUE_AUX_LD
+    bool bgradb;          // BGRADB: the column sums of op(B) written to the bias pointer (n elements)
     uint32_t type;        // of A, B, C, D (and of the bias)
     Layout a, b, c, d;    // copies: descriptors may be destroyed before the product runs
 };
@@ -528,11 +535,12 @@ cublasStatus_t check_epilogue(const MatmulDesc* d, Problem* p) {
     case CUBLASLT_EPILOGUE_GELU_AUX: p->gelu = GELU_FWD, p->aux = true; break;
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: p->gelu = GELU_FWD, p->aux = true, p->bias = true; break;
     case CUBLASLT_EPILOGUE_DGELU: p->gelu = GELU_BWD, p->aux = true; break;
+    case CUBLASLT_EPILOGUE_BGRADB: p->bgradb = true; break;
     default:
-        return unsupported("epilogue %s (%u) (only DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS and DGELU)",
+        return unsupported("epilogue %s (%u) (only DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU and BGRADB)",
                            epilogue_name(e), e);
     }
-    if (p->bias && d->bias_type != -1 && (uint32_t)d->bias_type != d_type) {
+    if ((p->bias || p->bgradb) && d->bias_type != -1 && (uint32_t)d->bias_type != d_type) {
         return unsupported("a bias of type %s with D of type %s (the bias must have D's type)", type_name(d->bias_type),
                            type_name(d_type));
     }
@@ -571,7 +579,7 @@ cublasStatus_t make_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la
     p->k = p->trans_a ? (int64_t)p->a.rows : (int64_t)p->a.cols;
     p->n = p->trans_b ? (int64_t)p->b.rows : (int64_t)p->b.cols;
     p->type = p->d.type;
-    p->bias = false, p->gelu = 0, p->aux = false;
+    p->bias = false, p->gelu = 0, p->aux = false, p->bgradb = false;
     if (cublasStatus_t s = check_types(*p)) { return s; }
     if (cublasStatus_t s = check_shapes(*p)) { return s; }
     return check_epilogue(d, p);
@@ -741,6 +749,7 @@ struct Job {
     int gelu;          // 0, GELU_FWD or GELU_BWD
     void* aux;         // the aux matrix (NULL without one), ld aux_ld
     int64_t aux_ld;
+    void* bgrad;       // BGRADB's output (n elements), or NULL
     float alpha, beta;
     uint32_t k_chunks;
 };
@@ -866,6 +875,19 @@ void run_product(const Job& job) {
     }
 }
 
+// BGRADB: bgrad[j] = sum over kk of op(B)[kk][j], in fp32 in increasing kk, rounded once
+// (adds only: contraction cannot change it).
+template <typename T>
+void run_bgradb(const Job& job) {
+    const T* b = static_cast<const T*>(job.b);
+#pragma omp parallel for num_threads(thread_count()) schedule(static)
+    for (int64_t j = 0; j < job.n; j++) {
+        float sum = 0.0f;
+        for (int64_t kk = 0; kk < job.k; kk++) { sum = sum + to_float(job.trans_b ? b[j + kk * job.ldb] : b[kk + j * job.ldb]); }
+        from_float(static_cast<T*>(job.bgrad) + j, sum);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // cublasLtMatmul's checks before it queues the product
 
@@ -952,7 +974,7 @@ cublasStatus_t check_pointers(const Problem& p, const void* const ptrs[6], const
                                          "the bias pointer's alignment when the heuristic was asked",
                                          "the aux pointer's alignment when the heuristic was asked"};
     for (int i = 0; i < 6; i++) {
-        if ((i == 2 && !reads_c) || (i == 4 && !p.bias) || (i == 5 && !p.aux)) { continue; }
+        if ((i == 2 && !reads_c) || (i == 4 && !p.bias && !p.bgradb) || (i == 5 && !p.aux)) { continue; }
         if (cublasStatus_t s = check_alignment(names[i], ptrs[i], type_size(p.type), align[i], prefs[i])) { return s; }
     }
     return CUBLAS_STATUS_SUCCESS;
@@ -970,7 +992,7 @@ void describe(const Job& job, char* out, size_t size) {
     snprintf(out, size, "cublasLtMatmul %lldx%lldx%lld %s %c%c%s%s%s", (long long)job.m, (long long)job.n, (long long)job.k,
              job.type == CUDA_R_16BF ? "bf16" : "fp32", job.trans_a ? 'T' : 'N', job.trans_b ? 'T' : 'N',
              job.bias != nullptr ? " bias" : "", job.gelu == GELU_FWD ? " gelu" : job.gelu == GELU_BWD ? " dgelu" : "",
-             job.aux != nullptr ? " aux" : "");
+             job.aux != nullptr ? " aux" : job.bgrad != nullptr ? " bgradb" : "");
 }
 
 }  // namespace
@@ -1232,9 +1254,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     Job job = {};
     if (cublasStatus_t s = read_scalars(alpha, beta, &job.alpha, &job.beta)) { return s; }
     const MatmulDesc* desc = unwrap<const MatmulDesc>(computeDesc, DESC_MAGIC);
-    const void* bias = p.bias ? desc->bias : nullptr;
+    const void* bias = p.bias || p.bgradb ? desc->bias : nullptr;
     void* aux = p.aux ? desc->aux : nullptr;
-    if (p.bias && bias == nullptr) {
+    if ((p.bias || p.bgradb) && bias == nullptr) {
         return invalid("epilogue %s needs CUBLASLT_MATMUL_DESC_BIAS_POINTER", epilogue_name(desc->epilogue));
     }
     if (p.aux && aux == nullptr) {
@@ -1253,6 +1275,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (reads_c) { check_memory(C, p.c, "C"); }
     check_memory(D, p.d, "D");
     if (p.bias) { emu::check_device_range(bias, (size_t)p.m * type_size(p.type), "cublasLtMatmul", "the bias vector"); }
+    if (p.bgradb) { emu::check_device_range(bias, (size_t)p.n * type_size(p.type), "cublasLtMatmul", "the bias gradient vector"); }
     if (p.aux) { check_memory(aux, p.aux_layout, "aux"); }
 
     job.m = p.m, job.n = p.n, job.k = p.k;
@@ -1262,7 +1285,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     job.b = B, job.ldb = p.b.ld;
     job.c = reads_c ? C : nullptr, job.ldc = p.c.ld;
     job.d = D, job.ldd = p.d.ld;
-    job.bias = bias;
+    job.bias = p.bias ? bias : nullptr;
+    job.bgrad = p.bgradb ? const_cast<void*>(bias) : nullptr;
     job.gelu = p.gelu;
     job.aux = aux, job.aux_ld = p.aux_layout.ld;
     char what[160];
@@ -1273,6 +1297,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     matrix_ranges(&details.ranges, B, p.b, false);
     if (reads_c) { matrix_ranges(&details.ranges, C, p.c, false); }
     if (p.bias) { details.ranges.push_back(emu::OpRange{bias, (size_t)p.m * type_size(p.type), false}); }
+    if (p.bgradb) { details.ranges.push_back(emu::OpRange{bias, (size_t)p.n * type_size(p.type), true}); }
     if (p.aux) { matrix_ranges(&details.ranges, aux, p.aux_layout, p.gelu == GELU_FWD); } // written forward, read by DGELU
     matrix_ranges(&details.ranges, D, p.d, true);
     std::string who = what;
@@ -1288,9 +1313,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
         if (job.aux != nullptr && job.gelu == GELU_BWD) { operand_read(job.aux, p.aux_layout, "aux", who.c_str(), caller); }
         if (job.type == CUDA_R_16BF) {
             run_product<__nv_bfloat16>(job);
+            if (job.bgrad != nullptr) { run_bgradb<__nv_bfloat16>(job); }
         } else {
             run_product<float>(job);
+            if (job.bgrad != nullptr) { run_bgradb<float>(job); }
         }
+        if (job.bgrad != nullptr && emu::check_settings().initcheck) { emu::device_bytes_written(job.bgrad, (size_t)job.n * type_size(job.type)); }
         operand_written(job.d, p.d);
         if (job.aux != nullptr && job.gelu == GELU_FWD) { operand_written(job.aux, p.aux_layout); }
         return true;

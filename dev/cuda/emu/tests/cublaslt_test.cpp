@@ -23,6 +23,8 @@ What it checks
   - the GELU epilogues (GELU_AUX_BIAS, DGELU) against a double reference of GELU's tanh form,
     the aux's padding rows untouched, and their attributes' refusals (aux pointer or ld missing,
     ld not divisible by 8 or below D's rows, another aux type, an aux less aligned than promised);
+  - BGRADB: op(B)'s column sums written (not added) to the bias pointer, B plain and transposed,
+    D the accumulated product;
   - every NOT_SUPPORTED / INVALID_VALUE / NOT_INITIALIZED path, the alignment promise check,
     and (in a child process) that host operands and device alpha end the process with status 86.
 It uses only cudaMalloc, cudaMemcpy, cudaStreamSynchronize and cudaFree from the CUDA runtime.
@@ -697,9 +699,9 @@ static void test_problem_checks() {
     cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
     expect(s.heuristic(&r), CUBLAS_STATUS_NOT_SUPPORTED, "heuristic DGELU_BGRAD epilogue");
     expect(s.matmul(nullptr), CUBLAS_STATUS_NOT_SUPPORTED, "matmul DGELU_BGRAD epilogue");
-    e = CUBLASLT_EPILOGUE_BGRADB;
+    e = CUBLASLT_EPILOGUE_BGRADA;
     cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
-    expect(s.heuristic(&r), CUBLAS_STATUS_NOT_SUPPORTED, "heuristic BGRADB epilogue");
+    expect(s.heuristic(&r), CUBLAS_STATUS_NOT_SUPPORTED, "heuristic BGRADA epilogue");
     e = CUBLASLT_EPILOGUE_BIAS;
     cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
     expect(s.matmul(nullptr), CUBLAS_STATUS_INVALID_VALUE, "BIAS epilogue without a bias pointer");
@@ -926,6 +928,66 @@ static void test_gelu_epilogues() {
     }
 }
 
+// BGRADB: the column sums of op(B) (n of them, reduced over k) WRITTEN to the bias pointer, D the
+// plain product (here accumulated, beta 1, as llmc's dweight product is); with op(B) = B and B^T.
+static void test_bgradb() {
+    for (cudaDataType t : {CUDA_R_32F, CUDA_R_16BF}) {
+        for (int tb = 0; tb < 2; tb++) {
+            Setup s(t); // a (m x k), c/d (m x n); b is k x n, or n x k read transposed
+            const int m = s.m, n = s.n, k = s.k;
+            char what[128];
+            snprintf(what, sizeof what, "BGRADB%s %s", tb ? " (B transposed)" : "", type_label(t));
+            cublasLtMatrixLayout_t lbt;
+            cublasLtMatrixLayoutCreate(&lbt, t, tb ? n : k, tb ? k : n, tb ? n : k);
+            cublasOperation_t op = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+            cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op, sizeof op);
+            cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BGRADB;
+            cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+            s.beta = 1.0f;
+            void* d = dev_alloc((size_t)m * n * elem_size(t));
+            die_if(cudaMemcpy(d, s.c, (size_t)m * n * elem_size(t), cudaMemcpyDeviceToDevice) != cudaSuccess, "copy C");
+            std::vector<float> ha = download(s.a, t, (size_t)m * k), hb = download(s.b, t, (size_t)k * n);
+            std::vector<float> hc = download(s.c, t, (size_t)m * n);
+            cublasLtMatmulHeuristicResult_t r;
+            expect(s.matmul(nullptr, nullptr, d, lbt, nullptr), CUBLAS_STATUS_INVALID_VALUE, "BGRADB without a bias pointer");
+            upload(s.bias, t, std::vector<float>(n, NAN)); // written, not added to
+            cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s.bias, sizeof s.bias);
+            int found = 0;
+            if (!expect(cublasLtMatmulAlgoGetHeuristic(g_handle, s.desc, s.la, lbt, s.lc, s.lc, s.pref, 1, &r, &found),
+                        CUBLAS_STATUS_SUCCESS, what) ||
+                !expect(s.matmul(&r.algo, nullptr, d, lbt, nullptr), CUBLAS_STATUS_SUCCESS, what)) {
+                cudaFree(d);
+                cublasLtMatrixLayoutDestroy(lbt);
+                continue;
+            }
+            std::vector<float> hd = download(d, t, (size_t)m * n), hg = download(s.bias, t, n);
+            double tol = t == CUDA_R_16BF ? 1.0 / 128 : (k + 8) * 1.2e-7;
+            double worst_g = 0, worst_d = 0;
+            for (int j = 0; j < n; j++) {
+                double g = 0, gmag = 0;
+                for (int kk = 0; kk < k; kk++) {
+                    double bv = tb ? hb[j + (size_t)kk * n] : hb[kk + (size_t)j * k];
+                    g += bv, gmag += fabs(bv);
+                }
+                worst_g = fmax(worst_g, fabs(hg[j] - g) / (gmag + 1e-30)); // NaN stays NaN: fails
+                if (hg[j] != hg[j]) { worst_g = INFINITY; }
+                for (int i = 0; i < m; i++) {
+                    double v = hc[i + j * m], mag = fabs(v);
+                    for (int kk = 0; kk < k; kk++) {
+                        double bv = tb ? hb[j + (size_t)kk * n] : hb[kk + (size_t)j * k];
+                        v += (double)ha[i + (size_t)kk * m] * bv, mag += fabs((double)ha[i + (size_t)kk * m] * bv);
+                    }
+                    worst_d = fmax(worst_d, fabs(hd[i + j * m] - v) / (mag + 1e-30));
+                }
+            }
+            check(worst_g <= tol && worst_d <= tol, "%s: bias gradient err %.3g, D err %.3g of the terms' magnitude (bound %.3g)",
+                  what, worst_g, worst_d, tol);
+            cudaFree(d);
+            cublasLtMatrixLayoutDestroy(lbt);
+        }
+    }
+}
+
 int main(int argc, char** argv) {
     bool do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0;
     die_if(cublasLtCreate(&g_handle) != CUBLAS_STATUS_SUCCESS, "cublasLtCreate");
@@ -939,6 +1001,7 @@ int main(int argc, char** argv) {
     test_descriptors();
     test_problem_checks();
     test_gelu_epilogues();
+    test_bgradb();
     test_alignment_promises();
     test_fatal_paths();
     if (do_bench) { bench(); }

@@ -93,7 +93,7 @@ typedef struct {
     floatX* ln2;       // (L,B,T,C), or (B,T,C) with -r 2
     float* ln2_mean;   // (L,B,T)
     float* ln2_rstd;   // (L,B,T)
-    floatX* fch;       // (L,B,T,4C) before GELU
+    floatX* fch;       // (L,B,T,4C) before GELU (the fc product's aux output, the DGELU's aux input)
     floatX* fch_gelu;  // (L,B,T,4C), or (B,T,4C) with -r >= 1
     floatX* residual3; // (L,B,T,C)
     floatX* lnf;       // (B,T,C)
@@ -105,7 +105,7 @@ typedef struct {
     floatX* proj;      // (B,T,C) attproj or fcproj, consumed by the next fused residual + layernorm
     floatX* dresidual; // (B,T,C) the residual stream's gradient
     floatX* dbtc;      // (B,T,C) dlnf, dln2, datty, dln1 in turn
-    floatX* dbt4c;     // (B,T,4C) dfch_gelu -> dfch in place, then dqkv (3C of it)
+    floatX* dbt4c;     // (B,T,4C) dfch (the DGELU epilogue's output), then dqkv (3C of it)
     float* att_scratch;   // (B,NH,T) attention backward's row terms
     float* ln_scratch;    // layernorm backward's partial sums
     float* dbias_scratch; // matmul backward's bias partial sums
@@ -624,8 +624,7 @@ static void forward_kernels(GPT2* model, int B, int T, int decode_pos) {
         else { attention_forward(atty, a->att_lse + (size_t)l * B * NH * T, qkv, B, T, C, NH, s); }
         matmul_forward(a->proj, atty, w.attprojw, w.attprojb, (int)BT, C, C, s);
         fused_residual_layernorm_forward(residual2, ln2, ln2_mean, ln2_rstd, residual, a->proj, w.ln2w, w.ln2b, (int)BT, C, s);
-        matmul_forward(fch, ln2, w.fcw, w.fcb, (int)BT, C, 4 * C, s);
-        gelu_forward(fch_gelu, fch, BTC * 4, s);
+        matmul_forward_gelu(fch_gelu, fch, ln2, w.fcw, w.fcb, (int)BT, C, 4 * C, s); // GELU in the epilogue
         matmul_forward(a->proj, fch_gelu, w.fcprojw, w.fcprojb, (int)BT, 4 * C, C, s);
         if (l == unit_last_block(lay, u)) { unit_release_after_forward(model, u); }
     }
@@ -736,17 +735,20 @@ static void backward_blocks(GPT2* model, int reduce) {
         floatX* fch_gelu = a->fch_gelu + (model->recompute >= 1 ? 0 : l * BTC * 4);
         float* ln1_mean = a->ln1_mean + l * BT, *ln1_rstd = a->ln1_rstd + l * BT;
         float* ln2_mean = a->ln2_mean + l * BT, *ln2_rstd = a->ln2_rstd + l * BT;
-        // recompute what the forward did not keep (the statistics are rewritten with the same values)
-        if (model->recompute >= 1) { gelu_forward(fch_gelu, fch, BTC * 4, s); }
+        // recompute what the forward did not keep (the statistics are rewritten with the same values).
+        // The forward's GELU is the fc product's epilogue, from the fp32 sum that is never stored, so
+        // its bits come back only from that product: -r >= 1 runs it again (fch is rewritten with
+        // the bits it holds), a matmul where a GELU kernel on the rounded fch would give other bits.
         if (model->recompute >= 2) {
             layernorm_forward(ln1, ln1_mean, ln1_rstd, residual, w.ln1w, w.ln1b, (int)BT, C, s);
             layernorm_forward(ln2, ln2_mean, ln2_rstd, a->residual2 + l * BTC, w.ln2w, w.ln2b, (int)BT, C, s);
         }
+        if (model->recompute >= 1) { matmul_forward_gelu(fch_gelu, fch, ln2, w.fcw, w.fcb, (int)BT, C, 4 * C, s); }
         // dresidual holds d(loss)/d(residual3 of layer l); the residual adds pass it through
         // unchanged, and each layernorm branch adds its part into it.
-        floatX* dfch = a->dbt4c; // dfch_gelu, then dfch in place
-        matmul_backward(dfch, dw.fcprojw, dw.fcprojb, a->dbias_scratch, dresidual, fch_gelu, w.fcprojw, (int)BT, 4 * C, C, s);
-        gelu_backward(dfch, fch, dfch, BTC * 4, s);
+        floatX* dfch = a->dbt4c; // GELU's backward is the DGELU epilogue of the product (aux = fch)
+        matmul_backward(dfch, dw.fcprojw, dw.fcprojb, a->dbias_scratch, dresidual, fch_gelu, w.fcprojw, (int)BT, 4 * C, C, s,
+                        fch);
         floatX* dln2 = a->dbtc;
         matmul_backward(dln2, dw.fcw, dw.fcb, a->dbias_scratch, dfch, ln2, w.fcw, (int)BT, C, 4 * C, s);
         layernorm_backward(dresidual, dw.ln2w, dw.ln2b, a->ln_scratch, dln2, a->residual2 + l * BTC, w.ln2w,

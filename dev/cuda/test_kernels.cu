@@ -634,6 +634,92 @@ static void check_matmul(const MatmulShape* s) {
 }
 
 // ----------------------------------------------------------------------------
+// matmul with GELU in the epilogue (the MLP's two products): matmul_forward_gelu writes
+// GELU(inp @ W^T + b) and the GELU input; matmul_backward with pre_gelu writes
+// GELU'(pre_gelu) * (dout @ W). The references are train_gpt2.c's matmul and gelu layers in fp32:
+//   forward   pre_ref = matmul_forward, gelu_ref = gelu_forward(pre_ref) (GELU of the unrounded
+//             sum, as the epilogue takes it; the GPU rounds both outputs once)
+//   backward  dpre_ref = gelu_backward(pre, matmul_backward's dinp) from the same floatX pre as the
+//             GPU's aux (the product unrounded, as the epilogue multiplies it)
+// Shapes: the trainer's (OC a multiple of 8: the epilogues), and OC = 50, 100 where the aux's
+// leading dimension may not be used (cublasLt.h: divisible by 8), so gelu.cuh's kernels run.
+
+typedef struct { const char* name; int BT, C, OC; int has_bias; } MatmulGeluShape;
+
+static const MatmulGeluShape MATMUL_GELU_SHAPES[] = {
+    {"fc", 128, 768, 4 * 768, 1},
+    {"tiny fc", 64, 64, 4 * 64, 1},
+    {"odd rows", 37, 96, 4 * 96, 1},
+    {"no bias", 37, 96, 4 * 96, 0},  // GELU_AUX
+    {"odd OC", 37, 64, 104, 1},      // 104: a multiple of 8, not of 16 (the aux ld)
+    {"kernels", 37, 64, 50, 1},      // OC % 8 != 0: the product, then gelu.cuh's kernels
+};
+
+static void check_matmul_gelu(const MatmulGeluShape* s) {
+    int BT = s->BT, C = s->C, OC = s->OC;
+    size_t n_inp = (size_t)BT * C, n_weight = (size_t)OC * C, n_out = (size_t)BT * OC;
+    char fwd[160], bwd[160];
+    const char* how = matmul_gelu_fused(OC) ? "epilogue" : "kernels";
+    snprintf(fwd, sizeof(fwd), "matmul_forward_gelu %s BT=%d C=%d OC=%d (%s)", s->name, BT, C, OC, how);
+    // the backward's product is fcproj's: dinp (BT, OC) = dout (BT, C) @ W (C, OC), GELU's input width OC
+    snprintf(bwd, sizeof(bwd), "matmul_backward dgelu %s BT=%d C=%d OC=%d (%s)", s->name, BT, C, OC, how);
+
+    float* inp = random_floatX(n_inp, 0.0f, 1.0f);
+    float* weight = random_floatX(n_weight, 0.0f, 1.0f / sqrtf((float)C)); // GELU inputs of unit scale
+    float* bias = s->has_bias ? random_floatX(OC, 0.0f, 1.0f) : NULL;
+    float* pre_ref = host_zeros(n_out);
+    float* gelu_ref = host_zeros(n_out);
+    matmul_forward(pre_ref, inp, weight, bias, 1, BT, C, OC);
+    gelu_forward(gelu_ref, pre_ref, n_out);
+
+    floatX* d_inp = device_floatX(inp, n_inp);
+    floatX* d_weight = device_floatX(weight, n_weight);
+    floatX* d_bias = s->has_bias ? device_floatX(bias, OC) : NULL;
+    floatX* d_pre = (floatX*)device_alloc(n_out * sizeof(floatX));
+    floatX* d_gelu = (floatX*)device_alloc(n_out * sizeof(floatX));
+    void* pre_bits[2];
+    void* gelu_bits[2];
+    for (int run = 0; run < 2; run++) { // run again on the same inputs: the same bits (-r 1's recompute)
+        fill_nan(d_pre, n_out * sizeof(floatX));
+        fill_nan(d_gelu, n_out * sizeof(floatX));
+        matmul_forward_gelu(d_gelu, d_pre, d_inp, d_weight, d_bias, BT, C, OC, g_stream);
+        pre_bits[run] = snapshot_floatX(d_pre, n_out);
+        gelu_bits[run] = snapshot_floatX(d_gelu, n_out);
+    }
+    check_twice(fwd, "pre_gelu (aux)", pre_bits, pre_ref, n_out, TOL_MATMUL);
+    check_twice(fwd, "out (GELU)", gelu_bits, gelu_ref, n_out, TOL_MATMUL);
+
+    // backward: dinp (BT, OC) = GELU'(pre) * (dout (BT, C) @ weight^T...), weight here (C, OC) as fcproj's
+    float* wproj = random_floatX(n_weight, 0.0f, 1.0f / sqrtf((float)OC)); // (C, OC)
+    float* dout = random_floatX(n_inp, 0.0f, 1.0f);                       // (BT, C)
+    float* pre = random_floatX(n_out, 0.0f, 2.0f);                        // the aux: both tails of GELU'
+    float* dgelu_in = host_zeros(n_out);
+    float* dweight_unused = host_zeros(n_weight);
+    matmul_backward(dgelu_in, dweight_unused, NULL, dout, pre, wproj, 1, BT, OC, C); // dinp = dout @ wproj
+    float* dpre_ref = host_zeros(n_out);
+    gelu_backward(dpre_ref, pre, dgelu_in, n_out);
+    floatX* d_wproj = device_floatX(wproj, n_weight);
+    floatX* d_dout = device_floatX(dout, n_inp);
+    floatX* d_aux = device_floatX(pre, n_out);
+    floatX* d_dpre = (floatX*)device_alloc(n_out * sizeof(floatX));
+    floatX* d_dw = (floatX*)device_alloc(n_weight * sizeof(floatX));
+    void* dpre_bits[2];
+    for (int run = 0; run < 2; run++) {
+        fill_nan(d_dpre, n_out * sizeof(floatX));
+        cudaCheck(cudaMemset(d_dw, 0, n_weight * sizeof(floatX)));
+        matmul_backward(d_dpre, d_dw, NULL, NULL, d_dout, d_aux, d_wproj, BT, OC, C, g_stream, d_aux);
+        dpre_bits[run] = snapshot_floatX(d_dpre, n_out);
+    }
+    check_twice(bwd, "dinp (GELU' x product)", dpre_bits, dpre_ref, n_out, TOL_MATMUL);
+
+    device_free(d_inp); device_free(d_weight); device_free(d_pre); device_free(d_gelu);
+    device_free(d_wproj); device_free(d_dout); device_free(d_aux); device_free(d_dpre); device_free(d_dw);
+    if (s->has_bias) { device_free(d_bias); }
+    free(inp); free(weight); free(bias); free(pre_ref); free(gelu_ref); free(wproj); free(dout); free(pre);
+    free(dgelu_in); free(dweight_unused); free(dpre_ref);
+}
+
+// ----------------------------------------------------------------------------
 // attention: forward (out and lse) and backward (writes dqkv)
 
 typedef struct { int B, T, C, NH; } AttentionShape; // hs = C / NH
@@ -1325,6 +1411,7 @@ static int run_correctness(void) {
     }
     if (family("matmul")) {
         for (size_t i = 0; i < COUNT_OF(MATMUL_SHAPES); i++) { check_matmul(&MATMUL_SHAPES[i]); }
+        for (size_t i = 0; i < COUNT_OF(MATMUL_GELU_SHAPES); i++) { check_matmul_gelu(&MATMUL_GELU_SHAPES[i]); }
         check_matmul_plan_cache();
     }
     if (family("attention")) {

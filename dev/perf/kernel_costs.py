@@ -564,7 +564,15 @@ def attention_backward_rowdot_kernel_30(S, ctx):
                 note="%d lanes per row, 16-byte loads" % G)
 
 
+def dbias_add_kernel(S, ctx):
+    # branch epilogue (issue 30 item 2): the dweight product's BGRADB writes the bias gradient
+    # (OC floatX); one thread per column reads it and dbias, writes dbias: 3 x OC x floatX bytes
+    OC = ctx["OC"]
+    return Cost(cdiv(OC, 256), 256, read=2 * OC * X, write=OC * X, cc_flops=OC, stream="triad", note="OC %d" % OC)
+
+
 KERNELS_ISSUE30 = {
+    "dbias_add_kernel": dbias_add_kernel,
     "attention_backward_rowdot_kernel": attention_backward_rowdot_kernel_30,
     "fused_classifier_kernel": fused_classifier_kernel_30,
     "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_30,
@@ -581,7 +589,7 @@ KERNELS_ISSUE30 = {
 DERIVED_FROM = {
     "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
-    "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged
+    "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30"},  # issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
     "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30"},

@@ -212,7 +212,8 @@ def expand_step(counts, S):
             dims = [S.BT if d == tBT else d for d in (op["m"], op["n"], op["k"])]
             # cuBLASLt's D += for the weight gradient: matmul_backward's dweight is the NT product
             ctx = {"m": dims[0], "n": dims[1], "k": dims[2], "bias": op["bias"], "accumulate": (not op["ta"]) and op["tb"],
-                   "epilogue": op.get("epilogue", []), "graph": op.get("graph", False)}
+                   "epilogue": op.get("epilogue", []), "graph": op.get("graph", False),
+                   "gelu": op.get("gelu", ""), "aux": op.get("aux", False), "bgradb": op.get("bgradb", False)}
             last_gemm = ctx
             launches.append(Launch("gemm", "cublasLt %s%s" % ("T" if op["ta"] else "N", "T" if op["tb"] else "N"), phase, ctx))
         elif op["op"] == "kernel":
@@ -224,7 +225,7 @@ def expand_step(counts, S):
                 # add; the backward's recomputes (-r 2) are plain
                 ctx["fused"] = phase == "forward" and n_lnf > 0
                 n_lnf += phase == "forward"
-            if name in ("dbias_partial_kernel", "dbias_finish_kernel"):
+            if name in ("dbias_partial_kernel", "dbias_finish_kernel", "dbias_add_kernel"):
                 ctx["OC"] = last_gemm["n"]  # matmul_backward: after dweight (m C, n OC, k BT)
             launches.append(Launch("kernel", name, phase, ctx))
             if name == "adamw_kernel":
@@ -562,7 +563,15 @@ def gemm_result(launch, S, dev):
     for split in range(1, max(1, k // 1024) + 1 if k >= 4096 else 2):
         waves = tiles * split / dev.sms
         wave_use = max(wave_use, waves / math.ceil(waves))
-    nbytes = (m * k + k * n + m * n * (2 if launch.ctx["accumulate"] else 1) + (m if launch.ctx["bias"] else 0)) * kc.X
+    # the GELU epilogues (issue 30 item 2) move one more m x n matrix inside the product: GELU_AUX*
+    # writes the GELU input beside D, DGELU reads it. Their arithmetic (a tanhf per element, ~20
+    # operations, against 2k tensor-core FLOPs per element) is taken as hidden under the MMA: an
+    # assumption (llm.c fuses GELU only on H100+, having found cuBLASLt's fused GELU slower on
+    # Ampere/Ada), unmeasured until a GPU runs this tree.
+    # BGRADB (the bias gradient of the dweight product) sums the B operand the product reads
+    # anyway and writes n elements: priced as those n elements, its adds taken as hidden too.
+    aux = m * n if launch.ctx.get("aux") else n if launch.ctx.get("bgradb") else 0
+    nbytes = (m * k + k * n + m * n * (2 if launch.ctx["accumulate"] else 1) + (m if launch.ctx["bias"] else 0) + aux) * kc.X
     for flag in launch.ctx.get("epilogue", []):
         if flag not in GEMM_EPILOGUES:
             raise SystemExit("dev/perf: a cuBLASLt product with epilogue '%s', which dev/perf/perf_model.py's GEMM_EPILOGUES "

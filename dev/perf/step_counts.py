@@ -91,10 +91,10 @@ def checkout(commit, dest):
 # 1. the launch sequence of one step, from the emulator's trace
 
 TRACE_LINE = re.compile(r"^cuda-emu trace: op \d+ (.*) \(stream (0x[0-9a-f]+|\(nil\))\): [0-9.]+ ms$")
-# the flags after the transposes: " bias" (today's trees), and whatever the emulator's cuBLASLt
-# prints for an epilogue (issue 30 item 2, helper epilogue: e.g. " gelu_aux_bias"): perf_model.py
-# prices each flag it knows (GEMM_EPILOGUES) and stops on one it does not
-GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])((?: \w+)*)$")
+# the epilogue after the shape (dev/cuda/emu/cublaslt.cpp's describe): " bias", then " gelu" (GELU_AUX*:
+# the aux written) or " dgelu" (DGELU: the aux read), then " aux" when there is an aux matrix or
+# " bgradb" (BGRADB: op(B)'s column sums written through the bias pointer)
+GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?( gelu| dgelu)?( aux| bgradb)?$")
 MEMCPY = re.compile(r"^cudaMemcpyAsync of (\d+) bytes$")
 
 
@@ -165,12 +165,9 @@ def parse_op(what):
         return {"op": "kernel", "name": base, "template": name[len(base):]}
     m = GEMM.match(what)
     if m:
-        flags = m.group(7).split()
-        op = {"op": "gemm", "m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3)), "type": m.group(4),
-              "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": "bias" in flags}
-        if any(f != "bias" for f in flags):
-            op["epilogue"] = [f for f in flags if f != "bias"]
-        return op
+        return {"op": "gemm", "m": int(m.group(1)), "n": int(m.group(2)), "k": int(m.group(3)), "type": m.group(4),
+                "ta": m.group(5) == "T", "tb": m.group(6) == "T", "bias": bool(m.group(7)),
+                "gelu": (m.group(8) or "").strip(), "aux": m.group(9) == " aux", "bgradb": m.group(9) == " bgradb"}
     m = MEMCPY.match(what)
     if m:
         return {"op": "memcpy", "bytes": int(m.group(1))}

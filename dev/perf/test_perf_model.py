@@ -92,8 +92,18 @@ ln_bwd = names.count("layernorm_backward_kernel") + names.count("layernorm_backw
 check(ln_bwd == 2 * L + 1 and names.count("layernorm_backward_dweight_kernel") == 2 * L + 1,
       "layernorm backward: the one-pass kernel and the column sums, once per layernorm (2 L + 1)")
 check(names.count("layernorm_forward_kernel") == 2 * L + 1, "layernorm forward launches = 2 L + 1 (ln1, ln2, lnf)")
-check(all(names.count(k) == L for k in ("attention_forward_kernel", "attention_backward_dq_kernel", "gelu_forward_kernel")),
-      "attention and GELU: one launch per layer")
+check(all(names.count(k) == L for k in ("attention_forward_kernel", "attention_backward_dq_kernel")),
+      "attention: one launch per layer")
+# issue 30 item 2 (branch epilogue): GELU rides on the fc product (GELU_AUX_BIAS) and on fcproj's
+# dinp product (DGELU), the bias gradients on the dweight products (BGRADB) plus a small add
+fused = [g for g in gemms if g.ctx.get("gelu") == "gelu" and g.ctx.get("aux") and g.ctx["bias"]]
+dgelu = [g for g in gemms if g.ctx.get("gelu") == "dgelu" and g.ctx.get("aux")]
+check("gelu_forward_kernel" not in names and "gelu_backward_kernel" not in names and len(fused) == L and len(dgelu) == L,
+      "GELU: no GELU kernel; one GELU_AUX_BIAS and one DGELU product per layer", "%d, %d" % (len(fused), len(dgelu)))
+bgrad = [g for g in gemms if g.ctx.get("bgradb")]
+check(len(bgrad) == 4 * L and names.count("dbias_add_kernel") == 4 * L and "dbias_partial_kernel" not in names,
+      "bias gradients: 4 L dweight products with BGRADB, each followed by one dbias_add_kernel",
+      "%d, %d" % (len(bgrad), names.count("dbias_add_kernel")))
 # every product's FLOPs, rescaled from the traced B*T to 4 x 256: forward 2, backward 4 per
 # multiply-add of every weight matrix (L blocks of 12 C^2, the tied LM head Vp C) per position
 flops = sum(2 * g.ctx["m"] * g.ctx["n"] * g.ctx["k"] for g in gemms)
@@ -112,9 +122,14 @@ mutant_caught("a wrong traced B*T (192 for 64: the products' B*T dimension not r
 # ----------------------------------------------------------------------------
 # 3. closed forms of the kernels' counts at the step's shape
 
-gelu = [kc.gelu_forward_kernel(S, l.ctx) for l in launches if l.name == "gelu_forward_kernel"]
-check(sum(g.dram for g in gelu) == L * 2 * B * T * 4 * C * 2,
-      "GELU forward moves exactly 2 x B T 4C bf16 elements per layer (read + write)")
+# the GELU epilogues move exactly one (B,T,4C) bf16 matrix more than the plain product: the aux
+# written by GELU_AUX_BIAS, read by DGELU (the model's bytes with and without the aux)
+_dev = pm.Device(devices, "h100-sxm")
+extra = [pm.gemm_result(g, S, _dev).bytes - pm.gemm_result(pm.Launch("gemm", g.name, g.phase, dict(g.ctx, aux=False)), S, _dev).bytes
+         for g in fused + dgelu]
+check(len(extra) == 2 * L and all(e == B * T * 4 * C * 2 for e in extra),
+      "GELU epilogues: the aux adds exactly B T 4C bf16 elements per product (written forward, read backward)", str(extra))
+gelu = []  # the GELU kernels no longer run in the step (kept for widths not a multiple of 8)
 gelu = [kc.cost_function("gelu_forward_kernel", counts["headers"]["llmc/gelu.cuh"])(S, l.ctx)
         for l in launches if l.name == "gelu_forward_kernel"]
 packs = -(-B * T * 4 * C // 8)

@@ -10,9 +10,12 @@ hand-written backward (no autograd):
   bf16   what the bf16 build stores, rounded to bf16 (nearest even) where it stores it:
          parameters (the fp32 master rounded); every activation buffer (encoded, ln1, qkv, atty,
          proj, residual2/3, ln2, fch, fch_gelu, lnf, logits); dlogits; every backward buffer
-         (dlnf, dresidual after each add, dfch_gelu, dfch, dln2, datty, dqkv, dln1); each
+         (dlnf, dresidual after each add, dfch, dln2, datty, dqkv, dln1); each
          gradient tensor after each add into it. In fp32: matmuls (bf16 inputs, fp32 sums, the
-         bias added before the one rounding), layernorm statistics, softmax/lse, attention
+         bias added before the one rounding), GELU and its gradient in the MLP's two products'
+         epilogues (llmc/matmul.cuh, issue 30: fch_gelu = GELU of the fc product's unrounded sum
+         plus bias, fch that sum rounded beside it; dfch = GELU'(the stored fch) times fcproj's
+         unrounded dinp product: dfch_gelu is never stored), layernorm statistics, softmax/lse, attention
          internals, GELU, bias and layernorm-weight column sums, the encoder's scatter sums,
          the loss. AdamW: fp32 master, m, v; the norm in float64 from the bf16 gradients.
          Attention runs on bf16 tensor cores (llmc/attention.cuh), whose products take bf16
@@ -172,9 +175,10 @@ class Numerics:
             return (a.double() @ b.double()).float()
         return a @ b
 
-    def linear(self, inp, w, b=None):  # matmul_forward
+    def linear(self, inp, w, b=None, rounded=True):  # matmul_forward (rounded=False: what an epilogue sees)
         out = self.mm(inp, w.t())
-        return self.r(out if b is None else out + b)
+        out = out if b is None else out + b
+        return self.r(out) if rounded else out
 
     def linear_backward(self, dout, inp, w, want_bias=True):  # matmul_backward into zeroed grads
         dinp = self.r(self.mm(dout, w))
@@ -182,6 +186,8 @@ class Numerics:
         if not want_bias:
             return dinp, dw, None
         rows = dout[:-1] if self.bug == "dbias_last_row" else dout
+        # the dweight product's BGRADB epilogue writes the fp32 column sums rounded to bf16, then
+        # dbias += them (one more rounding): into zeroed gradients, as here, r(0 + r(s)) = r(s)
         return dinp, dw, self.r(rows.sum(0))
 
     def layernorm(self, x, w, b):
@@ -199,11 +205,11 @@ class Numerics:
         dx = (dnorm - dnorm_mean - norm * (dnorm * norm).mean(-1, keepdim=True)) * rstd
         return self.r(dres + dx), self.r((norm * dout).sum(0)), self.r(dout.sum(0))
 
-    def gelu(self, x):
+    def gelu(self, x):  # from the fc product's unrounded output (the GELU_AUX_BIAS epilogue)
         c = 0.0 if self.bug == "gelu_cubic" else GELU_C
         return self.r(0.5 * x * (1.0 + torch.tanh(GELU_S * (x + c * x ** 3))))
 
-    def gelu_backward(self, x, dout):
+    def gelu_backward(self, x, dout):  # x the stored fch, dout fcproj's unrounded dinp product (DGELU)
         c = 0.0 if self.bug == "gelu_cubic" else GELU_C
         th = torch.tanh(GELU_S * (x + c * x ** 3))
         chain = 1.0 if self.bug == "gelu_dcubic" else 1.0 + 3.0 * c * x * x
@@ -273,8 +279,8 @@ def forward_backward(N, cfg, P, x, y, backward=True):
         proj = N.linear(atty, wp, w["attprojb"])
         res2 = N.r(res_in + proj)
         ln2, m2, s2 = N.layernorm(res2, w["ln2w"], w["ln2b"])
-        fch = N.linear(ln2, w["fcw"], w["fcb"])
-        fchg = N.gelu(fch)
+        pre = N.linear(ln2, w["fcw"], w["fcb"], rounded=False)  # one product: GELU_AUX_BIAS
+        fch, fchg = N.r(pre), N.gelu(pre)
         proj = N.linear(fchg, w["fcprojw"], w["fcprojb"])
         cache.append((res_in, ln1, m1, s1, qkv, atty, lse, res2, ln2, m2, s2, fch, fchg))
     res3 = N.r(res2 + proj)
@@ -299,8 +305,9 @@ def forward_backward(N, cfg, P, x, y, backward=True):
     for l in reversed(range(L)):
         w = {n: P[n][l] for n in PARAM_NAMES[2:14]}
         res_in, ln1, m1, s1, qkv, atty, lse_l, res2, ln2, m2, s2, fch, fchg = cache[l]
-        dfchg, G["fcprojw"][l], G["fcprojb"][l] = N.linear_backward(dres, fchg, w["fcprojw"])
-        dfch = N.gelu_backward(fch, dfchg)
+        # fcproj's dinp product with the DGELU epilogue: its unrounded output times GELU'(fch)
+        _, G["fcprojw"][l], G["fcprojb"][l] = N.linear_backward(dres, fchg, w["fcprojw"])
+        dfch = N.gelu_backward(fch, N.mm(dres, w["fcprojw"]))
         dln2, G["fcw"][l], G["fcb"][l] = N.linear_backward(dfch, ln2, w["fcw"])
         dres, G["ln2w"][l], G["ln2b"][l] = N.layernorm_backward(dres, dln2, res2, w["ln2w"], m2, s2)
         wp = w["attprojw"].t() if N.bug == "attproj_T" else w["attprojw"]

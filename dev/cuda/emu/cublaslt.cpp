@@ -13,11 +13,32 @@ What it implements
 The supported problem: D = alpha op(A) op(B) + beta C [+ bias], column-major (ORDER_COL), one
 matrix per operand (BATCH_COUNT 1), A/B/C/D all CUDA_R_32F or all CUDA_R_16BF, compute type
 CUBLAS_COMPUTE_32F (or _PEDANTIC, the same thing here: fp32 inputs are never rounded to TF32),
-scale type CUDA_R_32F with alpha and beta in host memory, epilogue DEFAULT or BIAS (a bias of D's
-type, one element per row of D). op() is N or T; C (conjugate transpose) is T for real types.
+scale type CUDA_R_32F with alpha and beta in host memory, epilogue DEFAULT, BIAS (a bias of D's
+type, one element per row of D), GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS (the GELU input written
+to the aux matrix) or DGELU (the aux matrix read as the GELU input whose gradient multiplies the
+product). op() is N or T; C (conjugate transpose) is T for real types.
+
+The GELU epilogues (cublasLt.h's comments on cublasLtEpilogue_t and on the EPILOGUE_AUX_*
+attributes are the documentation). The aux matrix has D's shape (m x n, column-major) and type
+(EPILOGUE_AUX_DATA_TYPE unset, -1, or D's type), leading dimension CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD
+("must be divisible by 8 and be no less than the number of rows in the output matrix"), address
+CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, which the heuristic reads for its alignment as it reads
+the bias pointer. A missing pointer or ld is refused (CUBLAS_STATUS_INVALID_VALUE), never defaulted.
+GELU is the tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated in fp32
+with tanhf; the documentation names only "GELU", and the tanh form is the one frameworks map onto
+these epilogues (XLA fuses only its tanh-approximate GELU into them). Its gradient is the exact
+derivative of that form. What a GPU's kernel rounds inside GELU is not documented: the emulator's
+bits are its own, and only its semantics (which value is the GELU input, what is rounded when) are
+cuBLASLt's.
+
+BGRADB (cublasLt.h: "the bias size corresponds to the number of columns of the matrix D. The
+reduction happens over the GEMM's k dimension. Stores Bias gradient in the auxiliary output", the
+BIAS_POINTER; its elements have D's type): bias[j] = the sum over kk of op(B)[kk, j], in fp32 in
+increasing kk from +0.0f, rounded once to D's type, WRITTEN (not added to) whatever beta is; D is
+the plain product. BGRADA and DGELU_BGRAD are not implemented.
 
 What it does not: everything else (other data and compute types, fast/TF32 modes, batches, other
-orders, other epilogues, device pointer modes, scale/amax pointers, cublasLtMatrixTransform,
+orders, other epilogues (RELU*, BGRADA, DGELU_BGRAD), other aux types, device pointer modes, scale/amax pointers, cublasLtMatrixTransform,
 AlgoGetIds/AlgoInit/AlgoCheck/AlgoConfig, the logger). A request for any of it returns
 CUBLAS_STATUS_NOT_SUPPORTED with one line on stderr naming what; functions not written here fail
 at link time. Nothing is silently approximated.
@@ -204,6 +225,9 @@ struct MatmulDesc {
     uint32_t epilogue;     // cublasLtEpilogue_t
     int32_t bias_type;     // cudaDataType, or -1: D's type (the documented default)
     const void* bias;
+    void* aux;             // EPILOGUE_AUX_POINTER: the GELU input (written by GELU_AUX*, read by DGELU)
+    int64_t aux_ld;        // EPILOGUE_AUX_LD, in elements (0: not set)
+    int32_t aux_type;      // EPILOGUE_AUX_DATA_TYPE, or -1: D's type (the documented default)
 };
 
 struct Layout {
@@ -224,7 +248,7 @@ struct Pref {
 // What the heuristic chose, kept in cublasLtMatmulAlgo_t's 64 bytes.
 struct Algo {
     uint64_t magic;
-    uint32_t align[5];  // the alignments promised for A, B, C, D and bias, in bytes
+    uint32_t align[6];  // the alignments promised for A, B, C, D, bias and aux, in bytes
     uint32_t k_chunks;  // split-k chunks of the summation order (1 unless EMU_CUBLASLT_ALGO_BY_ALIGNMENT)
 };
 
@@ -283,6 +307,9 @@ cublasStatus_t init_desc(cublasLtMatmulDesc_t p, cublasComputeType_t compute, cu
     d->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     d->bias_type = -1;
     d->bias = nullptr;
+    d->aux = nullptr;
+    d->aux_ld = 0;
+    d->aux_type = -1;
     d->magic = DESC_MAGIC;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -341,6 +368,12 @@ cublasStatus_t desc_set(MatmulDesc* d, cublasLtMatmulDescAttributes_t attr, cons
         return take(buf, size, &d->bias, name);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:  // checked against D's type when used
         return take(buf, size, &d->bias_type, name);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        return take(buf, size, &d->aux, name);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:  // checked against D's rows when used
+        return take(buf, size, &d->aux_ld, name);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:  // checked against D's type when used
+        return take(buf, size, &d->aux_type, name);
     default:
         return unsupported("matmul descriptor attribute %s (%d)", name, (int)attr);
     }
@@ -357,6 +390,9 @@ cublasStatus_t desc_get(const MatmulDesc* d, cublasLtMatmulDescAttributes_t attr
     case CUBLASLT_MATMUL_DESC_EPILOGUE: return give(buf, size, written, d->epilogue, name);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return give(buf, size, written, d->bias, name);
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return give(buf, size, written, d->bias_type, name);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return give(buf, size, written, d->aux, name);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return give(buf, size, written, d->aux_ld, name);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE: return give(buf, size, written, d->aux_type, name);
     default: return unsupported("matmul descriptor attribute %s (%d)", name, (int)attr);
     }
 }
@@ -443,7 +479,11 @@ cublasStatus_t pref_get(const Pref* p, cublasLtMatmulPreferenceAttributes_t attr
 struct Problem {
     int64_t m, n, k;      // op(A) is m x k, op(B) k x n, C and D m x n
     bool trans_a, trans_b;
-    bool bias;            // the BIAS epilogue
+    bool bias;            // the epilogue adds a bias (BIAS, GELU_BIAS, GELU_AUX_BIAS)
+    int gelu;             // 0 none, GELU_FWD (GELU, GELU_BIAS, GELU_AUX*), GELU_BWD (DGELU)
+    bool aux;             // the epilogue uses the aux matrix (GELU_AUX, GELU_AUX_BIAS, DGELU)
+    Layout aux_layout;    // the aux matrix: D's type and shape, ld EPILOGUE_AUX_LD
+    bool bgradb;          // BGRADB: the column sums of op(B) written to the bias pointer (n elements)
     uint32_t type;        // of A, B, C, D (and of the bias)
     Layout a, b, c, d;    // copies: descriptors may be destroyed before the product runs
 };
@@ -481,13 +521,43 @@ cublasStatus_t check_shapes(const Problem& p) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t check_epilogue(const MatmulDesc* d, uint32_t d_type) {
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS) {
-        return unsupported("epilogue %s (%u) (only DEFAULT and BIAS)", epilogue_name(d->epilogue), d->epilogue);
+const int GELU_FWD = 1, GELU_BWD = 2;
+
+// The epilogue's parts into p (bias, gelu, aux) and its attributes checked: the aux ld as
+// cublasLt.h requires it (set, divisible by 8, at least D's rows), the aux and bias types D's.
+cublasStatus_t check_epilogue(const MatmulDesc* d, Problem* p) {
+    uint32_t e = d->epilogue, d_type = p->type;
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: break;
+    case CUBLASLT_EPILOGUE_BIAS: p->bias = true; break;
+    case CUBLASLT_EPILOGUE_GELU: p->gelu = GELU_FWD; break;
+    case CUBLASLT_EPILOGUE_GELU_BIAS: p->gelu = GELU_FWD, p->bias = true; break;
+    case CUBLASLT_EPILOGUE_GELU_AUX: p->gelu = GELU_FWD, p->aux = true; break;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: p->gelu = GELU_FWD, p->aux = true, p->bias = true; break;
+    case CUBLASLT_EPILOGUE_DGELU: p->gelu = GELU_BWD, p->aux = true; break;
+    case CUBLASLT_EPILOGUE_BGRADB: p->bgradb = true; break;
+    default:
+        return unsupported("epilogue %s (%u) (only DEFAULT, BIAS, GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU and BGRADB)",
+                           epilogue_name(e), e);
     }
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && d->bias_type != -1 && (uint32_t)d->bias_type != d_type) {
+    if ((p->bias || p->bgradb) && d->bias_type != -1 && (uint32_t)d->bias_type != d_type) {
         return unsupported("a bias of type %s with D of type %s (the bias must have D's type)", type_name(d->bias_type),
                            type_name(d_type));
+    }
+    if (p->aux) {
+        if (d->aux_type != -1 && (uint32_t)d->aux_type != d_type) {
+            return unsupported("an aux matrix of type %s with D of type %s (GELU's aux has D's type)", type_name(d->aux_type),
+                               type_name(d_type));
+        }
+        if (d->aux_ld == 0) {
+            return invalid("epilogue %s needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD (not set)", epilogue_name(e));
+        }
+        if (d->aux_ld % 8 != 0 || d->aux_ld < (int64_t)p->d.rows) {
+            return invalid("epilogue %s: CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD %lld must be divisible by 8 and at least "
+                           "D's %llu rows", epilogue_name(e), (long long)d->aux_ld, (unsigned long long)p->d.rows);
+        }
+        p->aux_layout = p->d;
+        p->aux_layout.ld = d->aux_ld;
     }
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -509,10 +579,10 @@ cublasStatus_t make_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la
     p->k = p->trans_a ? (int64_t)p->a.rows : (int64_t)p->a.cols;
     p->n = p->trans_b ? (int64_t)p->b.rows : (int64_t)p->b.cols;
     p->type = p->d.type;
-    p->bias = d->epilogue == CUBLASLT_EPILOGUE_BIAS;
+    p->bias = false, p->gelu = 0, p->aux = false, p->bgradb = false;
     if (cublasStatus_t s = check_types(*p)) { return s; }
     if (cublasStatus_t s = check_shapes(*p)) { return s; }
-    return check_epilogue(d, p->type);
+    return check_epilogue(d, p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -556,8 +626,8 @@ uint32_t choose_k_chunks(const uint32_t align[4]) {
     return 1 + code % 7;
 }
 
-// The algorithm for the given promises (A, B, C, D, bias).
-cublasLtMatmulAlgo_t make_algo(const uint32_t align[5]) {
+// The algorithm for the given promises (A, B, C, D, bias, aux).
+cublasLtMatmulAlgo_t make_algo(const uint32_t align[6]) {
     Algo a = {};
     a.magic = ALGO_MAGIC;
     memcpy(a.align, align, sizeof a.align);
@@ -594,7 +664,9 @@ cublasStatus_t check_alignment(const char* name, const void* ptr, size_t elem_si
 //   3. A fixed tree: t_l = s_l + s_{l+4} (l < 4), then u_l = t_l + t_{l+2} (l < 2), dot = u_0 + u_1.
 //   4. The epilogue in float: v = alpha*dot; if beta != 0, v = v + beta*C[i,j] (C is not read
 //      when beta == 0, so a NaN there cannot leak into D: BLAS semantics); with the BIAS
-//      epilogue v = v + bias[i]; D[i,j] = v rounded to D's type (bf16: to nearest even).
+//      epilogue v = v + bias[i]; with GELU_AUX* aux[i,j] = v rounded to D's type, then (every
+//      GELU form) v = gelu(v) from the unrounded v; with DGELU v = v * gelu'(aux[i,j]) (aux as
+//      stored, converted to float); D[i,j] = v rounded to D's type (bf16: to nearest even).
 //      Each element reads its own C element before writing its D element, so C == D is safe.
 // Split-k, only with EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1: a GPU's heuristic may pick another kernel,
 // with another summation order, for a weaker alignment promise. To let tests see that, the
@@ -673,7 +745,11 @@ struct Job {
     int64_t ldc;
     void* d;
     int64_t ldd;
-    const void* bias;  // NULL without the BIAS epilogue
+    const void* bias;  // NULL without a bias epilogue
+    int gelu;          // 0, GELU_FWD or GELU_BWD
+    void* aux;         // the aux matrix (NULL without one), ld aux_ld
+    int64_t aux_ld;
+    void* bgrad;       // BGRADB's output (n elements), or NULL
     float alpha, beta;
     uint32_t k_chunks;
 };
@@ -700,12 +776,31 @@ void pack(const T* m, int64_t sv, int64_t sk, int64_t v0, int64_t v1, int64_t k,
     }
 }
 
+// GELU's tanh form and its derivative in fp32 (each operation rounded: fp-contract is off here)
+const float GELU_S = 0.7978845608028654f;  // sqrt(2 / pi)
+const float GELU_K = 0.044715f;
+inline float gelu_tanh(float x) {
+    float u = GELU_S * (x + GELU_K * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+inline float gelu_tanh_grad(float x) {
+    float u = GELU_S * (x + GELU_K * x * x * x);
+    float th = tanhf(u);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * GELU_S * (1.0f + 3.0f * GELU_K * x * x);
+}
+
 // Step 4 for D[i,j].
 template <typename T>
 inline void finish(const Job& job, int64_t i, int64_t j, float sum) {
     float v = job.alpha * sum;
     if (job.beta != 0.0f) { v = v + job.beta * to_float(static_cast<const T*>(job.c)[i + j * job.ldc]); }
     if (job.bias != nullptr) { v = v + to_float(static_cast<const T*>(job.bias)[i]); }
+    if (job.gelu == GELU_FWD) {
+        if (job.aux != nullptr) { from_float(static_cast<T*>(job.aux) + i + j * job.aux_ld, v); }
+        v = gelu_tanh(v);
+    } else if (job.gelu == GELU_BWD) {
+        v = v * gelu_tanh_grad(to_float(static_cast<const T*>(job.aux)[i + j * job.aux_ld]));
+    }
     from_float(static_cast<T*>(job.d) + i + j * job.ldd, v);
 }
 
@@ -780,6 +875,19 @@ void run_product(const Job& job) {
     }
 }
 
+// BGRADB: bgrad[j] = sum over kk of op(B)[kk][j], in fp32 in increasing kk, rounded once
+// (adds only: contraction cannot change it).
+template <typename T>
+void run_bgradb(const Job& job) {
+    const T* b = static_cast<const T*>(job.b);
+#pragma omp parallel for num_threads(thread_count()) schedule(static)
+    for (int64_t j = 0; j < job.n; j++) {
+        float sum = 0.0f;
+        for (int64_t kk = 0; kk < job.k; kk++) { sum = sum + to_float(job.trans_b ? b[j + kk * job.ldb] : b[kk + j * job.ldb]); }
+        from_float(static_cast<T*>(job.bgrad) + j, sum);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // cublasLtMatmul's checks before it queues the product
 
@@ -841,12 +949,12 @@ cublasStatus_t read_scalars(const void* alpha, const void* beta, float* a, float
     return CUBLAS_STATUS_SUCCESS;
 }
 
-// The alignments the algorithm was chosen for (A, B, C, D, bias) and its k chunks; without an
+// The alignments the algorithm was chosen for (A, B, C, D, bias, aux) and its k chunks; without an
 // algorithm, the pointers' own alignments (as if the heuristic had been asked for them).
-cublasStatus_t algo_promises(const cublasLtMatmulAlgo_t* algo, const void* const ptrs[5], uint32_t align[5],
+cublasStatus_t algo_promises(const cublasLtMatmulAlgo_t* algo, const void* const ptrs[6], uint32_t align[6],
                              uint32_t* k_chunks) {
     if (algo == nullptr) {
-        for (int i = 0; i < 5; i++) { align[i] = alignment_of(ptrs[i]); }
+        for (int i = 0; i < 6; i++) { align[i] = alignment_of(ptrs[i]); }
         *k_chunks = choose_k_chunks(align);
         return CUBLAS_STATUS_SUCCESS;
     }
@@ -859,13 +967,14 @@ cublasStatus_t algo_promises(const cublasLtMatmulAlgo_t* algo, const void* const
 }
 
 // Every pointer the product reads or writes against its element size and its promise.
-cublasStatus_t check_pointers(const Problem& p, const void* const ptrs[5], const uint32_t align[5], bool reads_c) {
-    static const char* const names[5] = {"matrix A", "matrix B", "matrix C", "matrix D", "the bias"};
-    static const char* const prefs[5] = {"CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES", "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES",
+cublasStatus_t check_pointers(const Problem& p, const void* const ptrs[6], const uint32_t align[6], bool reads_c) {
+    static const char* const names[6] = {"matrix A", "matrix B", "matrix C", "matrix D", "the bias", "the aux matrix"};
+    static const char* const prefs[6] = {"CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES", "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES",
                                          "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES", "CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES",
-                                         "the bias pointer's alignment when the heuristic was asked"};
-    for (int i = 0; i < 5; i++) {
-        if ((i == 2 && !reads_c) || (i == 4 && !p.bias)) { continue; }
+                                         "the bias pointer's alignment when the heuristic was asked",
+                                         "the aux pointer's alignment when the heuristic was asked"};
+    for (int i = 0; i < 6; i++) {
+        if ((i == 2 && !reads_c) || (i == 4 && !p.bias && !p.bgradb) || (i == 5 && !p.aux)) { continue; }
         if (cublasStatus_t s = check_alignment(names[i], ptrs[i], type_size(p.type), align[i], prefs[i])) { return s; }
     }
     return CUBLAS_STATUS_SUCCESS;
@@ -880,9 +989,10 @@ cublasStatus_t check_in_place(const Problem& p, const void* c, const void* d) {
 }
 
 void describe(const Job& job, char* out, size_t size) {
-    snprintf(out, size, "cublasLtMatmul %lldx%lldx%lld %s %c%c%s", (long long)job.m, (long long)job.n, (long long)job.k,
+    snprintf(out, size, "cublasLtMatmul %lldx%lldx%lld %s %c%c%s%s%s", (long long)job.m, (long long)job.n, (long long)job.k,
              job.type == CUDA_R_16BF ? "bf16" : "fp32", job.trans_a ? 'T' : 'N', job.trans_b ? 'T' : 'N',
-             job.bias != nullptr ? " bias" : "");
+             job.bias != nullptr ? " bias" : "", job.gelu == GELU_FWD ? " gelu" : job.gelu == GELU_BWD ? " dgelu" : "",
+             job.aux != nullptr ? " aux" : job.bgrad != nullptr ? " bgradb" : "");
 }
 
 }  // namespace
@@ -1113,10 +1223,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
     if (pref == nullptr) { return invalid("the matmul preference is NULL or was not initialized"); }
     Problem p;
     if (cublasStatus_t s = make_problem(operationDesc, Adesc, Bdesc, Cdesc, Ddesc, &p)) { return s; }
-    uint32_t align[5];
+    uint32_t align[6];
     for (int i = 0; i < 4; i++) { align[i] = promise_of(pref->min_align[i]); }
-    // the docs: the heuristic reads the bias pointer's value to learn its alignment
+    // the docs: the heuristic reads the bias and aux pointers' values to learn their alignment
     align[4] = alignment_of(unwrap<const MatmulDesc>(operationDesc, DESC_MAGIC)->bias);
+    align[5] = alignment_of(unwrap<const MatmulDesc>(operationDesc, DESC_MAGIC)->aux);
     cublasLtMatmulHeuristicResult_t& r = heuristicResultsArray[0];
     memset(&r, 0, sizeof r);
     r.algo = make_algo(align);
@@ -1142,12 +1253,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (cublasStatus_t s = make_problem(computeDesc, Adesc, Bdesc, Cdesc, Ddesc, &p)) { return s; }
     Job job = {};
     if (cublasStatus_t s = read_scalars(alpha, beta, &job.alpha, &job.beta)) { return s; }
-    const void* bias = p.bias ? unwrap<const MatmulDesc>(computeDesc, DESC_MAGIC)->bias : nullptr;
-    if (p.bias && bias == nullptr) { return invalid("the BIAS epilogue needs CUBLASLT_MATMUL_DESC_BIAS_POINTER"); }
+    const MatmulDesc* desc = unwrap<const MatmulDesc>(computeDesc, DESC_MAGIC);
+    const void* bias = p.bias || p.bgradb ? desc->bias : nullptr;
+    void* aux = p.aux ? desc->aux : nullptr;
+    if ((p.bias || p.bgradb) && bias == nullptr) {
+        return invalid("epilogue %s needs CUBLASLT_MATMUL_DESC_BIAS_POINTER", epilogue_name(desc->epilogue));
+    }
+    if (p.aux && aux == nullptr) {
+        return invalid("epilogue %s needs CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER", epilogue_name(desc->epilogue));
+    }
     if (cublasStatus_t s = check_in_place(p, C, D)) { return s; }
     const bool reads_c = job.beta != 0.0f;
-    const void* const ptrs[5] = {A, B, C, D, bias};
-    uint32_t align[5];
+    const void* const ptrs[6] = {A, B, C, D, bias, aux};
+    uint32_t align[6];
     if (cublasStatus_t s = algo_promises(algo, ptrs, align, &job.k_chunks)) { return s; }
     if (cublasStatus_t s = check_pointers(p, ptrs, align, reads_c)) { return s; }
     if (p.m == 0 || p.n == 0) { return CUBLAS_STATUS_SUCCESS; }  // D is empty: nothing to read or write
@@ -1157,6 +1275,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (reads_c) { check_memory(C, p.c, "C"); }
     check_memory(D, p.d, "D");
     if (p.bias) { emu::check_device_range(bias, (size_t)p.m * type_size(p.type), "cublasLtMatmul", "the bias vector"); }
+    if (p.bgradb) { emu::check_device_range(bias, (size_t)p.n * type_size(p.type), "cublasLtMatmul", "the bias gradient vector"); }
+    if (p.aux) { check_memory(aux, p.aux_layout, "aux"); }
 
     job.m = p.m, job.n = p.n, job.k = p.k;
     job.trans_a = p.trans_a, job.trans_b = p.trans_b;
@@ -1165,8 +1285,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     job.b = B, job.ldb = p.b.ld;
     job.c = reads_c ? C : nullptr, job.ldc = p.c.ld;
     job.d = D, job.ldd = p.d.ld;
-    job.bias = bias;
-    char what[128];
+    job.bias = p.bias ? bias : nullptr;
+    job.bgrad = p.bgradb ? const_cast<void*>(bias) : nullptr;
+    job.gelu = p.gelu;
+    job.aux = aux, job.aux_ld = p.aux_layout.ld;
+    char what[160];
     describe(job, what, sizeof what);
     emu::OpDetails details; // for the stream-order check: the caller's line, what it reads and writes
     details.source.pc = __builtin_return_address(0);
@@ -1174,6 +1297,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     matrix_ranges(&details.ranges, B, p.b, false);
     if (reads_c) { matrix_ranges(&details.ranges, C, p.c, false); }
     if (p.bias) { details.ranges.push_back(emu::OpRange{bias, (size_t)p.m * type_size(p.type), false}); }
+    if (p.bgradb) { details.ranges.push_back(emu::OpRange{bias, (size_t)p.n * type_size(p.type), true}); }
+    if (p.aux) { matrix_ranges(&details.ranges, aux, p.aux_layout, p.gelu == GELU_FWD); } // written forward, read by DGELU
     matrix_ranges(&details.ranges, D, p.d, true);
     std::string who = what;
     const void* caller = __builtin_return_address(0);
@@ -1185,12 +1310,17 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
             emu::device_bytes_read(job.bias, (size_t)p.m * type_size(p.type), (who + " reading the bias vector").c_str(),
                                    caller);
         }
+        if (job.aux != nullptr && job.gelu == GELU_BWD) { operand_read(job.aux, p.aux_layout, "aux", who.c_str(), caller); }
         if (job.type == CUDA_R_16BF) {
             run_product<__nv_bfloat16>(job);
+            if (job.bgrad != nullptr) { run_bgradb<__nv_bfloat16>(job); }
         } else {
             run_product<float>(job);
+            if (job.bgrad != nullptr) { run_bgradb<float>(job); }
         }
+        if (job.bgrad != nullptr && emu::check_settings().initcheck) { emu::device_bytes_written(job.bgrad, (size_t)job.n * type_size(job.type)); }
         operand_written(job.d, p.d);
+        if (job.aux != nullptr && job.gelu == GELU_FWD) { operand_written(job.aux, p.aux_layout); }
         return true;
     }, std::move(details));
     if (e != cudaSuccess) {

@@ -20,6 +20,11 @@ What it checks
     and several threads, and with the split-k orders of EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1;
   - D's padding rows (ld > rows) are not written; beta = 0 never reads C (NaN there stays out);
     alpha and beta are read at the call;
+  - the GELU epilogues (GELU_AUX_BIAS, DGELU) against a double reference of GELU's tanh form,
+    the aux's padding rows untouched, and their attributes' refusals (aux pointer or ld missing,
+    ld not divisible by 8 or below D's rows, another aux type, an aux less aligned than promised);
+  - BGRADB: op(B)'s column sums written (not added) to the bias pointer, B plain and transposed,
+    D the accumulated product;
   - every NOT_SUPPORTED / INVALID_VALUE / NOT_INITIALIZED path, the alignment promise check,
     and (in a child process) that host operands and device alpha end the process with status 86.
 It uses only cudaMalloc, cudaMemcpy, cudaStreamSynchronize and cudaFree from the CUDA runtime.
@@ -690,10 +695,13 @@ static void test_problem_checks() {
     expect(s.matmul(nullptr, nullptr, s.c, nullptr, ld2), CUBLAS_STATUS_INVALID_VALUE, "C == D with different ld");
     cublasLtMatrixLayoutDestroy(ld2);
     // epilogues
-    cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_GELU_BIAS;
+    cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DGELU_BGRAD;
     cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
-    expect(s.heuristic(&r), CUBLAS_STATUS_NOT_SUPPORTED, "heuristic GELU_BIAS epilogue");
-    expect(s.matmul(nullptr), CUBLAS_STATUS_NOT_SUPPORTED, "matmul GELU_BIAS epilogue");
+    expect(s.heuristic(&r), CUBLAS_STATUS_NOT_SUPPORTED, "heuristic DGELU_BGRAD epilogue");
+    expect(s.matmul(nullptr), CUBLAS_STATUS_NOT_SUPPORTED, "matmul DGELU_BGRAD epilogue");
+    e = CUBLASLT_EPILOGUE_BGRADA;
+    cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+    expect(s.heuristic(&r), CUBLAS_STATUS_NOT_SUPPORTED, "heuristic BGRADA epilogue");
     e = CUBLASLT_EPILOGUE_BIAS;
     cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
     expect(s.matmul(nullptr), CUBLAS_STATUS_INVALID_VALUE, "BIAS epilogue without a bias pointer");
@@ -811,6 +819,175 @@ static void bench() {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// the GELU epilogues: GELU_AUX_BIAS (D = GELU(v), aux = v) and DGELU (D = v * GELU'(aux)), v the
+// product plus bias, against a double reference of the tanh form; and their attributes: a missing
+// aux pointer or ld, an ld not divisible by 8 or below D's rows, another aux type, an aux less
+// aligned than the heuristic saw.
+
+static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static double gelu_grad_ref(double x) {
+    double th = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+static void test_gelu_epilogues() {
+    for (cudaDataType t : {CUDA_R_32F, CUDA_R_16BF}) {
+        Setup s(t); // a (m x k), b (k x n), c/d (m x n, ld m = 16), bias (m)
+        const int m = s.m, n = s.n, k = s.k;
+        const char* tl = type_label(t);
+        size_t es = elem_size(t);
+        std::vector<float> ha = download(s.a, t, (size_t)m * k), hb = download(s.b, t, (size_t)k * n);
+        std::vector<float> hbias = download(s.bias, t, m);
+        const int aux_ld = 24; // >= m, divisible by 8, not m: the aux's own leading dimension
+        void* aux = dev_alloc((size_t)aux_ld * n * es);
+        void* d = dev_alloc((size_t)m * n * es);
+        double tol_rel = t == CUDA_R_16BF ? 1.0 / 128 : 1e-5; // one bf16 rounding of the output; fp32 sums
+        // forward
+        cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s.bias, sizeof s.bias);
+        cublasLtMatmulHeuristicResult_t r;
+        char what[128];
+        snprintf(what, sizeof what, "GELU_AUX_BIAS without an aux pointer %s", tl);
+        int64_t ld = aux_ld;
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+        expect(s.matmul(nullptr, nullptr, d), CUBLAS_STATUS_INVALID_VALUE, what);
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+        ld = 0; // unset
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+        snprintf(what, sizeof what, "GELU_AUX_BIAS without EPILOGUE_AUX_LD %s", tl);
+        expect(s.heuristic(&r), CUBLAS_STATUS_INVALID_VALUE, what);
+        ld = 20; // not divisible by 8
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+        snprintf(what, sizeof what, "GELU_AUX_BIAS with aux ld 20 %s", tl);
+        expect(s.heuristic(&r), CUBLAS_STATUS_INVALID_VALUE, what);
+        ld = 8; // fewer than D's 16 rows
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+        snprintf(what, sizeof what, "GELU_AUX_BIAS with aux ld 8 < 16 rows %s", tl);
+        expect(s.matmul(nullptr, nullptr, d), CUBLAS_STATUS_INVALID_VALUE, what);
+        ld = aux_ld;
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+        int32_t other = t == CUDA_R_16BF ? CUDA_R_32F : CUDA_R_16BF;
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &other, sizeof other);
+        snprintf(what, sizeof what, "GELU_AUX_BIAS with an aux of another type %s", tl);
+        expect(s.heuristic(&r), CUBLAS_STATUS_NOT_SUPPORTED, what);
+        other = -1;
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &other, sizeof other);
+        snprintf(what, sizeof what, "GELU_AUX_BIAS heuristic %s", tl);
+        expect(s.heuristic(&r), CUBLAS_STATUS_SUCCESS, what);
+        void* aux8 = (char*)aux + 8; // 256-aligned when the heuristic saw it
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux8, sizeof aux8);
+        snprintf(what, sizeof what, "GELU_AUX_BIAS aux less aligned than at the heuristic %s", tl);
+        expect(s.matmul(&r.algo, nullptr, d), CUBLAS_STATUS_INVALID_VALUE, what);
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+        upload(aux, t, std::vector<float>((size_t)aux_ld * n, NAN)); // the padding rows must stay NaN
+        snprintf(what, sizeof what, "GELU_AUX_BIAS %s", tl);
+        if (expect(s.matmul(&r.algo, nullptr, d), CUBLAS_STATUS_SUCCESS, what)) {
+            std::vector<float> hd = download(d, t, (size_t)m * n), haux = download(aux, t, (size_t)aux_ld * n);
+            double worst_d = 0, worst_aux = 0;
+            bool pad_ok = true;
+            for (int j = 0; j < n; j++) {
+                for (int i = 0; i < aux_ld; i++) {
+                    if (i >= m) { pad_ok = pad_ok && isnan(haux[i + j * aux_ld]); continue; }
+                    double v = hbias[i], mag = fabs(hbias[i]);
+                    for (int kk = 0; kk < k; kk++) { v += (double)ha[i + kk * m] * hb[kk + j * k]; mag += fabs((double)ha[i + kk * m] * hb[kk + j * k]); }
+                    worst_aux = fmax(worst_aux, fabs(haux[i + j * aux_ld] - v) / (mag + 1e-30));
+                    // GELU of the unrounded v: its error is v's, scaled by GELU' (< 1.13), plus D's rounding
+                    worst_d = fmax(worst_d, fabs(hd[i + j * m] - gelu_ref(v)) / (mag + 1e-30));
+                }
+            }
+            check(worst_aux <= tol_rel && worst_d <= 1.13 * tol_rel + 1e-6 && pad_ok,
+                  "GELU_AUX_BIAS %s: aux err %.3g, D err %.3g of the terms' magnitude (bound %.3g), aux padding %s", tl,
+                  worst_aux, worst_d, tol_rel, pad_ok ? "untouched" : "WRITTEN");
+        }
+        // backward: D = (a b) * GELU'(aux), aux as stored (the values just written)
+        std::vector<float> haux = download(aux, t, (size_t)aux_ld * n);
+        e = CUBLASLT_EPILOGUE_DGELU;
+        cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+        snprintf(what, sizeof what, "DGELU heuristic %s", tl);
+        expect(s.heuristic(&r), CUBLAS_STATUS_SUCCESS, what);
+        snprintf(what, sizeof what, "DGELU %s", tl);
+        if (expect(s.matmul(&r.algo, nullptr, d), CUBLAS_STATUS_SUCCESS, what)) {
+            std::vector<float> hd = download(d, t, (size_t)m * n);
+            double worst = 0;
+            for (int j = 0; j < n; j++) {
+                for (int i = 0; i < m; i++) {
+                    double v = 0, mag = 0;
+                    for (int kk = 0; kk < k; kk++) { v += (double)ha[i + kk * m] * hb[kk + j * k]; mag += fabs((double)ha[i + kk * m] * hb[kk + j * k]); }
+                    double g = gelu_grad_ref(haux[i + j * aux_ld]); // the bias plays no part in DGELU
+                    // GELU' in fp32 is off by a few 1e-8 absolute (1 + tanh's roundings), which near its
+                    // zero (x = -0.75) is no small part of it: 1e-6 of the magnitude absolute
+                    worst = fmax(worst, fabs(hd[i + j * m] - v * g) / (mag * (tol_rel * fabs(g) + 1e-6) + 1e-30));
+                }
+            }
+            check(worst <= 1.0, "DGELU %s: D err %.3g of its bound (%.3g |GELU'| + 1e-6, times the terms' magnitude)", tl, worst,
+                  tol_rel);
+        }
+        cudaFree(aux), cudaFree(d);
+    }
+}
+
+// BGRADB: the column sums of op(B) (n of them, reduced over k) WRITTEN to the bias pointer, D the
+// plain product (here accumulated, beta 1, as llmc's dweight product is); with op(B) = B and B^T.
+static void test_bgradb() {
+    for (cudaDataType t : {CUDA_R_32F, CUDA_R_16BF}) {
+        for (int tb = 0; tb < 2; tb++) {
+            Setup s(t); // a (m x k), c/d (m x n); b is k x n, or n x k read transposed
+            const int m = s.m, n = s.n, k = s.k;
+            char what[128];
+            snprintf(what, sizeof what, "BGRADB%s %s", tb ? " (B transposed)" : "", type_label(t));
+            cublasLtMatrixLayout_t lbt;
+            cublasLtMatrixLayoutCreate(&lbt, t, tb ? n : k, tb ? k : n, tb ? n : k);
+            cublasOperation_t op = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+            cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op, sizeof op);
+            cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BGRADB;
+            cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
+            s.beta = 1.0f;
+            void* d = dev_alloc((size_t)m * n * elem_size(t));
+            die_if(cudaMemcpy(d, s.c, (size_t)m * n * elem_size(t), cudaMemcpyDeviceToDevice) != cudaSuccess, "copy C");
+            std::vector<float> ha = download(s.a, t, (size_t)m * k), hb = download(s.b, t, (size_t)k * n);
+            std::vector<float> hc = download(s.c, t, (size_t)m * n);
+            cublasLtMatmulHeuristicResult_t r;
+            expect(s.matmul(nullptr, nullptr, d, lbt, nullptr), CUBLAS_STATUS_INVALID_VALUE, "BGRADB without a bias pointer");
+            upload(s.bias, t, std::vector<float>(n, NAN)); // written, not added to
+            cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s.bias, sizeof s.bias);
+            int found = 0;
+            if (!expect(cublasLtMatmulAlgoGetHeuristic(g_handle, s.desc, s.la, lbt, s.lc, s.lc, s.pref, 1, &r, &found),
+                        CUBLAS_STATUS_SUCCESS, what) ||
+                !expect(s.matmul(&r.algo, nullptr, d, lbt, nullptr), CUBLAS_STATUS_SUCCESS, what)) {
+                cudaFree(d);
+                cublasLtMatrixLayoutDestroy(lbt);
+                continue;
+            }
+            std::vector<float> hd = download(d, t, (size_t)m * n), hg = download(s.bias, t, n);
+            double tol = t == CUDA_R_16BF ? 1.0 / 128 : (k + 8) * 1.2e-7;
+            double worst_g = 0, worst_d = 0;
+            for (int j = 0; j < n; j++) {
+                double g = 0, gmag = 0;
+                for (int kk = 0; kk < k; kk++) {
+                    double bv = tb ? hb[j + (size_t)kk * n] : hb[kk + (size_t)j * k];
+                    g += bv, gmag += fabs(bv);
+                }
+                worst_g = fmax(worst_g, fabs(hg[j] - g) / (gmag + 1e-30)); // NaN stays NaN: fails
+                if (hg[j] != hg[j]) { worst_g = INFINITY; }
+                for (int i = 0; i < m; i++) {
+                    double v = hc[i + j * m], mag = fabs(v);
+                    for (int kk = 0; kk < k; kk++) {
+                        double bv = tb ? hb[j + (size_t)kk * n] : hb[kk + (size_t)j * k];
+                        v += (double)ha[i + (size_t)kk * m] * bv, mag += fabs((double)ha[i + (size_t)kk * m] * bv);
+                    }
+                    worst_d = fmax(worst_d, fabs(hd[i + j * m] - v) / (mag + 1e-30));
+                }
+            }
+            check(worst_g <= tol && worst_d <= tol, "%s: bias gradient err %.3g, D err %.3g of the terms' magnitude (bound %.3g)",
+                  what, worst_g, worst_d, tol);
+            cudaFree(d);
+            cublasLtMatrixLayoutDestroy(lbt);
+        }
+    }
+}
+
 int main(int argc, char** argv) {
     bool do_bench = argc > 1 && strcmp(argv[1], "--bench") == 0;
     die_if(cublasLtCreate(&g_handle) != CUBLAS_STATUS_SUCCESS, "cublasLtCreate");
@@ -823,6 +1000,8 @@ int main(int argc, char** argv) {
     test_algo_by_alignment();
     test_descriptors();
     test_problem_checks();
+    test_gelu_epilogues();
+    test_bgradb();
     test_alignment_promises();
     test_fatal_paths();
     if (do_bench) { bench(); }

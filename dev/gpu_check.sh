@@ -32,6 +32,7 @@
 #          (multi: A B C F, then D E G and dev/bench/bench_zero_cuda.sh)
 #   bench  alone on the GPU: (c) dev/bench/bench_cuda.sh at B = 64, 32 (T=1024, -r 0) -> steps.csv;
 #          (c') the same with -cg 1 (CUDA graph) at B = 32 -> steps_cg.csv (the graph gap, dev/perf);
+#          (c'') with -ak 1 (sm_90a attention) and -ak 1 -cg 1 -> steps_ak.csv, steps_ak_cg.csv;
 #          ncu over 2 steps at B=32 -> ncu_ours.csv; test_kernels --bench -> kernels_bench.csv;
 #          the peers at B = 32, 64: llm.c + cuDNN, torch.compile, llm.c, PyTorch eager
 #          (dev/bench/peer_torch_gpt2.py) -> steps.csv; then dev/perf/make_fixture.py
@@ -447,6 +448,13 @@ bench_ours_cg() { # bench_ours_cg DIR [TRAINER FLAGS...]
     local steps_csv="$logdir/steps_cg.csv"
     BENCH_BATCHES=${BENCH_BATCHES##* } bench_ours "$@" -cg 1
 }
+# (c'') -ak 1 (the sm_90a attention kernels; opt-in until this run shows them) and -ak 1 -cg 1 at
+# the last B of (c): steps_ak.csv, steps_ak_cg.csv, beside steps.csv (make_fixture.py reads
+# steps.csv only); the step the model's "after" prediction prices (dev/cuda/NOTES.md).
+bench_ours_ak() { # bench_ours_ak DIR CSV [TRAINER FLAGS...]
+    local dir=$1 steps_csv="$logdir/$2"; shift 2
+    BENCH_BATCHES=${BENCH_BATCHES##* } bench_ours "$dir" "$@"
+}
 bench_fallback() { # the B that (c) refused, again with the train file as the val file: the times all the same
     local batches; batches=$(tr '\n' ' ' < "$work/bench_failed")
     BENCH_BATCHES=$batches bench_ours "$work/bench_val_is_train" -j "$TRAIN_BIN"
@@ -527,7 +535,7 @@ fixture() {
 if [ -z "${stop_early:-}" ] && want bench; then
     [ -n "${lane_multi:-}" ] && wait "$lane_multi"
     [ -n "${lane_peers:-}" ] && wait "$lane_peers"
-    rm -f "$work/bench_failed" "$steps_csv" "$logdir/steps_cg.csv" "$logdir/ncu_ours.csv" "$logdir/kernels_bench.csv" "$logdir/fixture.tar" # this call's measurements
+    rm -f "$work/bench_failed" "$steps_csv" "$logdir/steps_cg.csv" "$logdir/steps_ak.csv" "$logdir/steps_ak_cg.csv" "$logdir/ncu_ours.csv" "$logdir/kernels_bench.csv" "$logdir/fixture.tar" # this call's measurements
     if [ $emu = 1 ]; then
         # the header (magic, version, token count, ...) with the count set to VAL_CUT, then its tokens
         { head -c 8 "$VAL_BIN"; printf "\\x$(printf %02x $((VAL_CUT % 256)))\\x$(printf %02x $((VAL_CUT / 256)))\\x00\\x00"
@@ -539,6 +547,11 @@ if [ -z "${stop_early:-}" ] && want bench; then
         check "    the same B, the train file as val" $([ $emu = 1 ] && echo 40 || echo 40) bench_fallback
     fi
     check "(c') bench_cuda.sh -cg 1 (CUDA graph) at B = ${BENCH_BATCHES##* }" $([ $emu = 1 ] && echo 30 || echo 20) bench_ours_cg "$work/bench_cg" "${BENCH_VAL[@]}"
+    if [ $emu = 1 ]; then record "(c'') bench_cuda.sh -ak 1" SKIP 0 "the emulated bench's tiny model has 16-channel heads (the sm_90a kernels need 64)"
+    else
+        check "(c'') bench_cuda.sh -ak 1 (sm_90a attention) at B = ${BENCH_BATCHES##* }" 20 bench_ours_ak "$work/bench_ak" steps_ak.csv "${BENCH_VAL[@]}" -ak 1
+        check "(c'') bench_cuda.sh -ak 1 -cg 1 at B = ${BENCH_BATCHES##* }" 20 bench_ours_ak "$work/bench_ak_cg" steps_ak_cg.csv "${BENCH_VAL[@]}" -ak 1 -cg 1
+    fi
     check "ncu: per-kernel times, B=$NCU_B, 2 steps" $([ $emu = 1 ] && echo 40 || echo 90) ncu_ours
     check "kernels --bench" $([ $emu = 1 ] && echo 30 || echo 40) kernels_bench
     for peer in llmc_cudnn torch_compile llmc torch_eager; do

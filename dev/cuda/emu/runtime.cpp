@@ -1542,7 +1542,8 @@ static cudaError_t create_event(cudaEvent_t* e, unsigned flags) {
     if (flags & ~known) {
         return ret_warn(cudaErrorInvalidValue, "cudaEventCreateWithFlags: flags 0x%x are not emulated", flags & ~known);
     }
-    Event* ev = new Event{flags, nullptr, VClock(), nullptr};
+    Event* ev = new Event();
+    ev->flags = flags;
     g_events.insert(ev);
     *e = (cudaEvent_t)ev;
     return cudaSuccess;

@@ -57,17 +57,24 @@ static const float STEP_NORM_RTOL = 1e-4f;
 // P.v and dS before dS.k, dS^T.q, to bf16: llmc/attention.cuh); that raised logits, wpe, ln1w,
 // ln1b, qkvw, fcprojw and fcprojb's bounds by 4-37% over the fp32 attention's (wte, attprojw,
 // ln2w and fcb's fell by 7-13%), and the scalars below. The emulated column was measured with
-// the fp32 attention kernels (make test runs test_gpt2cu_emu on gpt2_tiny only).
+// the fp32 attention kernels (make test runs test_gpt2cu_emu on gpt2_tiny only). The cuBLASLt
+// epilogues (issue 30: GELU from the fc product's unrounded fp32 sum, dfch from fcproj's unrounded
+// product, bias gradients by BGRADB; llmc/matmul.cuh) moved six tensors' twin errors (2026-11-28,
+// bf16_rounding.py gpt2_124M, 313 s): wte 6.0e-2 -> 6.6e-2, qkvw 0.28 -> 0.293, ln2w 6.7e-2 -> 7.8e-2,
+// ln2b 5.1e-2 -> 5.6e-2, fcw 0.15 -> 0.170, fcb 6.0e-2 -> 7.4e-2, so by the 2x rule their atols rose
+// (0.12 -> 0.14, 0.55 -> 0.59, 0.14 -> 0.16, 0.11 -> 0.12, 0.31 -> 0.35, 0.13 -> 0.15); the others'
+// errors stayed within their bounds' halves and their bounds are kept. The emulated column of
+// those six predates the epilogues.
 // dev/test/test_bf16_bounds.sh checks that gpt2_tiny's simulated errors stay within half these
 // bounds and that broken formulas in the simulation exceed them.
 static const Tolerance LOGITS_TOL = {0.15f, 1e-2f};  // 7.1e-2, 6.5e-2
 static const Tolerance GRAD_TOL[NUM_PARAM_TENSORS] = {
-    {0.12f, 2e-2f},  /* wte      6.0e-2, 5.3e-2 */  {0.13f, 2e-2f},  /* wpe      6.1e-2, 5.0e-2 */
+    {0.14f, 2e-2f},  /* wte      6.6e-2, 5.3e-2 */  {0.13f, 2e-2f},  /* wpe      6.1e-2, 5.0e-2 */
     {0.18f, 5e-2f},  /* ln1w     8.8e-2, 7.8e-2 */  {0.18f, 5e-2f},  /* ln1b     8.8e-2, 8.1e-2 */
-    {0.55f, 2e-2f},  /* qkvw     0.28,   0.27   */  {0.36f, 5e-2f},  /* qkvb     0.18,   0.16   */
+    {0.59f, 2e-2f},  /* qkvw     0.293,  0.27   */  {0.36f, 5e-2f},  /* qkvb     0.18,   0.16   */
     {0.28f, 2e-2f},  /* attprojw 0.14,   0.16   */  {0.15f, 5e-2f},  /* attprojb 7.1e-2, 9.4e-2 */
-    {0.14f, 5e-2f},  /* ln2w     6.7e-2, 7.9e-2 */  {0.11f, 5e-2f},  /* ln2b     5.1e-2, 5.7e-2 */
-    {0.31f, 2e-2f},  /* fcw      0.15,   0.13   */  {0.13f, 5e-2f},  /* fcb      6.0e-2, 6.8e-2 */
+    {0.16f, 5e-2f},  /* ln2w     7.8e-2, 7.9e-2 */  {0.12f, 5e-2f},  /* ln2b     5.6e-2, 5.7e-2 */
+    {0.35f, 2e-2f},  /* fcw      0.170,  0.13   */  {0.15f, 5e-2f},  /* fcb      7.4e-2, 6.8e-2 */
     {0.37f, 2e-2f},  /* fcprojw  0.18,   0.16   */  {0.13f, 5e-2f},  /* fcprojb  6.4e-2, 5.4e-2 */
     {0.071f, 5e-2f}, /* lnfw     3.5e-2, 3.5e-2 */  {0.024f, 5e-2f}, /* lnfb     1.2e-2, 1.4e-2 */
 };

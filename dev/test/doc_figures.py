@@ -197,7 +197,7 @@ def ptx16_registers():
 
 KERNELS_16 = {"gelu": ("gelu_forward", "gelu_backward"), "layernorm forward": ("layernorm_forward",),
               "layernorm backward": ("layernorm_backward",), "encoder": ("encoder_forward", "encoder_backward_dwte", "encoder_backward_dwpe"),
-              "dbias partial": ("dbias_partial",), "classifier": ("fused_classifier",)}
+              "classifier": ("fused_classifier",)}
 
 
 def check_ptx16(m):

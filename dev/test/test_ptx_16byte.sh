@@ -12,9 +12,9 @@ source dev/test/lib.sh
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 PTXAS=$(dirname "$NVCC")/ptxas
 [ -x "$NVCC" ] && [ -x "$PTXAS" ] || { echo "nvcc or ptxas not found: nothing checked"; echo "ptx_16byte: 0 passed, 1 failed"; exit 1; }
-# kernel: 1 if it writes a floatX tensor 16 bytes at a time (dbias_partial writes fp32 sums)
+# kernel: 1 if it writes a floatX tensor 16 bytes at a time (the row-dot writes fp32 sums)
 KERNELS="gelu_forward_kernel:1 gelu_backward_kernel:1 layernorm_forward_kernel:1 layernorm_backward_kernel:1 layernorm_backward_warp_kernel:1
-encoder_forward_kernel:1 encoder_backward_dwte_kernel:1 encoder_backward_dwpe_kernel:1 dbias_partial_kernel:0
+encoder_forward_kernel:1 encoder_backward_dwte_kernel:1 encoder_backward_dwpe_kernel:1
 fused_classifier_kernel:1 attention_backward_rowdot_kernel:0"
 for prec in BF16 FP32; do
     for arch in 80 90; do

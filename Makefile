@@ -299,12 +299,16 @@ compare: train_gpt2 dev/bench/zero_plan_print gpt2_tiny.bin
 # ZeRO stages at N = 8 (dev/perf/README.md). PROFILE_DEVICE: h200 (the card measured on 2026-11-28,
 # dev/perf/measured/), h100-sxm or a100-sxm-80gb; PROFILE_BATCH: B per GPU (T = 1024). The first
 # run traces each tree on the emulator (~5-15 minutes per tree on 2 cores; cached in dev/perf/cache/).
+# PROFILE_ATTENTION: mma (default: the default trainer, -ak 0) or sm90 (the trainer's -ak 1, the sm_90a
+# attention kernels; wgmma's rate calibrated on cuDNN's kernel); PROFILE_FLAGS=--cuda-graph adds -cg 1.
 PROFILE_DEVICE ?= h200
 PROFILE_BATCH ?= 32
 PROFILE_BASELINE ?= 2e0af91
+PROFILE_ATTENTION ?= mma
+PROFILE_FLAGS ?=
 .PHONY: profile
 profile: data
-	$(PYTHON) dev/perf/perf_model.py --device $(PROFILE_DEVICE) --batch $(PROFILE_BATCH) --baseline $(PROFILE_BASELINE)
+	$(PYTHON) dev/perf/perf_model.py --device $(PROFILE_DEVICE) --batch $(PROFILE_BATCH) --baseline $(PROFILE_BASELINE) --attention $(PROFILE_ATTENTION) $(PROFILE_FLAGS)
 
 clean:
 	rm -f train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/sample_replay dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print

@@ -7,11 +7,19 @@ attention's counts at the real T come from the code itself. Every (b, h) of a ba
 same blocks on its own slice (grid (T/64, NH, B)), so the counts of the step are these times B x NH
 exactly: perf_model.py multiplies them.
 
-    attention_slice T [HS [B NH]]     (HS = 64: GPT-2's head size; B = NH = 1: one slice; more: the
+    attention_slice [-ak 0|1] T [HS [B NH]]
+                                      (HS = 64: GPT-2's head size; B = NH = 1: one slice; more: the
                                       test of the scaling, dev/perf/test_perf_model.py)
+
+-ak picks the attention kernels as the trainer's -ak does (train_gpt2.cu): 0 (the default, the
+trainer's default) the mma.sync kernels; 1 the sm_90a wgmma/TMA kernels of llmc/attention_sm90.cuh
+(attention_sm90_mode -1), refused where they cannot run (a tree without them, a device or build
+without sm_90a), never silently replaced by the mma.sync kernels. So the model prices the kernels
+the trainer it predicts launches (perf_model.py --attention).
 */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "../../llmc/cuda_common.cuh"
 #include "../../llmc/attention.cuh"
 
@@ -30,10 +38,27 @@ static floatX* device_values(size_t n, unsigned seed) {
 }
 
 int main(int argc, char** argv) {
-    if (argc != 2 && argc != 3 && argc != 5) { fail("usage: %s T [HS [B NH]]", argv[0]); }
+    int ak = 0;
+    if (argc > 1 && strcmp(argv[1], "-ak") == 0) {
+        if (argc < 3 || (strcmp(argv[2], "0") != 0 && strcmp(argv[2], "1") != 0)) { fail("flag -ak: expected 0 or 1"); }
+        ak = argv[2][0] - '0';
+        argv[2] = argv[0];
+        argv += 2;
+        argc -= 2;
+    }
+    if (argc != 2 && argc != 3 && argc != 5) { fail("usage: %s [-ak 0|1] T [HS [B NH]]", argv[0]); }
     int T = atoi(argv[1]), HS = argc > 2 ? atoi(argv[2]) : 64;
     int B = argc > 3 ? atoi(argv[3]) : 1, NH = argc > 3 ? atoi(argv[4]) : 1, C = NH * HS;
     if (T < 1 || HS < 1 || B < 1 || NH < 1) { fail("T, HS, B and NH must be positive"); }
+#if defined(ENABLE_BF16) && __has_include("../../llmc/attention_sm90.cuh")
+    if (ak == 1) {
+        if (HS != ATT90_HS) { fail("flag -ak 1: the sm_90a attention kernels need head size %d, got %d", ATT90_HS, HS); }
+        if (!attention_sm90_available()) { fail("flag -ak 1: the sm_90a attention kernels cannot run on this device/build"); }
+    }
+    attention_sm90_mode = ak ? -1 : 0;
+#else
+    if (ak == 1) { fail("flag -ak 1: this tree has no sm_90a attention kernels (llmc/attention_sm90.cuh) in this build"); }
+#endif
     cudaStream_t s;
     cudaCheck(cudaStreamCreate(&s));
     size_t btc = (size_t)B * T * C;
@@ -48,6 +73,6 @@ int main(int argc, char** argv) {
     attention_forward(out, lse, qkv, B, T, C, NH, s);
     attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, s);
     cudaCheck(cudaStreamSynchronize(s));
-    printf("attention slice: B %d, NH %d, T %d, hs %d\n", B, NH, T, HS);
+    printf("attention slice: B %d, NH %d, T %d, hs %d, -ak %d\n", B, NH, T, HS, ak);
     return 0;
 }

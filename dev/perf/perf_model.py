@@ -967,6 +967,10 @@ def main(argv=None):
     ap.add_argument("--cuda-graph", action="store_true",
                     help="also price 'after' as the trainer's -cg 1 launches it (its forward and backward as one CUDA "
                          "graph; the time between a graph's kernels is ASSUMED, devices.json graph_gap_us)")
+    ap.add_argument("--attention", default="mma", choices=sorted(step_counts.ATTENTION),
+                    help="the attention kernels of 'after', as the trainer's -ak picks them: mma (default, the "
+                         "trainer's default -ak 0: the mma.sync kernels) or sm90 (-ak 1: the sm_90a wgmma/TMA kernels, "
+                         "priced with wgmma_attention_fraction, CALIBRATED on cuDNN's kernel); 'before' keeps mma")
     ap.add_argument("--no-zero", action="store_true", help="skip the ZeRO stages at N = 8")
     ap.add_argument("--no-llmc", action="store_true", help="skip the check against llm.c's published run")
     ap.add_argument("--bench-table", action="store_true",
@@ -979,7 +983,8 @@ def main(argv=None):
         raise SystemExit("dev/perf: -r must be 0, 1 or 2 (the trainer's recompute levels)")
     devices = load_devices()
     dev = Device(devices, a.device)
-    after = step_counts.counts_for(a.after, a.recompute, a.seq)
+    after = step_counts.counts_for(a.after, a.recompute, a.seq, attention=a.attention)
+    after["label"] += ", -ak %d" % step_counts.ATTENTION[a.attention]
     if a.bench_table:
         pred = bench_predictions(after, dev, a.batch, a.seq)
         print("| kernel (test_kernels --bench, B=%d, T=%d) | predicted ms, %s | measured ms | measured / predicted |" % (
@@ -994,7 +999,7 @@ def main(argv=None):
     print("Every figure below is the performance model's (dev/perf/README.md). Measured: one H200, 2026-11-28, main at "
           "2ef5778, B=32: 73.0 ms/step (68.9 ms of kernels); the model is held to it and to B=64 and the B=8 bench "
           "(dev/perf/measured/, test_perf_model.py; `python3 dev/perf/fixtures.py` prints measured beside predicted).")
-    out = {"device": dev.key, "B": a.batch, "T": a.seq, "recompute": a.recompute, "trees": {}}
+    out = {"device": dev.key, "B": a.batch, "T": a.seq, "recompute": a.recompute, "attention": a.attention, "trees": {}}
     summaries = {}
     for label, counts in (("before", before), ("after", after)):
         if counts is None:

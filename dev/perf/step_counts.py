@@ -16,6 +16,13 @@ What one training step of a source tree launches, taken from the code itself, ne
    when the tree's emulator has it: read by read_counters() in the format documented in
    dev/perf/README.md, and used by the model where present.
 
+Which attention kernels (ATTENTION): "mma" (default) traces the trainer as it runs by default
+(`-ak 0`: the mma.sync kernels of llmc/attention.cuh) and runs attention_slice.cu with `-ak 0`;
+"sm90" traces it with `-ak 1` and the slice with `-ak 1` (the sm_90a wgmma/TMA kernels of
+llmc/attention_sm90.cuh, which the trainer runs only when asked for). Both runs refuse where the
+kernels cannot run; counts_for() checks that the step and the slice launched the same attention
+kernels (a slice that ran other kernels than the step would price the step's from the wrong code).
+
 The results are cached in dev/perf/cache/ under a key made of the tree's sources, so `make profile`
 runs the emulator once per version of the code. Nothing here times anything: the emulator's times
 say nothing about a GPU (dev/cuda/emu/README.md).
@@ -58,10 +65,23 @@ def run(cmd, cwd=None, env=None, what=""):
 SOURCES = ["train_gpt2.cu", "train_gpt2.c", "llmc", "dev/cuda/emu", "dev/test/cpu_reference.h"]
 
 
-def tree_key(root, recompute, model=MODEL):
-    """A hash of every source file that decides what a step launches, and of how it was traced."""
+ATTENTION = {"mma": 0, "sm90": 1}  # perf_model.py --attention: the trainer's -ak it stands for
+
+
+def arch_flags(attention):
+    """nvcc-cpu's architecture for an emulated build: the sm_90a kernels exist only in a build that
+    names sm_90a (nvcc-cpu then defines __CUDA_ARCH_FEAT_SM90_ALL, as `make` builds the trainer for
+    80 90a); the default trainer's build stays as it was (its trace is the same either way)."""
+    return ["-gencode", "arch=compute_90a,code=sm_90a"] if attention == "sm90" else []
+
+
+def tree_key(root, recompute, model=MODEL, attention="mma"):
+    """A hash of every source file that decides what a step launches, and of how it was traced
+    (the default trainer's key is what it was before --attention existed: its trace is the same)."""
     h = hashlib.sha256()
     h.update(("v%d B%d T%d r%d %s" % (CACHE_VERSION, TRACE_B, TRACE_T, recompute, model)).encode())
+    if attention != "mma":
+        h.update((" -ak %d" % ATTENTION[attention]).encode())
     for s in SOURCES:
         path = os.path.join(root, s)
         files = [path] if os.path.isfile(path) else sorted(
@@ -98,16 +118,16 @@ GEMM = re.compile(r"^cublasLtMatmul (\d+)x(\d+)x(\d+) (\w+) ([NT])([NT])( bias)?
 MEMCPY = re.compile(r"^cudaMemcpyAsync of (\d+) bytes$")
 
 
-def build_emulated(root, out):
+def build_emulated(root, out, attention="mma"):
     """The tree's train_gpt2.cu through its own nvcc-cpu (bf16, one process: the collectives of
     N = 1 are no-ops either way, and no NCCL or MPI is needed)."""
-    cmd = [os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16", "-DNO_MULTI_GPU",
-           "train_gpt2.cu", "-o", out, "-lcublasLt", "-lcudart"]
+    cmd = [os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16", "-DNO_MULTI_GPU"] + \
+        arch_flags(attention) + ["train_gpt2.cu", "-o", out, "-lcublasLt", "-lcudart"]
     # EMU_HOOKS=1: the access hooks EMU_COUNTERS needs (nvcc-cpu --emu-check; an older nvcc-cpu ignores it)
     run(cmd, cwd=root, env=dict(os.environ, EMU_HOOKS="1"), what="building the emulated trainer of %s" % root)
 
 
-def trace_ops(binary, steps, recompute, counters_file=None, model=MODEL):
+def trace_ops(binary, steps, recompute, counters_file=None, model=MODEL, attention="mma"):
     """The ops the compute stream ran, in order, for a run of `steps` steps. One emulator thread by
     default (EMU_THREADS=1): with 2, main's emulator (8a1189f) hangs in the tensor-core attention
     kernels of branch attn (b654100), every thread waiting on a futex."""
@@ -121,6 +141,8 @@ def trace_ops(binary, steps, recompute, counters_file=None, model=MODEL):
     cmd = ["nice", binary, "-e", model, "-b", str(TRACE_B), "-t", str(TRACE_T), "-x", str(steps), "-v", "0", "-s", "0",
            "-r", str(recompute), "-i", os.path.join(data, "tiny_shakespeare_train.bin"),
            "-j", os.path.join(data, "tiny_shakespeare_val.bin")]
+    if attention != "mma":  # the default trainer gets no -ak (a tree older than the flag has none)
+        cmd += ["-ak", str(ATTENTION[attention])]
     with tempfile.TemporaryDirectory() as cwd:  # the trainer looks for gpt2_tokenizer.bin here: absent is fine
         p = run(cmd, cwd=cwd, env=env, what="the emulated trainer")
     ops = []
@@ -328,11 +350,15 @@ PTX_COUNTERS = re.compile(r"^cuda-emu trace: kernel (\S+): (\d+) mma\.sync \((\d
                           r"\((\d+) bytes\), (\d+) cp\.async \((\d+) bytes\)$")
 
 
-def attention_slice(root, T, hs=64, B=1, NH=1):
+def attention_slice(root, T, hs=64, B=1, NH=1, attention="mma"):
     """{kernel base name: {launches, mma, mma_flops, ldmatrix_bytes, cp_async_bytes}} for one
     (b, h) at sequence length T, from the emulator's trace of attention_slice.cu built against the
-    tree's llmc/attention.cuh (the driver is copied in: it only calls the launchers)."""
-    key = tree_key(root, 0) + "_slice_T%d_hs%d_B%d_NH%d" % (T, hs, B, NH)
+    tree's llmc/attention.cuh (the driver is copied in: it only calls the launchers), run with the
+    trainer's -ak for `attention` (ATTENTION)."""
+    if attention not in ATTENTION:
+        fail("attention %r: expected one of %s" % (attention, ", ".join(ATTENTION)))
+    ak = ["-ak", str(ATTENTION[attention])]
+    key = tree_key(root, 0) + "_slice_T%d_hs%d_B%d_NH%d_ak%d" % (T, hs, B, NH, ATTENTION[attention])
     path = os.path.join(CACHE, key + ".json")
     if os.path.exists(path):
         with open(path) as fp:
@@ -340,31 +366,32 @@ def attention_slice(root, T, hs=64, B=1, NH=1):
     os.makedirs(CACHE, exist_ok=True)
     with open(os.path.join(HERE, "attention_slice.cu"), "rb") as fp:
         own_hash = hashlib.sha256(fp.read()).hexdigest()[:8]
-    binary = os.path.join(CACHE, tree_key(root, 0) + "_attention_slice_" + own_hash)
+    binary = os.path.join(CACHE, tree_key(root, 0) + "_attention_slice_" + own_hash + ("_90a" if attention == "sm90" else ""))
     if not os.path.exists(binary):  # one build per tree (and driver), run for every shape asked
         src = os.path.join(root, "dev/perf/attention_slice.cu")
         own = os.path.join(HERE, "attention_slice.cu")
         if not os.path.exists(src) or os.path.realpath(src) != os.path.realpath(own):
             os.makedirs(os.path.dirname(src), exist_ok=True)
             shutil.copyfile(own, src)
-        run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16",
-             "dev/perf/attention_slice.cu", "-o", binary + ".tmp", "-lcudart"], cwd=root, what="building attention_slice")
+        run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "-O2", "-std=c++17", "-I.", "-DENABLE_BF16"] + arch_flags(attention) +
+            ["dev/perf/attention_slice.cu", "-o", binary + ".tmp", "-lcudart"], cwd=root, what="building attention_slice")
         os.replace(binary + ".tmp", binary)
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, EMU_TRACE="1", EMU_THREADS=os.environ.get("EMU_THREADS", "1"))
-        p = run(["nice", binary, str(T), str(hs), str(B), str(NH)], cwd=tmp, env=env, what="attention_slice on the emulator")
+        p = run(["nice", binary] + ak + [str(T), str(hs), str(B), str(NH)], cwd=tmp, env=env,
+                what="attention_slice %s on the emulator" % " ".join(ak))
         rows = []
-        if tree_uses_wgmma(root) and emulator_has_counters(root):
+        if attention != "mma" and tree_uses_wgmma(root) and emulator_has_counters(root):
             # the sm_90a kernels' wgmma FLOPs and TMA bytes come from EMU_COUNTERS, which needs the
             # access hooks (nvcc-cpu --emu-check): a second build, only for a tree that issues wgmma
             checked = binary + "_check"
             if not os.path.exists(checked):
-                run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "--emu-check", "-O2", "-std=c++17", "-I.", "-DENABLE_BF16",
-                     "dev/perf/attention_slice.cu", "-o", checked + ".tmp", "-lcudart"], cwd=root,
+                run([os.path.join(root, "dev/cuda/emu/nvcc-cpu"), "--emu-check", "-O2", "-std=c++17", "-I.", "-DENABLE_BF16"] +
+                    arch_flags(attention) + ["dev/perf/attention_slice.cu", "-o", checked + ".tmp", "-lcudart"], cwd=root,
                     what="building attention_slice with the emulator's access hooks")
                 os.replace(checked + ".tmp", checked)
             counters = os.path.join(tmp, "counters.csv")
-            run(["nice", checked, str(T), str(hs), str(B), str(NH)], cwd=tmp,
+            run(["nice", checked] + ak + [str(T), str(hs), str(B), str(NH)], cwd=tmp,
                 env=dict(os.environ, EMU_COUNTERS=counters, EMU_THREADS=os.environ.get("EMU_THREADS", "1")),
                 what="attention_slice on the emulator with EMU_COUNTERS")
             rows = read_counters(counters) if os.path.exists(counters) else []
@@ -411,8 +438,8 @@ def attention_slice(root, T, hs=64, B=1, NH=1):
 # ----------------------------------------------------------------------------
 # all of it for one tree, cached
 
-def counts_for_tree(root, recompute, label, verbose=True, model=MODEL, resources=True):
-    key = tree_key(root, recompute, model) + ("" if resources else "_noptxas")
+def counts_for_tree(root, recompute, label, verbose=True, model=MODEL, resources=True, attention="mma"):
+    key = tree_key(root, recompute, model, attention) + ("" if resources else "_noptxas")
     os.makedirs(CACHE, exist_ok=True)
     path = os.path.join(CACHE, key + ".json")
     if os.path.exists(path):
@@ -422,18 +449,32 @@ def counts_for_tree(root, recompute, label, verbose=True, model=MODEL, resources
         sys.stderr.write("dev/perf: counting %s (emulated build and two traced runs, ~2-3 minutes on 2 cores)\n" % label)
     with tempfile.TemporaryDirectory() as tmp:
         binary = os.path.join(tmp, "train_gpt2cu_emu")
-        build_emulated(root, binary)
+        build_emulated(root, binary, attention)
         counters = emulator_has_counters(root)
         c1 = os.path.join(tmp, "c1.csv") if counters else None
         c2 = os.path.join(tmp, "c2.csv") if counters else None
-        x1 = trace_ops(binary, 1, recompute, c1, model)
-        x2 = trace_ops(binary, 2, recompute, c2, model)
+        x1 = trace_ops(binary, 1, recompute, c1, model, attention)
+        x2 = trace_ops(binary, 2, recompute, c2, model, attention)
         step = [parse_op(w) for w in one_step(x1, x2)]
         counter_rows = None
         if counters and os.path.exists(c2) and os.path.exists(c1):
             r1, r2 = read_counters(c1), read_counters(c2)
             counter_rows = {"one_step_run": r1, "two_step_run": r2}
-    resources = ptxas_resources(root) if resources else None
+    if resources:
+        # ptxas' resources do not depend on -ak (one build holds both kernels' sets): another
+        # attention's cached counts of the same tree lend theirs, one nvcc run fewer
+        resources = None
+        for other in ATTENTION:
+            opath = os.path.join(CACHE, tree_key(root, recompute, model, other) + ".json")
+            if other != attention and os.path.exists(opath):
+                with open(opath) as fp:
+                    resources = json.load(fp).get("resources")
+                if resources:
+                    break
+        if not resources:
+            resources = ptxas_resources(root)
+    else:
+        resources = None
     headers = {}
     for f in sorted(os.listdir(os.path.join(root, "llmc"))):
         if f.endswith((".cuh", ".h")):
@@ -441,7 +482,8 @@ def counts_for_tree(root, recompute, label, verbose=True, model=MODEL, resources
                 headers["llmc/" + f] = hashlib.sha256(fp.read()).hexdigest()[:12]
     result = {
         "headers": headers,
-        "label": label, "key": key, "trace": {"model": model, "B": TRACE_B, "T": TRACE_T, "recompute": recompute},
+        "label": label, "key": key, "trace": {"model": model, "B": TRACE_B, "T": TRACE_T, "recompute": recompute,
+                                              "attention": attention},
         "step_ops": [op for op in step if op["op"] != "other"],
         "resources": resources, "counters": counter_rows,
     }
@@ -451,19 +493,34 @@ def counts_for_tree(root, recompute, label, verbose=True, model=MODEL, resources
     return result
 
 
-def counts_for(rev, recompute, T=1024):
+def same_attention(result, attention):
+    """The step's attention kernels (all but the row-dot, a CUDA-core kernel costed from its
+    source) must be ones the slice ran: else the slice priced other kernels than the step launches."""
+    ran = set(result["attention_slice"])
+    step = sorted({op["name"] for op in result["step_ops"] if op["op"] == "kernel" and op["name"].startswith("attention_")
+                   and op["name"] != "attention_backward_rowdot_kernel" and op["name"] not in ran})
+    if step:
+        fail("--attention %s: the step launches %s, which attention_slice did not run (it ran %s): the trainer's -ak and "
+             "the slice's chose different attention kernels" % (attention, ", ".join(step), ", ".join(sorted(ran))))
+    result["attention"] = attention
+    return result
+
+
+def counts_for(rev, recompute, T=1024, attention="mma"):
     """rev None: the working tree; else a git revision, checked out into a temporary directory.
-    Adds the attention slice at sequence length T."""
+    Adds the attention slice at sequence length T. attention: ATTENTION's key, the trainer's -ak."""
+    if attention not in ATTENTION:
+        fail("attention %r: expected one of %s" % (attention, ", ".join(ATTENTION)))
     if rev is None:
-        result = counts_for_tree(REPO, recompute, "the working tree")
-        result["attention_slice"] = attention_slice(REPO, T)
-        return result
+        result = counts_for_tree(REPO, recompute, "the working tree", attention=attention)
+        result["attention_slice"] = attention_slice(REPO, T, attention=attention)
+        return same_attention(result, attention)
     with tempfile.TemporaryDirectory() as tmp:
         full = checkout(rev, tmp)
-        result = counts_for_tree(tmp, recompute, "commit %s" % full[:7])
+        result = counts_for_tree(tmp, recompute, "commit %s" % full[:7], attention=attention)
         result["label"] = "commit %s" % full[:7]
-        result["attention_slice"] = attention_slice(tmp, T)
-        return result
+        result["attention_slice"] = attention_slice(tmp, T, attention=attention)
+        return same_attention(result, attention)
 
 
 if __name__ == "__main__":
@@ -471,8 +528,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description="one step's launches, GEMM shapes and kernel resources of a tree")
     ap.add_argument("--rev", default=None, help="a git revision (default: the working tree)")
     ap.add_argument("-r", "--recompute", type=int, default=0)
+    ap.add_argument("--attention", default="mma", choices=sorted(ATTENTION),
+                    help="the attention kernels: mma (the trainer's default -ak 0) or sm90 (-ak 1)")
     a = ap.parse_args()
-    c = counts_for(a.rev, a.recompute)
+    c = counts_for(a.rev, a.recompute, attention=a.attention)
     kinds = {}
     for op in c["step_ops"]:
         k = op["name"] if op["op"] == "kernel" else op["op"]

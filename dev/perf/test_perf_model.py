@@ -162,11 +162,12 @@ check(pm.flops_per_token(kc.Shape(1, 1024)) == 6 * 124475904 + 6 * 12 * 768 * 10
 
 # the attention's counts scale exactly with B x NH: every (b, h) runs the same blocks on its own
 # slice. Checked on the emulator's tensor-core counters when the tree's attention issues mma.sync.
+# The slice runs the kernels the trainer's -ak picks (perf_model.py --attention): by default (-ak 0,
+# the trainer's default) the mma.sync kernels, never the sm_90a ones the emulator could also run.
 one = step_counts.attention_slice(REPO, 128, 64, 1, 1)
 four = step_counts.attention_slice(REPO, 128, 64, 2, 2)
-if any(e.get("wgmma_flops") for e in one.values()):  # sm_90a kernels (issue 30 item 3): the emulator's counters
-    check(all(four[k].get(f, 0) == 4 * one[k].get(f, 0) for k in one for f in ("wgmma_flops", "tma_bytes")),
-          "attention wgmma counts at B=2, NH=2 = 4 x those of one (b, h) slice (the model's scaling)")
+check(not any(k.endswith("_sm90_kernel") for k in one),
+      "attention slice, default (-ak 0, the trainer's default): no sm_90a kernel runs", str(sorted(one)))
 if any(e["mma"] for e in one.values()):
     check(all(four[k][f] == 4 * one[k][f] for k in one for f in ("mma_flops", "ldmatrix_bytes", "cp_async_bytes")),
           "attention tensor-core counts at B=2, NH=2 = 4 x those of one (b, h) slice (the model's scaling)")
@@ -174,6 +175,41 @@ else:
     check(all(four[k]["launches"] == one[k]["launches"] for k in one),
           "attention: the same launches at B=2, NH=2 as for one slice (no mma.sync in this tree's attention: "
           "the tensor-core scaling check waits for it)")
+SM90 = ["attention_backward_dkdv_sm90_kernel", "attention_backward_dq_sm90_kernel", "attention_forward_sm90_kernel"]
+if step_counts.tree_uses_wgmma(REPO) and step_counts.emulator_has_counters(REPO):
+    # --attention sm90 (-ak 1): the sm_90a kernels, their wgmma FLOPs and TMA bytes from EMU_COUNTERS
+    one90 = step_counts.attention_slice(REPO, 128, 64, 1, 1, attention="sm90")
+    four90 = step_counts.attention_slice(REPO, 128, 64, 2, 2, attention="sm90")
+    k90 = sorted(k for k in one90 if k.endswith("_sm90_kernel"))
+    check(k90 == SM90 and all(one90[k].get("wgmma_flops", 0) > 0 for k in k90) and not any(e["mma"] for e in one90.values()),
+          "attention slice, --attention sm90 (-ak 1): the three sm_90a kernels run, with wgmma FLOPs, and no mma.sync kernel",
+          str({k: one90[k].get("wgmma_flops") for k in one90}))
+    # the forward at T = 128: one block of 128 queries against one 128-key tile (the diagonal, issued
+    # whole): S = Q K^T and O += P V, 2 x 128 x 128 x hs multiply-adds each
+    fwd90 = one90.get("attention_forward_sm90_kernel", {}).get("wgmma_flops")
+    check(fwd90 == 2 * 2 * 128 * 128 * 64, "sm_90a forward's wgmma FLOPs at T=128, hs 64 = 2 products x 2 x 128 x 128 x 64",
+          str(fwd90))
+    check(all(four90[k].get(f, 0) == 4 * one90[k].get(f, 0) for k in one90 for f in ("wgmma_flops", "tma_bytes")),
+          "attention wgmma counts at B=2, NH=2 = 4 x those of one (b, h) slice (the model's scaling)")
+    # and the model prices them as warp-specialized TMA + wgmma kernels (perf_model.wgmma_result)
+    dev90 = pm.Device(devices, "h200")
+    fake90 = {"attention_slice": one90, "resources": {"sm_90a": {k: [{
+        "template": "", "regs": 168, "smem": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0, "load_bytes": 0}] for k in SM90}}}
+    priced = [pm.kernel_result(pm.Launch("kernel", k, "forward", {}), kc.Shape(1, 128), dev90, fake90) for k in SM90]
+    check(all("tensor cores (wgmma)" in r.phases for r in priced),
+          "--attention sm90: each sm_90a kernel is priced by wgmma_result (its wgmma, TMA and DRAM pipes)")
+    # the step, traced with -ak 1, launches them (and only them, with the row-dot), once per layer,
+    # and is priced against the slice of the same -ak; the default trace launches none of them
+    counts90 = step_counts.counts_for_tree(REPO, 0, "the working tree", model="d2", resources=False, attention="sm90")
+    n90 = [op["name"] for op in counts90["step_ops"] if op["op"] == "kernel" and op["name"].startswith("attention_")]
+    check(all(n90.count(k) == L for k in SM90 + ["attention_backward_rowdot_kernel"]) and len(n90) == 4 * L
+          and not any(k.endswith("_sm90_kernel") for k in names),
+          "trainer -ak 1 (d2): the three sm_90a kernels and the row-dot once per layer; -ak 0 launches none of them",
+          str(sorted(set(n90))))
+    check(step_counts.same_attention(dict(counts90, attention_slice=one90), "sm90")["attention"] == "sm90",
+          "--attention sm90: the step's attention kernels are the slice's")
+    mutant_caught("the default step (-ak 0) priced with the sm_90a slice",
+                  lambda: bool(step_counts.same_attention(dict(counts, attention_slice=one90), "mma")))
 
 # ----------------------------------------------------------------------------
 # 4. the collectives: zero_walk_print's bytes and calls = the plan's (dev/bench/zero_plan_print)

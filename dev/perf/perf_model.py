@@ -983,6 +983,9 @@ def main(argv=None):
         raise SystemExit("dev/perf: -r must be 0, 1 or 2 (the trainer's recompute levels)")
     devices = load_devices()
     dev = Device(devices, a.device)
+    if a.attention == "sm90" and dev.cc != "9.0":  # the trainer refuses -ak 1 there (train_gpt2.cu)
+        raise SystemExit("dev/perf: --attention sm90: the sm_90a kernels run only on compute capability 9.0; %s is %s" % (
+            dev.key, dev.cc))
     after = step_counts.counts_for(a.after, a.recompute, a.seq, attention=a.attention)
     after["label"] += ", -ak %d" % step_counts.ATTENTION[a.attention]
     if a.bench_table:
@@ -1026,7 +1029,9 @@ def main(argv=None):
         out["trees"]["after_cuda_graph"] = {"label": label, "step_ms": g["step_s"] * 1e3, "gaps_ms": g["gaps_s"] * 1e3}
     if not a.no_zero:
         print("\n".join(fmt_zero(devices, dev, S, None, results, label="after", counts_label=label)))
-    if not a.no_llmc:
+    if not a.no_llmc and a.attention == "sm90":
+        print("\n(the check against llm.c's published A100 run is skipped: -ak 1 cannot run on an A100)")
+    elif not a.no_llmc:
         print("\n".join(llmc_check(devices, after, label)))
     print()
     print("MFU = (6 N + 6 L C T) x tokens / time / dense bf16 peak, N = %d parameters (llm.c's gpt2_estimate_mfu; "

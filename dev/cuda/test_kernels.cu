@@ -66,7 +66,14 @@ static const Tolerance TOL_MATMUL = {1e-4f, 1e-5f};
 // attention's backward recomputes s_ij and takes D_i = dout_i . out_i (the CPU: sum_j att * datt),
 // and dP_ij - D_i cancels in part, over up to 200 keys
 static const Tolerance TOL_ATT_BWD = {1e-4f, 1e-5f};
-static const Tolerance TOL_DLOGITS = {1e-5f, 1e-5f};
+// dlogits = (p - onehot) dloss with p = exp(x - max) / sum: every element of a row carries that
+// row's sum of V = 50257 exps, which the CPU (train_gpt2.c, an fp32 simd reduction of ~6,300 terms
+// a lane) and the kernel (a tree) add in other orders: eps * sqrt(6300) ~ 5e-6 relative, more in a
+// bad row. It was {1e-5, 1e-5}; measured 2026-11-28 on the emulator: 0.78 of it with one draw of
+// the logits and 1.16 with the next (worst element 1.39e-5 off relative, the same kernel, after
+// test_kernels' new matmul checks moved the random stream). 5e-5 relative: ~4x the worst seen,
+// still ~1e4 below a wrong element (off by ~100%).
+static const Tolerance TOL_DLOGITS = {1e-5f, 5e-5f};
 // the fp32 params are the fp32 master itself
 static const Tolerance TOL_ADAMW_PARAMS = {1e-6f, 1e-6f};
 #else

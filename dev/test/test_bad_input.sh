@@ -182,10 +182,12 @@ else # the bf16 build: the offloaded update reads bf16 gradients (the fp32 build
 case_ "-zd fp32 with -zo 1"  "flags -zd fp32 and -zo 1 do not combine in the bf16 build: the offloaded update reads bf16 gradients (drop one of them)" "${M[@]}" -z 1 -zo 1 -zd fp32
 fi
 case_ "-ak 2"                "flag -ak expects 0 or 1, got 2" "${M[@]}" -ak 2
+if [[ "$TRAIN_GPT2" == *_emu* ]] || nvidia-smi -L > /dev/null 2>&1; then # -ak 1 is checked once the model is on a device
 if [[ "$TRAIN_GPT2" == *fp32* ]]; then
 case_ "-ak 1, fp32 build"    "flag -ak 1: the sm_90a attention kernels are bf16; this is the fp32 build" "${M[@]}" -ak 1
 else # the tiny model's heads have 16 channels: the Hopper kernels are written for 64
 case_ "-ak 1, head size 16"  "flag -ak 1: the sm_90a attention kernels need head size 64, this model has 16" "${M[@]}" -ak 1
+fi
 fi
 else
 case_ "-pn on the CPU"       "flags -pn/-pr/-pi/-pf/-ps are for the CUDA trainer" "${M[@]}" -pn 2 -pr 0

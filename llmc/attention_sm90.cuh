@@ -591,24 +591,12 @@ static bool attention_sm90_use(int hs) { return hs == ATT90_HS && attention_sm90
 static bool attention_sm90_use_backward(int hs, int T) { return attention_sm90_use(hs) && T % 4 == 0; }
 
 // a 2D fp32 tensor map, rows x cols, rows row_stride bytes apart (a multiple of 16), box 1 row x
-// box_cols, no swizzle (out-of-range elements: zeros); the driver's cuTensorMapEncodeTiled as
-// wgmma.cuh's tma_map_2d_bf16 reaches it. 0 on success, else one line on stderr and -1.
+// box_cols, no swizzle (out-of-range elements: zeros); the driver's cuTensorMapEncodeTiled
+// (wgmma.cuh's tma_encode). 0 on success, else one line on stderr and -1.
 static int attention_tma_map_f32(CUtensorMap* map, const float* gptr, uint64_t rows, uint64_t cols, uint64_t row_stride,
                                  uint32_t box_cols) {
-    typedef CUresult (*encode_fn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-    static encode_fn encode = NULL;
-    if (encode == NULL) {
-        void* fn = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess || fn == NULL) {
-            fprintf(stderr, "attention_tma_map_f32: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later needed)\n");
-            return -1;
-        }
-        encode = (encode_fn)fn;
-    }
+    tma_encode_fn encode = tma_encode("attention_tma_map_f32");
+    if (encode == NULL) { return -1; }
     cuuint64_t dims[2] = {cols, rows}, strides[1] = {row_stride};
     cuuint32_t box[2] = {box_cols, 1}, estrides[2] = {1, 1};
     CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void*)gptr, dims, strides, box, estrides,

@@ -131,25 +131,33 @@ __host__ __device__ constexpr uint64_t wgmma_desc(uint32_t smem_addr, uint32_t l
 // ----------------------------------------------------------------------------
 // the tensor map (host)
 
-// a 2D bf16 tensor, `rows` x `cols` elements, rows `row_stride` bytes apart, box box_rows x box_cols,
-// 128B swizzle (box_cols * 2 <= 128), out-of-range elements filled with zeros. Returns 0 on success;
-// on failure prints one line naming what failed and returns -1.
-static inline int tma_map_2d_bf16(CUtensorMap* map, const void* gptr, uint64_t rows, uint64_t cols,
-                                  uint64_t row_stride, uint32_t box_rows, uint32_t box_cols) {
-    typedef CUresult (*encode_fn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+// the driver's cuTensorMapEncodeTiled, looked up once through the runtime (no -lcuda); NULL, with one
+// line on stderr naming `who`, where the driver has none
+typedef CUresult (*tma_encode_fn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-    static encode_fn encode = NULL;
+static inline tma_encode_fn tma_encode(const char* who) {
+    static tma_encode_fn encode = NULL;
     if (encode == NULL) {
         void* fn = NULL;
         cudaDriverEntryPointQueryResult q;
         if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
             q != cudaDriverEntryPointSuccess || fn == NULL) {
-            fprintf(stderr, "tma_map_2d_bf16: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later needed)\n");
-            return -1;
+            fprintf(stderr, "%s: the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or later needed)\n", who);
+            return NULL;
         }
-        encode = (encode_fn)fn;
+        encode = (tma_encode_fn)fn;
     }
+    return encode;
+}
+
+// a 2D bf16 tensor, `rows` x `cols` elements, rows `row_stride` bytes apart, box box_rows x box_cols,
+// 128B swizzle (box_cols * 2 <= 128), out-of-range elements filled with zeros. Returns 0 on success;
+// on failure prints one line naming what failed and returns -1.
+static inline int tma_map_2d_bf16(CUtensorMap* map, const void* gptr, uint64_t rows, uint64_t cols,
+                                  uint64_t row_stride, uint32_t box_rows, uint32_t box_cols) {
+    tma_encode_fn encode = tma_encode("tma_map_2d_bf16");
+    if (encode == NULL) { return -1; }
     cuuint64_t dims[2] = {cols, rows};
     cuuint64_t strides[1] = {row_stride};
     cuuint32_t box[2] = {box_cols, box_rows};

@@ -274,13 +274,16 @@ def expand_step(counts, S):
 # ----------------------------------------------------------------------------
 # 2-3. a launch's counts and its predicted time
 
-def resources_for(counts, dev, name, S):
+def resources_for(counts, dev, name, S, arch=None):
+    """ptxas' registers and shared memory of the instance of kernel `name` the trainer launches,
+    as built for `arch` (default: the device's own)."""
+    arch = arch or dev.arch
     res = counts.get("resources")
     if res is None:
         raise SystemExit("dev/perf: no ptxas resources (nvcc not found): registers and occupancy need the real nvcc")
-    inst = res.get(dev.arch, {}).get(name)
+    inst = res.get(arch, {}).get(name)
     if not inst:
-        raise SystemExit("dev/perf: ptxas reported no kernel %s for %s" % (name, dev.arch))
+        raise SystemExit("dev/perf: ptxas reported no kernel %s for %s" % (name, arch))
     want = kc.template_for(name, S)
     for e in inst:
         if e["template"] == want:
@@ -394,15 +397,8 @@ def wgmma_resources(counts, dev, name, S):
     """ptxas' registers and shared memory of a kernel built for sm_90a (wgmma and TMA exist only
     there: step_counts.py compiles the trainer for it too), else the device's own arch's."""
     res = counts.get("resources") or {}
-    if "sm_90a" in res and name in res["sm_90a"] and dev.cc == "9.0":
-        inst = res["sm_90a"][name]
-        want = kc.template_for(name, S)
-        for e in inst:
-            if e["template"] == want:
-                return e
-        if len(inst) == 1:
-            return inst[0]
-    return resources_for(counts, dev, name, S)
+    sm90a = "sm_90a" in res and name in res["sm_90a"] and dev.cc == "9.0"
+    return resources_for(counts, dev, name, S, arch="sm_90a" if sm90a else None)
 
 
 def wgmma_result(launch, S, dev, sl, counts):

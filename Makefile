@@ -273,7 +273,12 @@ gpt2_tiny.bin gpt2_tiny_bf16.bin gpt2_tiny_debug_state.bin gpt2_tiny_losses.bin 
 
 references: gpt2_124M.bin gpt2_tiny.bin
 
-test: train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/sample_replay dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
+# make test builds its ~40 targets with one job per core (a second make, unless you gave -j
+# yourself): on the 2-core CI machine that halves the ~15-minute build; the tests then run in order
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+TEST_TARGETS = train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/sample_replay dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
+test:
+	@$(MAKE) --no-print-directory $(if $(findstring -j,$(MAKEFLAGS)),,-j$(NPROC)) $(TEST_TARGETS)
 	bash dev/test/run_tests.sh
 
 # the quick tier, for while you work (a few minutes once built): the tiny model against PyTorch,

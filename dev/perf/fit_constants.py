@@ -13,7 +13,6 @@ out of the fit.
   barrier_ns         on: layernorm backward (then, with dram_chain_ns fixed)
   local_store_tb_s   on: AdamW (the one kernel with a stack frame)
   l2_staging_tb_s, mma_sync_fraction  on: attention forward, dK/dV, dQ (barrier_ns fixed)
-  warp_launch_ns     on: attention row-dot, encoder forward (the grids of many short blocks it binds)
   wgmma_attention_fraction  on: cuDNN's wgmma flash attention forward in the same run (llm.c +
                      cuDNN, run/ncu_llmc_cudnn.csv.xz): not a kernel of ours (none such was measured)
 """
@@ -30,7 +29,6 @@ STREAM_CLASSES = ("GELU forward", "GELU backward", "layernorm forward")
 LATENCY_CLASSES = ("encoder backward", "grad norm")  # chains of round trips, no barriers to speak of
 BARRIER_CLASSES = ("layernorm backward",)          # a chain of 32 rows of 1 round trip and 4 barriers
 ATTENTION_CLASSES = ("attention forward", "attention dK/dV", "attention dQ")
-WARP_LAUNCH_CLASSES = ("attention row-dot", "encoder forward")  # 49,152 and 12,288 blocks of 8 warps
 
 
 def class_errors(fx, dev, classes):
@@ -127,9 +125,6 @@ def main():
                           [[x * 1e11 for x in range(20, 81, 2)], [x / 100 for x in range(30, 101, 5)]], ATTENTION_CLASSES)
     print("l2_staging_tb_s = %.1f, mma_sync_fraction = %.2f (fitted on %s at B=%d: predicted/measured %s)" % (
         vals[0] / 1e12, vals[1], ", ".join(ATTENTION_CLASSES), B, ", ".join("%.2f" % e for e in err.values())))
-    w, vals, err = search(fx, dev, ("warp_launch",), [[x * 1e-9 for x in range(10, 61)]], WARP_LAUNCH_CLASSES)
-    print("warp_launch_ns = %.0f (fitted on %s at B=%d: predicted/measured %s)" % (
-        vals[0] * 1e9, ", ".join(WARP_LAUNCH_CLASSES), B, ", ".join("%.2f" % e for e in err.values())))
     w = cudnn_wgmma_fraction(path, dev)
     if w is not None:
         print("wgmma_attention_fraction = %.2f (calibrated on cuDNN's wgmma flash forward, not ours: %.0f GFLOP issued in "

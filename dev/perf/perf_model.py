@@ -56,7 +56,6 @@ CAUSES = {
     "splitk_reduce": True,          # cuBLASLt's splitKreduce kernels
     "splitk_reduce_one_wave": True, # their grid about one wave whatever m n (ncu); off: a grid growing with m n
     "launch_gap": True,             # the time between launches
-    "warp_launch": True,            # an SM starts its warps at a fitted rate (warp_launch_ns): kernels of many short blocks
     "classifier_dram_pass2": True,  # the classifier's second read of the logits from DRAM
     # perfmodel (issue 29's known misses): how test_kernels --bench times a row
     "bench_queued_launches": True,  # a bench row's later launches queue behind its first (one host gap per row)
@@ -100,9 +99,6 @@ class Device:
         self.graph_gap = v(d["graph_gap_us"]) * 1e-6  # ASSUMED (a published figure): between a CUDA graph's kernels
         self.chain_latency = v(d["dram_chain_ns"]) * 1e-9
         self.barrier = v(d["barrier_ns"]) * 1e-9
-        # perfmodel (issue 29's known misses): the time an SM takes to start one warp of a block
-        # (FITTED, devices.json warp_launch_ns), a throughput bound for grids of many short blocks
-        self.warp_launch = v(d["warp_launch_ns"]) * 1e-9 if v(d.get("warp_launch_ns")) is not None else 0.0
         self.l2_bw = v(d["l2_staging_tb_s"]) * 1e12
         self.local_bw = v(d["local_store_tb_s"]) * 1e12
         self.mma_sync = v(d["mma_sync_fraction"])
@@ -541,13 +537,6 @@ def memory_kernel_time(launch, cost, res, dev, parts_extra=None):
         "memory": dram + local_bytes / dev.local_bw,
         "latency": max(cost.serial_trips * trip,
                        (math.ceil(waves) if CAUSES["wave_tail"] else max(1.0, waves)) * chain),
-        # the SMs start the blocks' warps one after another: the busiest SM's warps x warp_launch_ns
-        # (FITTED on the two kernels it binds at B=32, the row-dot's 49,152 and the encoder forward's
-        # 12,288 blocks of 8 warps: 32.9 and 33.2 ns per warp; per warp, not per block: the plain
-        # layernorm forward's 248 blocks of 3 warps per SM took 41.8 us, less than 248 of the others'
-        # 263 ns blocks)
-        "warp launch": (math.ceil(cost.grid / dev.sms) * math.ceil(cost.block / 32) * dev.warp_launch
-                        if CAUSES["warp_launch"] else 0.0),
         "launch": dev.launch,
     }
     if parts_extra:

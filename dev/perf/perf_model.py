@@ -54,6 +54,7 @@ CAUSES = {
     "ieee": True,                   # IEEE div/sqrt/expf/tanhf as instruction sequences (no fixture shows it: no
                                     # kernel measured is bound by its instructions)
     "splitk_reduce": True,          # cuBLASLt's splitKreduce kernels
+    "splitk_reduce_one_wave": True, # their grid about one wave whatever m n (ncu); off: a grid growing with m n
     "launch_gap": True,             # the time between launches
     "classifier_dram_pass2": True,  # the classifier's second read of the logits from DRAM
     # perfmodel (issue 29's known misses): how test_kernels --bench times a row
@@ -617,9 +618,26 @@ def splitk_reduce_result(g, S, dev):
     mn = m * n
     launch = Launch("kernel", "splitKreduce_kernel", g.launch.phase, {"split": s, "m": m, "n": n,
                                                                       "l2_resident": g.launch.ctx.get("l2_resident", False)})
-    cost = kc.Cost(kc.cdiv(mn, 512 * 8), 512, read=s * mn * 4 + mn * kc.X, write=mn * kc.X, stream="triad",
-                   inflight=8 * 4 * 2, block_trips=2, note="split %d" % s)
+    # perfmodel (issue 29's known misses): the grid is about one wave whatever the output's size, as
+    # ncu shows it (the H200 fixture, 48 launches: 96 x 6, 24 x 24 and 24 x 24 blocks of 512 threads
+    # at m n = 2.36M, 1.77M and 0.59M elements, 24 x 22 once at 2.36M), so a thread's share of the
+    # elements, not the grid, grows with the output; 576 blocks per 132 SMs, scaled by SMs elsewhere
+    # (an assumption: only the H200 was measured). At 4 blocks of 512 threads per SM that is 1.09
+    # waves: the second, 48-block wave's idle slots stretch the memory time (wave_tail), as the
+    # 528-block launch (13.1 us) against the 576-block ones of the same size (19.2 us) shows.
+    if CAUSES["splitk_reduce_one_wave"]:
+        grid = max(1, round(REDUCE_GRID_PER_SM * dev.sms))
+    else:  # before: 8 elements per thread, a grid that grows with m n
+        grid = kc.cdiv(mn, 512 * 8)
+    per_thread = kc.cdiv(mn, grid * 512)
+    cost = kc.Cost(grid, 512, read=s * mn * 4 + mn * kc.X, write=mn * kc.X, stream="triad",
+                   inflight=min(per_thread, 8) * 4 * s, block_trips=2, note="split %d, %d elements per thread" % (s, per_thread))
     return memory_kernel_time(launch, cost, REDUCE_RES, dev)
+
+
+# cuBLASLt's splitKreduce grid on the H200 (ncu, dev/perf/measured/h200_2026-11-28: 576 blocks of 512
+# threads in 36 of its 48 launches, 528 in 12), per SM: MEASURED there, assumed for other cards
+REDUCE_GRID_PER_SM = 576 / 132
 
 
 def copy_result(launch, S, dev):

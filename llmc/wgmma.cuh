@@ -13,6 +13,7 @@ this file with the PTX ISA's semantics; its README says what it checks.
     mbarrier.{init,arrive,arrive.expect_tx,try_wait.parity}.shared::cta.b64, fence.mbarrier_init.release.cluster
     cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
     setmaxnreg.{inc,dec}.sync.aligned.u32 R;
+    mov.u64 d, %globaltimer;                     the nanosecond timer (mbar_wait's time limit)
 
 Compiled only where `__CUDA_ARCH_FEAT_SM90_ALL` is defined: nvcc with
 `-gencode arch=compute_90a,code=sm_90a` (device pass), and the emulator's nvcc-cpu when its command
@@ -81,7 +82,10 @@ A TMA copy naming the barrier decrements tx-count by its bytes when they have la
 mbar_try_wait(addr, parity): true once the phase of that parity has completed, i.e. the current
 phase's parity differs from `parity` (waiting for phase 0 with parity 0 returns at its completion;
 the caller flips its parity bit each round). Only the current and the immediately preceding phase
-can be waited for. The bytes a TMA copy brings may be read only by a thread that saw the phase
+can be waited for. mbar_wait(addr, parity, what) loops on it, and after MBAR_TIMEOUT_NS (10 s, by
+%globaltimer, read only once a try_wait has failed) prints one line naming `what` and traps: a
+protocol error on a GPU ends the kernel with an error instead of hanging (the emulator reports a
+wait nothing can release as a deadlock first). The bytes a TMA copy brings may be read only by a thread that saw the phase
 complete (its own try_wait, or a barrier after another thread's).
 
 TMA (cp.async.bulk.tensor.2d, tile mode). tma_load_2d(dst, map, x, y, mbar): the box of the map at
@@ -465,9 +469,36 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t addr, uint32_t phase) {
                  : "=r"(done) : "r"(addr), "r"(phase) : "memory");
     return done != 0;
 }
-__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t phase) {
+// %globaltimer: the GPU's nanosecond timer (PTX ISA "Special Registers"; the emulator: the host's clock)
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t) :: "memory");
+    return t;
+}
+// How long an mbarrier wait may last before the kernel stops with an error: a protocol that can
+// never complete the phase (a missing arrival or copy) would otherwise hang the trainer. Seconds
+// beyond any wait of a correct kernel (a whole attention kernel takes milliseconds).
+#ifndef MBAR_TIMEOUT_NS
+#define MBAR_TIMEOUT_NS 10000000000ull
+#endif
+// the slow path of mbar_wait (not inlined: the hot loop keeps one try_wait): waits on, and after
+// MBAR_TIMEOUT_NS prints one line naming the barrier and traps (the launch fails: cudaErrorLaunchFailure)
+static __device__ __attribute__((noinline)) void mbar_wait_slow(uint32_t addr, uint32_t phase, const char* what) {
+    uint64_t t0 = globaltimer_ns();
     while (!mbar_try_wait(addr, phase)) {
+        if (globaltimer_ns() - t0 > MBAR_TIMEOUT_NS) {
+            printf("mbar_wait: %s (shared 0x%x, parity %u) not complete after %.0f s in block (%d,%d,%d) thread %d: "
+                   "a broken mbarrier protocol; stopping the kernel\n",
+                   what, addr, phase, MBAR_TIMEOUT_NS * 1e-9, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z,
+                   (int)threadIdx.x);
+            __trap();
+        }
     }
+}
+// waits until the phase of parity `phase` has completed; `what` names the barrier (kernel: barrier)
+// in the message of a wait that never ends
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t phase, const char* what = "an mbarrier") {
+    if (!mbar_try_wait(addr, phase)) { mbar_wait_slow(addr, phase, what); }
 }
 
 // the box of `map` at element coordinates (x = column, y = row) into shared dst, completing tx on mbar

@@ -987,7 +987,7 @@ static void check_attention(const AttentionShape* s) {
 
     floatX* d_dout = device_floatX(dout, n_out);
     floatX* d_dqkv = (floatX*)device_alloc(n_qkv * sizeof(floatX));
-    float* d_scratch = (float*)device_alloc(n_lse * sizeof(float));
+    float* d_scratch = (float*)device_alloc(attention_backward_scratch_floats(B, T, C, NH) * sizeof(float));
     void* dqkv_bits[2];
     for (int run = 0; run < 2; run++) {
         fill_nan(d_dqkv, n_qkv * sizeof(floatX));
@@ -1715,7 +1715,7 @@ static void bench_attention(const BenchShape* s, const Peak* peak) {
     floatX* dout = bench_buffer<floatX>(btc, -1.0f, 1.0f);
     floatX* dqkv = bench_buffer<floatX>(3 * btc, -1.0f, 1.0f);
     float* lse = (float*)device_alloc(n_lse * sizeof(float));
-    float* scratch = (float*)device_alloc(n_lse * sizeof(float));
+    float* scratch = (float*)device_alloc(attention_backward_scratch_floats(B, T, C, NH) * sizeof(float));
     // causal: T(T+1)/2 (query, key) pairs per head, 2 matmuls (q k^T, P v) of 2 FLOPs per multiply-add;
     // the backward's minimum is 5 such matmuls (s again, dP, dV, dK, dQ), FlashAttention-2's 2.5x.
     // (These kernels compute s and dP twice: 7.)

@@ -153,7 +153,7 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
             for (int j = 0; j < n_tiles; j++) {
                 int s = j % ATT90_STAGES;
                 // the stage's previous tile (j - STAGES) must be released by every consumer
-                if (j >= ATT90_STAGES) { mbar_wait(bar_empty(s), (j / ATT90_STAGES - 1) & 1, "attention_forward_sm90_kernel: empty"); }
+                if (j >= ATT90_STAGES) { mbar_wait(bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
                 mbar_arrive_expect_tx(bar_full(s), 2 * ATT90_TILE_BYTES);
                 tma_load_2d(tile(1 + 2 * s), &qkv_map, C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
                 tma_load_2d(tile(2 + 2 * s), &qkv_map, 2 * C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
@@ -175,10 +175,10 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
     for (int i = 0; i < ATT90_HS / 2; i++) { o[i] = 0.0f; }
     OnlineSoftmax st[2] = {online_softmax_init(), online_softmax_init()};
 
-    mbar_wait(bar_q, 0, "attention_forward_sm90_kernel: Q");
+    mbar_wait(bar_q, 0);
     for (int j = 0; j < n_tiles; j++) {
         int s = j % ATT90_STAGES, k0 = j * ATT90_BC;
-        mbar_wait(bar_full(s), (j / ATT90_STAGES) & 1, "attention_forward_sm90_kernel: full");
+        mbar_wait(bar_full(s), (j / ATT90_STAGES) & 1);
         { // (with Br = Bc every tile has a key <= some row of every warpgroup: none is skipped)
             // S = Q_i K_j^T: 64 x 128, 4 k-steps of 16 dims, both operands from shared memory
             float sacc[ATT90_BC / 2];
@@ -371,7 +371,7 @@ __device__ inline void att90_bwd_produce(const Att90Bwd& t, const CUtensorMap* m
     }
     for (int j = 0; j < n_tiles; j++) {
         int s = j % ATT90_STAGES;
-        if (j >= ATT90_STAGES) { mbar_wait(t.bar_empty(s), (j / ATT90_STAGES - 1) & 1, "attention_backward_dkdv_sm90_kernel: empty"); }
+        if (j >= ATT90_STAGES) { mbar_wait(t.bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
         mbar_arrive_expect_tx(t.bar_full(s), 2 * ATT90_BWD_BOX_BYTES + (map_lse ? 2 * ATT90_BWD_STAGE * 4 : 0));
         tma_load_2d(t.stage(s, 0), map_x, xx, y0 + j * ATT90_BWD_STAGE, t.bar_full(s));
         tma_load_2d(t.stage(s, 1), map_y, xy, y0 + j * ATT90_BWD_STAGE, t.bar_full(s));
@@ -441,29 +441,12 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
     float dk[ATT90_HS / 2], dv[ATT90_HS / 2];
     #pragma unroll
     for (int i = 0; i < ATT90_HS / 2; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
-    mbar_wait(t.bar_own(), 0, "attention_backward_dkdv_sm90_kernel: own K, V");
-    // K^T (64 dims x the block's 128 keys) as wgmma's register A operand of dQ^T = K^T dS^T, once
-    // per block: k-step kc's fragment holds K[16 kc + 2t (+1, +8, +9)][16 warp + g (+8)] (wgmma.cuh's
-    // A layout with rows = dims, columns = keys), read from the swizzled K tile
-    uint32_t kT[ATT90_BR / 16][4];
-    {
-        const uint16_t* kt = (const uint16_t*)(smem + t.own(0));
-        int g = lane / 4, tq = lane % 4;
-        #pragma unroll
-        for (int kc = 0; kc < ATT90_BR / 16; kc++) {
-            #pragma unroll
-            for (int r = 0; r < 4; r++) {
-                int key = 16 * kc + 2 * tq + 8 * (r / 2), dim = 16 * warp + g + 8 * (r % 2);
-                uint32_t lo = kt[att90_swizzled_offset(key, dim) / 2], hi = kt[att90_swizzled_offset(key + 1, dim) / 2];
-                kT[kc][r] = lo | (hi << 16);
-            }
-        }
-    }
+    mbar_wait(t.bar_own(), 0);
     // this block's dQ partial tiles (key block kb = blockIdx.x) of this (b, h)
     float* dq_part_bh = dq_part + ((size_t)b * NH + h) * att90_dq_tiles(T) * ATT90_DQ_TILE_FLOATS;
     for (int j = 0; j < n_tiles; j++) {
         int s = j % ATT90_STAGES, q0 = k0 + j * ATT90_BWD_STAGE;
-        mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1, "attention_backward_dkdv_sm90_kernel: full");
+        mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
         // no branch around the products (a branch, even warpgroup-uniform, makes ptxas serialize
         // the wgmmas, warning C7518): warpgroup 1's first tile (every query before every key) is
         // computed and masked to 0 whole
@@ -513,7 +496,7 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
             }
             fence_proxy_async();              // these generic writes, visible to wgmma (the async proxy)
             mbar_arrive(t.bar_ds(j % 2));
-            mbar_wait(t.bar_ds(j % 2), (j / 2) & 1, "attention_backward_dkdv_sm90_kernel: dS^T"); // both halves in
+            mbar_wait(t.bar_ds(j % 2), (j / 2) & 1); // both halves in
             // (the buffer is rewritten at stage j + 2, by a thread past bar_ds of stage j + 1, which
             // every thread arrives on after its wgmmas of stage j have completed)
             float dqT[ATT90_BWD_STAGE / 4]; // dQ^T: 64 dims x this warpgroup's 32 queries, m64n32
@@ -523,10 +506,14 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
             att90_weights_x_rows(dv, pA, t.stage(s, 1));
             att90_weights_x_rows(dk, dsA, t.stage(s, 0));
             // dQ^T (queries 32 cw .. 32 cw + 31 of the stage) = K^T dS^T over the block's 128 keys:
-            // 8 k-steps of 16 keys in key order, the first overwriting (scale_d = 0)
+            // 8 k-steps of 16 keys in key order, the first overwriting (scale_d = 0). A = K^T (64
+            // dims x 128 keys) is the own K tile read MN-major (keys = k, the 64 dims = m one
+            // 128-byte swizzle atom, as V is read as B in the forward's P V; not from registers:
+            // 32 more live registers per thread spilled under ptxas's 168-register cap)
             #pragma unroll
             for (int kc = 0; kc < ATT90_BR / 16; kc++) {
-                wgmma_rs<ATT90_BWD_STAGE / 2, 1>(dqT, kT[kc],
+                wgmma_ss<ATT90_BWD_STAGE / 2, 1, 1>(dqT,
+                    wgmma_desc(t.own(0) + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B),
                     wgmma_desc(t.ds(j % 2) + 4 * cw * ATT90_DS_SBO + 2 * kc * ATT90_DS_LBO, ATT90_DS_LBO, ATT90_DS_SBO, 0),
                     kc > 0);
             }

@@ -82,10 +82,10 @@ A TMA copy naming the barrier decrements tx-count by its bytes when they have la
 mbar_try_wait(addr, parity): true once the phase of that parity has completed, i.e. the current
 phase's parity differs from `parity` (waiting for phase 0 with parity 0 returns at its completion;
 the caller flips its parity bit each round). Only the current and the immediately preceding phase
-can be waited for. mbar_wait(addr, parity, what) loops on it, and after MBAR_TIMEOUT_NS (10 s, by
-%globaltimer, read only once a try_wait has failed) prints one line naming `what` and traps: a
-protocol error on a GPU ends the kernel with an error instead of hanging (the emulator reports a
-wait nothing can release as a deadlock first). The bytes a TMA copy brings may be read only by a thread that saw the phase
+can be waited for. mbar_wait(addr, parity) loops on it, and after MBAR_TIMEOUT_NS (10 s, by
+%globaltimer, read only once a try_wait has failed) traps: a protocol error on a GPU ends the
+kernel with a launch failure instead of hanging (no message from the device: see mbar_wait; the
+emulator reports a wait nothing can release as a deadlock, naming the barrier, first). The bytes a TMA copy brings may be read only by a thread that saw the phase
 complete (its own try_wait, or a barrier after another thread's).
 
 TMA (cp.async.bulk.tensor.2d, tile mode). tma_load_2d(dst, map, x, y, mbar): the box of the map at
@@ -481,24 +481,18 @@ __device__ __forceinline__ uint64_t globaltimer_ns() {
 #ifndef MBAR_TIMEOUT_NS
 #define MBAR_TIMEOUT_NS 10000000000ull
 #endif
-// the slow path of mbar_wait (not inlined: the hot loop keeps one try_wait): waits on, and after
-// MBAR_TIMEOUT_NS prints one line naming the barrier and traps (the launch fails: cudaErrorLaunchFailure)
-static __device__ __attribute__((noinline)) void mbar_wait_slow(uint32_t addr, uint32_t phase, const char* what) {
+// Waits until the phase of parity `phase` has completed; after MBAR_TIMEOUT_NS of failed try_waits
+// (the timer is read only once the first one has failed) the thread executes trap: the kernel
+// ends and the launch reports cudaErrorLaunchFailure (the trainer's cudaCheck names the call).
+// No printf here: a call inside the consumers' loop (printf's vprintf, or a non-inlined slow path)
+// makes ptxas serialize the wgmmas (C7510) and gives the kernels a stack frame and spills
+// (measured with nvcc 13.0, dev/test/test_attention_ptx.sh: 144 bytes, 100 spilled in dK/dV).
+__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t phase) {
+    if (mbar_try_wait(addr, phase)) { return; }
     uint64_t t0 = globaltimer_ns();
     while (!mbar_try_wait(addr, phase)) {
-        if (globaltimer_ns() - t0 > MBAR_TIMEOUT_NS) {
-            printf("mbar_wait: %s (shared 0x%x, parity %u) not complete after %.0f s in block (%d,%d,%d) thread %d: "
-                   "a broken mbarrier protocol; stopping the kernel\n",
-                   what, addr, phase, MBAR_TIMEOUT_NS * 1e-9, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z,
-                   (int)threadIdx.x);
-            __trap();
-        }
+        if (globaltimer_ns() - t0 > MBAR_TIMEOUT_NS) { __trap(); }
     }
-}
-// waits until the phase of parity `phase` has completed; `what` names the barrier (kernel: barrier)
-// in the message of a wait that never ends
-__device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t phase, const char* what = "an mbarrier") {
-    if (!mbar_try_wait(addr, phase)) { mbar_wait_slow(addr, phase, what); }
 }
 
 // the box of `map` at element coordinates (x = column, y = row) into shared dst, completing tx on mbar

@@ -1075,6 +1075,7 @@ static size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
 #endif
     return (size_t)B * NH * T;
 }
+#define ATTENTION_HAS_SCRATCH_FLOATS 1 // (dev/perf/attention_slice.cu also builds trees before it)
 
 // dqkv (B,T,3C) = the gradient w.r.t. qkv (WRITTEN, not added), from dout (B,T,C), the forward's
 // qkv, out and lse. scratch is attention_backward_scratch_floats(B, T, C, NH) floats: the

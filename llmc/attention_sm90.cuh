@@ -315,7 +315,7 @@ static inline size_t attention_sm90_dq_partial_floats(int B, int T, int NH) {
 }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the helpers call wgmma.cuh's sm_90a-only functions
-// The shared state of both backward kernels: the tiles, the barriers, and the producer's loop.
+// The shared state of the backward kernel: the tiles, the barriers, and the producer's loop.
 // own: 128 rows of two tensors (two boxes of 64 rows each) on bar_own; then n_tiles stages of 64
 // rows of two other tensors, stage j at rows x0 + 64 j.
 struct Att90Bwd {

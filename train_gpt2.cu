@@ -106,7 +106,7 @@ typedef struct {
     floatX* dresidual; // (B,T,C) the residual stream's gradient
     floatX* dbtc;      // (B,T,C) dlnf, dln2, datty, dln1 in turn
     floatX* dbt4c;     // (B,T,4C) dfch (the DGELU epilogue's output), then dqkv (3C of it)
-    float* att_scratch;   // (B,NH,T) attention backward's row terms
+    float* att_scratch;   // attention backward's row terms (B,NH,T) (and -ak 1's dQ partials)
     float* ln_scratch;    // layernorm backward's partial sums
     float* dbias_scratch; // matmul backward's bias partial sums
 } Activations;
@@ -445,7 +445,7 @@ static size_t activations_layout(Activations* a, char* base, const GPT2Config* c
         {(void**)&a->lnf_rstd, BT, sizeof(float)},          {(void**)&a->logits, BT * Vp, sizeof(floatX)},
         {(void**)&a->losses, BT, sizeof(float)},            {(void**)&a->proj, BT * C, sizeof(floatX)},
         {(void**)&a->dresidual, BT * C, sizeof(floatX)},    {(void**)&a->dbtc, BT * C, sizeof(floatX)},
-        {(void**)&a->dbt4c, BT * 4 * C, sizeof(floatX)},    {(void**)&a->att_scratch, B * NH * T, sizeof(float)},
+        {(void**)&a->dbt4c, BT * 4 * C, sizeof(floatX)},    {(void**)&a->att_scratch, attention_backward_scratch_floats(B, T, (int)C, (int)NH), sizeof(float)},
         {(void**)&a->ln_scratch, layernorm_backward_scratch_floats((int)BT, (int)C), sizeof(float)},
         {(void**)&a->dbias_scratch, matmul_dbias_scratch_floats((int)Vp), sizeof(float)}, // Vp: the widest OC
     };
@@ -1903,16 +1903,9 @@ int main(int argc, char** argv) {
         start_step = (int)comm_sum(&comm, rank == 0 ? start_step : 0);
         if (rank != 0) { outdir_lock_join(args.output_dir); }
     }
-    if (args.zero_stage == ZERO_STAGE_AUTO) { pick_stage_auto(&sz, &config, &comm, &args); }
-    GPT2 model;
-    gpt2_init(&model, &config, &comm, sz.zero, args.recompute);
-    float* full = train_initial_params(&args, &config, &model.plan.layout, model_fp, version);
-    gpt2_set_params(&model, full);
-    free(full);
-    gpt2_alloc_activations(&model, args.B, args.T);
-    trace_open(&model, args.trace, rank);
     // -ak: the Hopper attention kernels run only when asked for (they have run on the emulator,
-    // not yet on a GPU); asked for where they cannot run, the flag is refused, not ignored
+    // not yet on a GPU); asked for where they cannot run, the flag is refused, not ignored. Set
+    // before any memory is planned: their backward's scratch (dQ's partials) is larger
 #if defined(ENABLE_BF16)
     if (args.attention_sm90) {
         int hs = config.channels / config.num_heads;
@@ -1926,6 +1919,14 @@ int main(int argc, char** argv) {
 #else
     if (args.attention_sm90) { fail("flag -ak 1: the sm_90a attention kernels are bf16; this is the %s build", PRECISION_NAME); }
 #endif
+    if (args.zero_stage == ZERO_STAGE_AUTO) { pick_stage_auto(&sz, &config, &comm, &args); }
+    GPT2 model;
+    gpt2_init(&model, &config, &comm, sz.zero, args.recompute);
+    float* full = train_initial_params(&args, &config, &model.plan.layout, model_fp, version);
+    gpt2_set_params(&model, full);
+    free(full);
+    gpt2_alloc_activations(&model, args.B, args.T);
+    trace_open(&model, args.trace, rank);
     if (args.cuda_graph) { // the graph holds one rank's micro-step: its reductions are queued outside it
         if (N > 1) { fail("flag -cg 1 needs one rank (got %d): the collectives are queued inside the backward, outside any graph", N); }
         model.use_graph = 1;

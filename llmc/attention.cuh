@@ -1061,8 +1061,25 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
     }
 }
 
+#if defined(ENABLE_BF16)
+// where the sm_90a backward's dQ partials start in attention_backward's scratch (after D, 256-byte aligned)
+static inline size_t attention_sm90_dq_offset(int B, int T, int NH) { return ((size_t)B * NH * T + 63) / 64 * 64; }
+#endif
+// attention_backward's scratch, in floats: D (B,NH,T), and where the sm_90a backward runs (so ask
+// after attention_sm90_mode is set), its dQ partials (B*NH x (T/128)(T/128+1)/2 tiles of 32 KB)
+static size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
+#if defined(ENABLE_BF16)
+    if (attention_sm90_use_backward(C / NH, T)) {
+        return attention_sm90_dq_offset(B, T, NH) + attention_sm90_dq_partial_floats(B, T, NH);
+    }
+#endif
+    return (size_t)B * NH * T;
+}
+#define ATTENTION_HAS_SCRATCH_FLOATS 1 // (dev/perf/attention_slice.cu also builds trees before it)
+
 // dqkv (B,T,3C) = the gradient w.r.t. qkv (WRITTEN, not added), from dout (B,T,C), the forward's
-// qkv, out and lse. scratch is (B,NH,T) floats (the per-query D_i = sum_j dout_ij*out_ij).
+// qkv, out and lse. scratch is attention_backward_scratch_floats(B, T, C, NH) floats: the
+// per-query D_i = sum_j dout_ij*out_ij (B,NH,T) first, then (sm_90a backward) dQ's partials.
 void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv, const floatX* out,
                         const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
     attention_check_shape("attention_backward", B, T, C, NH);
@@ -1080,7 +1097,11 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
         case 32: attention_backward_launch<32>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
         case 64:
 #if defined(ENABLE_BF16)
-            if (attention_sm90_use_backward(64, T)) { attention_backward_sm90(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break; }
+            if (attention_sm90_use_backward(64, T)) {
+                attention_backward_sm90(dqkv, scratch, scratch + attention_sm90_dq_offset(B, T, NH), dout, qkv, lse, B, T,
+                                        C, NH, stream);
+                break;
+            }
 #endif
             attention_backward_launch<64>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream);
             break;

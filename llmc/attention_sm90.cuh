@@ -31,9 +31,10 @@ Beside the FlashAttention-3 paper (J. Shah et al., 2024, arXiv:2407.08608):
     registers (attention.cuh's functions, base 2); O = diag(alpha) O + P V_j (wgmma with P from
     registers, 8 k-steps of 16 keys, m64n64); arrive on empty[j%2].
 
-The backward (further down) keeps attention.cuh's two passes (dK/dV per key block, dQ per query
-block; FlashAttention-3 instead adds dQ with atomics), each with the same producer/consumer
-split; see the comment there.
+The backward (further down) is one pass over S and dP per key block (dK, dV, and each key block's
+share of dQ, written as a partial sum), then a small kernel that adds each query row's partials in
+a fixed order: FlashAttention-3 instead adds dQ with atomics (an order the hardware picks); the
+mma.sync kernels recompute S and dP in a second pass per query block. See the comment there.
 
 Tiles of the forward (hs 64 only; other head sizes keep the mma.sync kernels): Br = 128 query rows per block,
 Bc = 128 keys per stage. Shared memory: Q 16 KB + 2 stages x (K, V) 16 KB each = 80 KB, plus 5
@@ -255,26 +256,66 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
 }
 
 // ----------------------------------------------------------------------------
-// the backward: the two passes of attention.cuh (dK/dV per key block, dQ per query block: one
-// writer per element, no atomics), each as producer + 2 consumer warpgroups of 64 rows. The
-// block's own 128 rows (K_j, V_j; or Q_i, dO_i) are loaded once; the other side streams through
-// 2 stages of 64 rows (ATT90_BWD_STAGE). Every product is one of the forward's two shapes:
-// "64 rows x the other side's rows over the 64 dims" (wgmma_ss, both K-major) and "64 rows x
-// (16 of the other side's rows) x their 64 dims" (wgmma_rs with the weights in registers, the
-// other side MN-major), so the descriptors are the forward's.
+// the backward: attention.cuh's dK/dV pass (per key block, one writer per element, no atomics) as
+// producer + 2 consumer warpgroups of 64 keys, which also computes the block's share of dQ from
+// the dS it holds anyway (instead of attention.cuh's second pass, which computes S and dP again
+// per query block): per query stage, dQ^T = K^T dS^T over the block's 128 keys, stored as an fp32
+// partial tile; attention_backward_dq_reduce_kernel then adds a query row's partials over the key
+// blocks in a fixed order (no atomics: deterministic). The block's own 128 keys (K_j, V_j) are
+// loaded once; the queries stream through 2 stages of 64 rows (ATT90_BWD_STAGE). The products of
+// dS, P, dK and dV are the forward's two shapes: "64 rows x the other side's rows over the 64
+// dims" (wgmma_ss, both K-major) and "64 rows x (16 of the other side's rows) x their 64 dims"
+// (wgmma_rs with the weights in registers, the other side MN-major), so the descriptors are the
+// forward's; dQ^T's B operand (dS^T, written by the consumers) has its own layout below.
+//
+// Bits against the two-pass kernels (the mma.sync ones, and this file's before issue 30 item 3's
+// follow-up): dS is the same bf16 per (query, key) as dK's A operand was; dQ's sum over the keys is
+// associated differently: one fp32 chain over each 128-key block (wgmma's k-steps of 16 keys, in
+// key order, from 0), then the blocks' partials added in key-block order (fp32), where the
+// two-pass kernel ran one fp32 chain over all the keys. The rounding to bf16 (times scale) is the
+// same; the difference is in fp32's last places before it.
 
 constexpr int ATT90_BWD_STAGE = 64;                                       // rows of the other side per stage
 constexpr int ATT90_BWD_BOX_BYTES = ATT90_BWD_STAGE * ATT90_ROW_BYTES;    // 8 KB
-// [own A (128 rows)][own B (128 rows)][stage 0: X, Y (64 rows)][stage 1: X, Y], then per stage the
-// 64 rows' L and D (fp32; the dK/dV kernel's, by TMA too), then 5 mbarriers
+// dS^T of one query stage for the block's 128 keys (bf16, 128 keys x 64 queries: the B operand of
+// dQ^T += K^T dS^T), written by the consumers, read by wgmma; two buffers (stage j uses j % 2)
+constexpr int ATT90_DS_BYTES = ATT90_BR * ATT90_BWD_STAGE * 2;          // 16 KB
+// [own A (128 rows)][own B (128 rows)][stage 0: X, Y (64 rows)][stage 1: X, Y][dS^T 0][dS^T 1],
+// then per stage the 64 rows' L and D (fp32; by TMA too), then 7 mbarriers (own, full x2,
+// empty x2, ds x2)
 constexpr int ATT90_BWD_STAGE_OFFSET = 2 * ATT90_TILE_BYTES;
-constexpr int ATT90_BWD_ROWS_OFFSET = ATT90_BWD_STAGE_OFFSET + 2 * ATT90_STAGES * ATT90_BWD_BOX_BYTES;
+constexpr int ATT90_BWD_DS_OFFSET = ATT90_BWD_STAGE_OFFSET + 2 * ATT90_STAGES * ATT90_BWD_BOX_BYTES;
+constexpr int ATT90_BWD_ROWS_OFFSET = ATT90_BWD_DS_OFFSET + 2 * ATT90_DS_BYTES;
 constexpr int ATT90_BWD_BAR_OFFSET = ATT90_BWD_ROWS_OFFSET + ATT90_STAGES * 2 * ATT90_BWD_STAGE * 4;
-constexpr size_t ATT90_BWD_SMEM = ATT90_BWD_BAR_OFFSET + 8 * (1 + 2 * ATT90_STAGES) + 1024;
+constexpr size_t ATT90_BWD_SMEM = ATT90_BWD_BAR_OFFSET + 8 * (1 + 4 * ATT90_STAGES) + 1024;
 static_assert(ATT90_BWD_BOX_BYTES % 1024 == 0, "stage tiles must stay 1024-byte aligned");
 
+// The dS^T buffer is wgmma's B operand (K = 128 keys, N = 64 queries) MN-major WITHOUT swizzle, so
+// that each consumer warpgroup can take its own 32 queries (N = 32) as a whole operand: core
+// matrices of 8 keys x 8 queries (16-byte rows of 8 queries), the 16 key groups of one query group
+// side by side (LBO = 128, the step between 8-key groups), the 8 query groups 2048 bytes apart
+// (SBO). wgmma.cuh: (k, x) at (x % 8) 2 + (k % 8) 16 + (x / 8) SBO + (k / 8) LBO. A k-step of
+// 16 keys starts 256 bytes further, the second warpgroup's 32 queries 4 x 2048 bytes further.
+constexpr uint32_t ATT90_DS_LBO = 128, ATT90_DS_SBO = 2048;
+__host__ __device__ constexpr uint32_t att90_ds_offset(int key, int query) {
+    return (query % 8) * 2 + (key % 8) * 16 + (query / 8) * ATT90_DS_SBO + (key / 8) * ATT90_DS_LBO;
+}
+
+// dQ's partial sums (fp32), one per (query block of 128, key block of 128 at or before it) of a
+// (b, h): the dK/dV kernel's block of keys kb writes its 128 keys' share of dQ for the queries of
+// block qb >= kb, as a 64 dims x 128 queries tile (transposed: the wgmma gives dQ^T); the reduce
+// kernel adds a row's tiles kb = 0, 1, .., qb in that order. Tiles of a (b, h): qb (qb + 1) / 2 + kb.
+__host__ __device__ constexpr size_t att90_dq_tiles(int T) {
+    return (size_t)((T + ATT90_BR - 1) / ATT90_BR) * ((T + ATT90_BR - 1) / ATT90_BR + 1) / 2;
+}
+constexpr int ATT90_DQ_TILE_FLOATS = ATT90_HS * ATT90_BR; // 8192 floats = 32 KB
+// the scratch floats the sm_90a backward needs beyond D's (B, NH, T): its dQ partials
+static inline size_t attention_sm90_dq_partial_floats(int B, int T, int NH) {
+    return (size_t)B * NH * att90_dq_tiles(T) * ATT90_DQ_TILE_FLOATS;
+}
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // the helpers call wgmma.cuh's sm_90a-only functions
-// The shared state of both backward kernels: the tiles, the barriers, and the producer's loop.
+// The shared state of the backward kernel: the tiles, the barriers, and the producer's loop.
 // own: 128 rows of two tensors (two boxes of 64 rows each) on bar_own; then n_tiles stages of 64
 // rows of two other tensors, stage j at rows x0 + 64 j.
 struct Att90Bwd {
@@ -293,6 +334,9 @@ struct Att90Bwd {
     __device__ uint32_t bar_own() const { return base + ATT90_BWD_BAR_OFFSET; }
     __device__ uint32_t bar_full(int s) const { return bar_own() + 8 * (1 + s); }
     __device__ uint32_t bar_empty(int s) const { return bar_own() + 8 * (1 + ATT90_STAGES + s); }
+    __device__ uint32_t ds(int s) const { return base + ATT90_BWD_DS_OFFSET + s * ATT90_DS_BYTES; }
+    // "every consumer thread has written (and fenced) its dS^T of the stage using buffer s"
+    __device__ uint32_t bar_ds(int s) const { return bar_own() + 8 * (1 + 2 * ATT90_STAGES + s); }
 };
 
 __device__ inline Att90Bwd att90_bwd_setup(uint4* smem) {
@@ -303,6 +347,7 @@ __device__ inline Att90Bwd att90_bwd_setup(uint4* smem) {
         for (int s = 0; s < ATT90_STAGES; s++) {
             mbar_init(t.bar_full(s), 1);
             mbar_init(t.bar_empty(s), ATT90_CONSUMERS);
+            mbar_init(t.bar_ds(s), ATT90_CONSUMERS);
         }
         fence_mbarrier_init();
     }
@@ -370,11 +415,12 @@ __device__ inline void att90_weights_x_rows(float (&acc)[ATT90_HS / 2], const ui
 __global__ void __launch_bounds__(ATT90_THREADS, 1)
 attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                     const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap D_map,
-                                    floatX* dqkv, int T, int C, int NH, float scale, float scale_log2) {
+                                    floatX* dqkv, float* dq_part, int T, int C, int NH, float scale, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint4 att_smem[];
     Att90Bwd t = att90_bwd_setup(att_smem);
-    float* smem_rows = (float*)((char*)att_smem + (t.base - smem_addr(att_smem)) + ATT90_BWD_ROWS_OFFSET);
+    char* smem = (char*)att_smem - smem_addr(att_smem); // + a shared address = its generic pointer
+    float* smem_rows = (float*)(smem + t.base + ATT90_BWD_ROWS_OFFSET);
     int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * ATT90_BR;
     int n_tiles = (T - k0 + ATT90_BWD_STAGE - 1) / ATT90_BWD_STAGE; // queries k0 .. T-1
     int warpgroup = threadIdx.x / 128;
@@ -396,6 +442,8 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
     #pragma unroll
     for (int i = 0; i < ATT90_HS / 2; i++) { dk[i] = 0.0f; dv[i] = 0.0f; }
     mbar_wait(t.bar_own(), 0);
+    // this block's dQ partial tiles (key block kb = blockIdx.x) of this (b, h)
+    float* dq_part_bh = dq_part + ((size_t)b * NH + h) * att90_dq_tiles(T) * ATT90_DQ_TILE_FLOATS;
     for (int j = 0; j < n_tiles; j++) {
         int s = j % ATT90_STAGES, q0 = k0 + j * ATT90_BWD_STAGE;
         mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
@@ -433,15 +481,61 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
                 att90_c_to_a(pA[kc], sT, kc);
                 att90_c_to_a(dsA[kc], dpT, kc);
             }
+            // dS^T (the same bf16 as dK's A operand) into the stage's buffer, for both warpgroups'
+            // dQ^T: this thread's keys 64 cw + 16 warp + g (+8), queries 16 kc + 2t (+1, +8, +9)
+            {
+                char* ds = smem + t.ds(j % 2);
+                int key = 64 * cw + 16 * warp + lane / 4, ql = 2 * (lane % 4);
+                #pragma unroll
+                for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) {
+                    *(uint32_t*)(ds + att90_ds_offset(key, 16 * kc + ql)) = dsA[kc][0];
+                    *(uint32_t*)(ds + att90_ds_offset(key + 8, 16 * kc + ql)) = dsA[kc][1];
+                    *(uint32_t*)(ds + att90_ds_offset(key, 16 * kc + 8 + ql)) = dsA[kc][2];
+                    *(uint32_t*)(ds + att90_ds_offset(key + 8, 16 * kc + 8 + ql)) = dsA[kc][3];
+                }
+            }
+            fence_proxy_async();              // these generic writes, visible to wgmma (the async proxy)
+            mbar_arrive(t.bar_ds(j % 2));
+            mbar_wait(t.bar_ds(j % 2), (j / 2) & 1); // both halves in
+            // (the buffer is rewritten at stage j + 2, by a thread past bar_ds of stage j + 1, which
+            // every thread arrives on after its wgmmas of stage j have completed)
+            float dqT[ATT90_BWD_STAGE / 4]; // dQ^T: 64 dims x this warpgroup's 32 queries, m64n32
             wgmma_fence_operand(dv);
             wgmma_fence_operand(dk);
             wgmma_fence();
             att90_weights_x_rows(dv, pA, t.stage(s, 1));
             att90_weights_x_rows(dk, dsA, t.stage(s, 0));
+            // dQ^T (queries 32 cw .. 32 cw + 31 of the stage) = K^T dS^T over the block's 128 keys:
+            // 8 k-steps of 16 keys in key order, the first overwriting (scale_d = 0). A = K^T (64
+            // dims x 128 keys) is the own K tile read MN-major (keys = k, the 64 dims = m one
+            // 128-byte swizzle atom, as V is read as B in the forward's P V; not from registers:
+            // 32 more live registers per thread spilled under ptxas's 168-register cap)
+            #pragma unroll
+            for (int kc = 0; kc < ATT90_BR / 16; kc++) {
+                wgmma_ss<ATT90_BWD_STAGE / 2, 1, 1>(dqT,
+                    wgmma_desc(t.own(0) + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B),
+                    wgmma_desc(t.ds(j % 2) + 4 * cw * ATT90_DS_SBO + 2 * kc * ATT90_DS_LBO, ATT90_DS_LBO, ATT90_DS_SBO, 0),
+                    kc > 0);
+            }
             wgmma_commit();
             wgmma_wait<0>();
             wgmma_fence_operand(dv);
             wgmma_fence_operand(dk);
+            wgmma_fence_operand(dqT);
+            // the partial tile (query block q0 / 128, key block blockIdx.x): 64 dims x 128 queries,
+            // this thread's dims 16 warp + g (+8), queries 32 cw + 8 i + 2t (+1) of the stage
+            int qb = q0 / ATT90_BR;
+            float* tile = dq_part_bh + ((size_t)qb * (qb + 1) / 2 + blockIdx.x) * ATT90_DQ_TILE_FLOATS;
+            #pragma unroll
+            for (int i = 0; i < ATT90_BWD_STAGE / 16; i++) { // the 4 n8 blocks of m64n32
+                int ql = 32 * cw + 8 * i + 2 * (lane % 4);
+                if (q0 + ql >= T) { continue; } // T % 4 == 0: the pair is in or out together
+                #pragma unroll
+                for (int half = 0; half < 2; half++) {
+                    int dim = 16 * warp + lane / 4 + 8 * half;
+                    *(float2*)(tile + dim * ATT90_BR + q0 % ATT90_BR + ql) = make_float2(dqT[4 * i + 2 * half], dqT[4 * i + 2 * half + 1]);
+                }
+            }
         }
         mbar_arrive(t.bar_empty(s));
     }
@@ -461,93 +555,34 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// dqkv's q part: a block owns 128 queries (2 consumer warpgroups x 64), streams the key tiles of
-// 64 up to its last query (K_j, V_j by TMA) and writes dQ_i once. As attention_backward_dq_kernel.
-__global__ void __launch_bounds__(ATT90_THREADS, 1)
-attention_backward_dq_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
-                                  floatX* dqkv, const float* lse, const float* D, int T, int C, int NH, float scale,
-                                  float scale_log2) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    extern __shared__ uint4 att_smem[];
-    Att90Bwd t = att90_bwd_setup(att_smem);
-    int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT90_BR; // heaviest first
-    int n_tiles = (min(q0 + ATT90_BR, T) + ATT90_BWD_STAGE - 1) / ATT90_BWD_STAGE; // keys 0 .. min(q0+127, T-1)
-    int warpgroup = threadIdx.x / 128;
-    if (warpgroup == 0) {
-        setmaxnreg_dec<24>();
-        if (threadIdx.x == 0) {
-            att90_bwd_produce(t, &qkv_map, h * ATT90_HS, &dout_map, h * ATT90_HS, b * T + q0,
-                              &qkv_map, C + h * ATT90_HS, &qkv_map, 2 * C + h * ATT90_HS, b * T, n_tiles);
-        }
-        return;
-    }
-    setmaxnreg_inc<240>();
-    int cw = warpgroup - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    int wg_lo = q0 + 64 * cw, row_lo = wg_lo + 16 * warp;
-    const float LOG2E = 1.4426950408889634f;
-    uint32_t q_own = t.own(0) + att90_kmajor_offset(64 * cw, 0), do_own = t.own(1) + att90_kmajor_offset(64 * cw, 0);
-    // L_i log2(e) and D_i of this thread's two rows (0 past T: those rows are not written)
-    float lse2[2], D_row[2];
+// dqkv's q part from the dK/dV kernel's partial tiles: thread = one query row q of (b, h), its 64
+// dims' sum over the key blocks kb = 0, 1, .., q / 128 in that order (one fp32 rounding per add),
+// then times scale, rounded to bf16. Loads: consecutive threads, consecutive queries of a tile row.
+__global__ void __launch_bounds__(ATT90_BR)
+attention_backward_dq_reduce_kernel(floatX* dqkv, const float* dq_part, int T, int C, int NH, float scale) {
+    int b = blockIdx.z, h = blockIdx.y, qb = blockIdx.x, q = qb * ATT90_BR + threadIdx.x;
+    if (q >= T) { return; }
+    const float* p = dq_part + (((size_t)b * NH + h) * att90_dq_tiles(T) + (size_t)qb * (qb + 1) / 2) * ATT90_DQ_TILE_FLOATS +
+                     threadIdx.x;
+    float acc[ATT90_HS];
     #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        int r = row_lo + lane / 4 + 8 * half;
-        size_t i = ((size_t)b * NH + h) * T + r;
-        lse2[half] = r < T ? lse[i] * LOG2E : 0.0f;
-        D_row[half] = r < T ? D[i] : 0.0f;
-    }
-    float dq[ATT90_HS / 2];
-    #pragma unroll
-    for (int i = 0; i < ATT90_HS / 2; i++) { dq[i] = 0.0f; }
-    mbar_wait(t.bar_own(), 0);
-    for (int j = 0; j < n_tiles; j++) {
-        int s = j % ATT90_STAGES, kt = j * ATT90_BWD_STAGE;
-        mbar_wait(t.bar_full(s), (j / ATT90_STAGES) & 1);
-        // no branch around the products (as in the dK/dV kernel): warpgroup 0's last tile (every
-        // key after every query) is computed and masked to 0 whole
-        {
-            // S = Q_i K_j^T, dP = dO_i V_j^T (64 queries x 64 keys each)
-            float sc[ATT90_BWD_STAGE / 2], dp[ATT90_BWD_STAGE / 2];
-            wgmma_fence();
-            att90_rows_x_rows(sc, q_own, t.stage(s, 0));
-            att90_rows_x_rows(dp, do_own, t.stage(s, 1));
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_operand(sc);
-            wgmma_fence_operand(dp);
-            bool mask = kt + ATT90_BWD_STAGE - 1 > row_lo; // some key after some row of the warp
-            #pragma unroll
-            for (int i = 0; i < ATT90_BWD_STAGE / 2; i++) {
-                int key = kt + 8 * (i / 4) + mma_c_col(lane, i % 4), row = row_lo + mma_c_row(lane, i % 4);
-                int half = (i % 4) / 2;
-                float p = attention_prob_log2(sc[i] * scale_log2, lse2[half]);
-                p = mask && key > row ? 0.0f : p;
-                dp[i] = attention_dscore(p, dp[i], D_row[half]);
-            }
-            // dQ_i += dS K_j (scale at the end)
-            uint32_t dsA[ATT90_BWD_STAGE / 16][4];
-            #pragma unroll
-            for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) { att90_c_to_a(dsA[kc], dp, kc); }
-            wgmma_fence_operand(dq);
-            wgmma_fence();
-            att90_weights_x_rows(dq, dsA, t.stage(s, 0));
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_operand(dq);
-        }
-        mbar_arrive(t.bar_empty(s));
-    }
-    floatX* dqkv_b = dqkv + (size_t)b * T * 3 * C + h * ATT90_HS;
-    #pragma unroll
-    for (int half = 0; half < 2; half++) {
-        int r = row_lo + lane / 4 + 8 * half;
-        if (r >= T) { continue; }
+    for (int d = 0; d < ATT90_HS; d++) { acc[d] = p[d * ATT90_BR]; }
+    for (int kb = 1; kb <= qb; kb++) {
+        p += ATT90_DQ_TILE_FLOATS;
         #pragma unroll
-        for (int n8 = 0; n8 < ATT90_HS / 8; n8++) {
-            int c = 8 * n8 + 2 * (lane % 4), e = 4 * n8 + 2 * half;
-            *(__nv_bfloat162*)(dqkv_b + (size_t)r * 3 * C + c) = __floats2bfloat162_rn(dq[e] * scale, dq[e + 1] * scale);
-        }
+        for (int d = 0; d < ATT90_HS; d++) { acc[d] = __fadd_rn(acc[d], p[d * ATT90_BR]); }
     }
-#endif // __CUDA_ARCH_FEAT_SM90_ALL
+    floatX* row = dqkv + ((size_t)b * T + q) * 3 * C + h * ATT90_HS;
+    #pragma unroll
+    for (int d = 0; d < ATT90_HS; d += 8) {
+        uint4 v;
+        __nv_bfloat162* v2 = (__nv_bfloat162*)&v;
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            v2[e] = __floats2bfloat162_rn(__fmul_rn(acc[d + 2 * e], scale), __fmul_rn(acc[d + 2 * e + 1], scale));
+        }
+        *(uint4*)(row + d) = v;
+    }
 }
 
 // 1 where this binary holds the sm_90a code of the kernels above (probed once on the device)
@@ -625,8 +660,8 @@ static void attention_forward_sm90(floatX* out, float* lse, const floatX* qkv, i
 }
 
 // dqkv from dout, qkv, lse and the row terms D (attention_backward's rowdot kernel has run): the
-// dK/dV pass, then the dQ pass, as attention_backward_launch
-static void attention_backward_sm90(floatX* dqkv, const float* D, const floatX* dout, const floatX* qkv,
+// dK/dV pass (with dQ's partials into dq_part, attention_sm90_dq_partial_floats), then their sum
+static void attention_backward_sm90(floatX* dqkv, const float* D, float* dq_part, const floatX* dout, const floatX* qkv,
                                     const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
     CUtensorMap qkv_map, dout_map, lse_map, D_map;
     if (tma_map_2d_bf16(&qkv_map, qkv, (uint64_t)B * T, 3 * (uint64_t)C, 3 * (uint64_t)C * sizeof(floatX),
@@ -641,11 +676,9 @@ static void attention_backward_sm90(floatX* dqkv, const float* D, const floatX* 
     float scale = 1.0f / sqrtf((float)ATT90_HS), scale_log2 = scale * 1.4426950408889634f;
     attention_allow_smem(attention_backward_dkdv_sm90_kernel, ATT90_BWD_SMEM);
     attention_backward_dkdv_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(
-        qkv_map, dout_map, lse_map, D_map, dqkv, T, C, NH, scale, scale_log2);
+        qkv_map, dout_map, lse_map, D_map, dqkv, dq_part, T, C, NH, scale, scale_log2);
     cudaCheckLaunch();
-    attention_allow_smem(attention_backward_dq_sm90_kernel, ATT90_BWD_SMEM);
-    attention_backward_dq_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(
-        qkv_map, dout_map, dqkv, lse, D, T, C, NH, scale, scale_log2);
+    attention_backward_dq_reduce_kernel<<<grid, ATT90_BR, 0, stream>>>(dqkv, dq_part, T, C, NH, scale);
     cudaCheckLaunch();
 }
 #endif // ENABLE_BF16

@@ -13,6 +13,7 @@ this file with the PTX ISA's semantics; its README says what it checks.
     mbarrier.{init,arrive,arrive.expect_tx,try_wait.parity}.shared::cta.b64, fence.mbarrier_init.release.cluster
     cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
     setmaxnreg.{inc,dec}.sync.aligned.u32 R;
+    mov.u64 d, %globaltimer;                     the nanosecond timer (mbar_wait's time limit)
 
 Compiled only where `__CUDA_ARCH_FEAT_SM90_ALL` is defined: nvcc with
 `-gencode arch=compute_90a,code=sm_90a` (device pass), and the emulator's nvcc-cpu when its command
@@ -81,7 +82,10 @@ A TMA copy naming the barrier decrements tx-count by its bytes when they have la
 mbar_try_wait(addr, parity): true once the phase of that parity has completed, i.e. the current
 phase's parity differs from `parity` (waiting for phase 0 with parity 0 returns at its completion;
 the caller flips its parity bit each round). Only the current and the immediately preceding phase
-can be waited for. The bytes a TMA copy brings may be read only by a thread that saw the phase
+can be waited for. mbar_wait(addr, parity) loops on it, and after MBAR_TIMEOUT_NS (10 s, by
+%globaltimer, read only once a try_wait has failed) traps: a protocol error on a GPU ends the
+kernel with a launch failure instead of hanging (no message from the device: see mbar_wait; the
+emulator reports a wait nothing can release as a deadlock, naming the barrier, first). The bytes a TMA copy brings may be read only by a thread that saw the phase
 complete (its own try_wait, or a barrier after another thread's).
 
 TMA (cp.async.bulk.tensor.2d, tile mode). tma_load_2d(dst, map, x, y, mbar): the box of the map at
@@ -465,8 +469,29 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t addr, uint32_t phase) {
                  : "=r"(done) : "r"(addr), "r"(phase) : "memory");
     return done != 0;
 }
+// %globaltimer: the GPU's nanosecond timer (PTX ISA "Special Registers"; the emulator: the host's clock)
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t) :: "memory");
+    return t;
+}
+// How long an mbarrier wait may last before the kernel stops with an error: a protocol that can
+// never complete the phase (a missing arrival or copy) would otherwise hang the trainer. Seconds
+// beyond any wait of a correct kernel (a whole attention kernel takes milliseconds).
+#ifndef MBAR_TIMEOUT_NS
+#define MBAR_TIMEOUT_NS 10000000000ull
+#endif
+// Waits until the phase of parity `phase` has completed; after MBAR_TIMEOUT_NS of failed try_waits
+// (the timer is read only once the first one has failed) the thread executes trap: the kernel
+// ends and the launch reports cudaErrorLaunchFailure (the trainer's cudaCheck names the call).
+// No printf here: a call inside the consumers' loop (printf's vprintf, or a non-inlined slow path)
+// makes ptxas serialize the wgmmas (C7510) and gives the kernels a stack frame and spills
+// (measured with nvcc 13.0, dev/test/test_attention_ptx.sh: 144 bytes, 100 spilled in dK/dV).
 __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t phase) {
+    if (mbar_try_wait(addr, phase)) { return; }
+    uint64_t t0 = globaltimer_ns();
     while (!mbar_try_wait(addr, phase)) {
+        if (globaltimer_ns() - t0 > MBAR_TIMEOUT_NS) { __trap(); }
     }
 }
 

@@ -987,7 +987,7 @@ static void check_attention(const AttentionShape* s) {
 
     floatX* d_dout = device_floatX(dout, n_out);
     floatX* d_dqkv = (floatX*)device_alloc(n_qkv * sizeof(floatX));
-    float* d_scratch = (float*)device_alloc(n_lse * sizeof(float));
+    float* d_scratch = (float*)device_alloc(attention_backward_scratch_floats(B, T, C, NH) * sizeof(float));
     void* dqkv_bits[2];
     for (int run = 0; run < 2; run++) {
         fill_nan(d_dqkv, n_qkv * sizeof(floatX));
@@ -1022,6 +1022,38 @@ static void check_attention(const AttentionShape* s) {
     }
     check_close(bwd, "D (rowdot): the kernel's order replayed on the host", D, D_replay, n_lse, TOL_EXACT);
     free(D); free(D_replay);
+#if defined(ENABLE_BF16)
+    // the sm_90a backward's dQ: its reduce kernel's sum of the dK/dV kernel's partial tiles (left in
+    // the scratch after D), replayed on the host from those partials: a row's key blocks 0, 1, ..,
+    // q / 128 in that order, one fp32 rounding per add, times scale, rounded to bf16: the same bits
+    // (the partials themselves are checked through dqkv against the CPU above)
+    if (sm90_bwd) {
+        float* part = download_float(d_scratch + attention_sm90_dq_offset(B, T, NH), attention_sm90_dq_partial_floats(B, T, NH));
+        float* dqkv_gpu = download_floatX(d_dqkv, n_qkv);
+        float* dq_gpu = host_zeros((size_t)B * T * C);
+        float* dq_replay = host_zeros((size_t)B * T * C);
+        float scale = 1.0f / sqrtf((float)ATT90_HS);
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                const float* tiles = part + ((size_t)b * NH + h) * att90_dq_tiles(T) * ATT90_DQ_TILE_FLOATS;
+                for (int q = 0; q < T; q++) {
+                    int qb = q / ATT90_BR;
+                    const float* p = tiles + (size_t)qb * (qb + 1) / 2 * ATT90_DQ_TILE_FLOATS + q % ATT90_BR;
+                    for (int d = 0; d < ATT90_HS; d++) {
+                        float acc = p[d * ATT90_BR];
+                        for (int kb = 1; kb <= qb; kb++) { acc = acc + p[(size_t)kb * ATT90_DQ_TILE_FLOATS + d * ATT90_BR]; }
+                        size_t i = ((size_t)b * T + q) * C + h * ATT90_HS + d;
+                        dq_replay[i] = to_float(from_float(acc * scale));
+                        dq_gpu[i] = dqkv_gpu[((size_t)b * T + q) * 3 * C + h * ATT90_HS + d];
+                    }
+                }
+            }
+        }
+        check_close(bwd, "dq: the reduce kernel's order replayed on the host from the partials", dq_gpu, dq_replay,
+                    (size_t)B * T * C, TOL_EXACT);
+        free(part); free(dqkv_gpu); free(dq_gpu); free(dq_replay);
+    }
+#endif
 
     device_free(d_qkv); device_free(d_out); device_free(d_lse); device_free(d_dout);
     device_free(d_dqkv); device_free(d_scratch);
@@ -1715,7 +1747,7 @@ static void bench_attention(const BenchShape* s, const Peak* peak) {
     floatX* dout = bench_buffer<floatX>(btc, -1.0f, 1.0f);
     floatX* dqkv = bench_buffer<floatX>(3 * btc, -1.0f, 1.0f);
     float* lse = (float*)device_alloc(n_lse * sizeof(float));
-    float* scratch = (float*)device_alloc(n_lse * sizeof(float));
+    float* scratch = (float*)device_alloc(attention_backward_scratch_floats(B, T, C, NH) * sizeof(float));
     // causal: T(T+1)/2 (query, key) pairs per head, 2 matmuls (q k^T, P v) of 2 FLOPs per multiply-add;
     // the backward's minimum is 5 such matmuls (s again, dP, dV, dK, dQ), FlashAttention-2's 2.5x.
     // (These kernels compute s and dP twice: 7.)

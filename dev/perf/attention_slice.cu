@@ -69,7 +69,11 @@ int main(int argc, char** argv) {
     cudaCheck(cudaMalloc(&out, btc * sizeof(floatX)));
     cudaCheck(cudaMalloc(&dqkv, 3 * btc * sizeof(floatX)));
     cudaCheck(cudaMalloc(&lse, (size_t)B * NH * T * sizeof(float)));
+#if defined(ATTENTION_HAS_SCRATCH_FLOATS) // the sm_90a backward's dQ partials too (branch attbwd)
+    cudaCheck(cudaMalloc(&scratch, attention_backward_scratch_floats(B, T, C, NH) * sizeof(float)));
+#else
     cudaCheck(cudaMalloc(&scratch, (size_t)B * NH * T * sizeof(float)));
+#endif
     attention_forward(out, lse, qkv, B, T, C, NH, s);
     attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, s);
     cudaCheck(cudaStreamSynchronize(s));

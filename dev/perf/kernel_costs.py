@@ -571,7 +571,25 @@ def dbias_add_kernel(S, ctx):
     return Cost(cdiv(OC, 256), 256, read=2 * OC * X, write=OC * X, cc_flops=OC, stream="triad", note="OC %d" % OC)
 
 
+def attention_backward_dq_reduce_kernel(S, ctx):
+    # branch attbwd (issue 30 item 3, llmc/attention_sm90.cuh, -ak 1): dQ's fp32 partial tiles that
+    # the sm_90a dK/dV kernel wrote, one 64 x 128 tile per (query block, key block at or before it)
+    # of each (b, h): (T/128)(T/128 + 1)/2 tiles of 32 KB, read once, and dQ (bf16) written once.
+    # One thread per query row, 128 per block (one block per query block of a (b, h)); per key
+    # block, 64 independent 4-byte loads (the unrolled dims; consecutive threads, consecutive
+    # addresses) then 64 adds into the row's sums: 256 bytes in flight per thread, and the block
+    # waits through one DRAM round trip per key block (q / 128 + 1 for its rows; the heaviest
+    # block: T/128); no barrier. Adds: one per partial element past the first of each row; one
+    # multiply (scale) per dQ element.
+    nq = cdiv(S.T, 128)
+    tiles = S.B * S.NH * nq * (nq + 1) // 2
+    return Cost(S.B * S.NH * nq, 128, read=tiles * 64 * 128 * 4, write=S.BT * S.C * X,
+                cc_flops=tiles * 64 * 128 + S.BT * S.C, stream="read", inflight=64 * 4, block_trips=nq,
+                block_barriers=0, note="%d partial tiles of 32 KB per (b,h)" % (nq * (nq + 1) // 2))
+
+
 KERNELS_ISSUE30 = {
+    "attention_backward_dq_reduce_kernel": attention_backward_dq_reduce_kernel,
     "dbias_add_kernel": dbias_add_kernel,
     "attention_backward_rowdot_kernel": attention_backward_rowdot_kernel_30,
     "fused_classifier_kernel": fused_classifier_kernel_30,
@@ -590,8 +608,11 @@ DERIVED_FROM = {
     "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
-    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30"},  # issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
+    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30"},  # c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
+    # branch attbwd: only attention_backward_dq_reduce_kernel is costed from here (the sm_90a
+    # forward and dK/dV kernels: the emulator's wgmma counters, perf_model.wgmma_result)
+    "llmc/attention_sm90.cuh": {"a02fdad60f62": "issue 30"},
     "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30"},
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
@@ -608,6 +629,7 @@ KERNEL_DERIVED_FROM = {
                                          "237eab970e7c": "465beb5 (a comment rewrapped; kernel and launch unchanged)"},
 }
 HEADER_OF = {
+    "attention_backward_dq_reduce": "llmc/attention_sm90.cuh",  # (before "attention_": the first match wins)
     "encoder_": "llmc/encoder.cuh", "layernorm_": "llmc/layernorm.cuh", "dbias_": "llmc/matmul.cuh",
     "attention_": "llmc/attention.cuh", "gelu_": "llmc/gelu.cuh", "fused_classifier": "llmc/fused_classifier.cuh",
     "adamw_": "llmc/adamw.cuh", "global_norm_": "llmc/global_norm.cuh",
@@ -645,7 +667,7 @@ def cost_function(name, header_fingerprint):
 # Which template instance of a kernel the bf16 trainer launches (ptxas reports each instance):
 # the attention kernels are built per head size, the update and the norm per gradient type.
 def template_for(name, S):
-    if name.startswith("attention_") and name != "attention_backward_rowdot_kernel":
+    if name.startswith("attention_") and name not in ("attention_backward_rowdot_kernel", "attention_backward_dq_reduce_kernel"):
         return "<%d>" % S.hs
     if name == "layernorm_backward_warp_kernel":  # branch kernels (issue 30): built per packs per lane
         return "<%d>" % cdiv(cdiv(S.C, PACK), 32)

@@ -175,14 +175,15 @@ else:
     check(all(four[k]["launches"] == one[k]["launches"] for k in one),
           "attention: the same launches at B=2, NH=2 as for one slice (no mma.sync in this tree's attention: "
           "the tensor-core scaling check waits for it)")
-SM90 = ["attention_backward_dkdv_sm90_kernel", "attention_backward_dq_sm90_kernel", "attention_forward_sm90_kernel"]
+SM90 = ["attention_backward_dkdv_sm90_kernel", "attention_forward_sm90_kernel"]
+SM90_REDUCE = "attention_backward_dq_reduce_kernel"  # dQ's partials summed (no wgmma: kernel_costs.py)
 if step_counts.tree_uses_wgmma(REPO) and step_counts.emulator_has_counters(REPO):
     # --attention sm90 (-ak 1): the sm_90a kernels, their wgmma FLOPs and TMA bytes from EMU_COUNTERS
     one90 = step_counts.attention_slice(REPO, 128, 64, 1, 1, attention="sm90")
     four90 = step_counts.attention_slice(REPO, 128, 64, 2, 2, attention="sm90")
     k90 = sorted(k for k in one90 if k.endswith("_sm90_kernel"))
     check(k90 == SM90 and all(one90[k].get("wgmma_flops", 0) > 0 for k in k90) and not any(e["mma"] for e in one90.values()),
-          "attention slice, --attention sm90 (-ak 1): the three sm_90a kernels run, with wgmma FLOPs, and no mma.sync kernel",
+          "attention slice, --attention sm90 (-ak 1): the two sm_90a kernels run, with wgmma FLOPs, and no mma.sync kernel",
           str({k: one90[k].get("wgmma_flops") for k in one90}))
     # the forward at T = 128: one block of 128 queries against one 128-key tile (the diagonal, issued
     # whole): S = Q K^T and O += P V, 2 x 128 x 128 x hs multiply-adds each
@@ -202,9 +203,9 @@ if step_counts.tree_uses_wgmma(REPO) and step_counts.emulator_has_counters(REPO)
     # and is priced against the slice of the same -ak; the default trace launches none of them
     counts90 = step_counts.counts_for_tree(REPO, 0, "the working tree", model="d2", resources=False, attention="sm90")
     n90 = [op["name"] for op in counts90["step_ops"] if op["op"] == "kernel" and op["name"].startswith("attention_")]
-    check(all(n90.count(k) == L for k in SM90 + ["attention_backward_rowdot_kernel"]) and len(n90) == 4 * L
-          and not any(k.endswith("_sm90_kernel") for k in names),
-          "trainer -ak 1 (d2): the three sm_90a kernels and the row-dot once per layer; -ak 0 launches none of them",
+    check(all(n90.count(k) == L for k in SM90 + [SM90_REDUCE, "attention_backward_rowdot_kernel"]) and len(n90) == 4 * L
+          and not any(k.endswith("_sm90_kernel") or k == SM90_REDUCE for k in names),
+          "trainer -ak 1 (d2): the two sm_90a kernels, dQ's reduce and the row-dot once per layer; -ak 0 launches none of them",
           str(sorted(set(n90))))
     check(step_counts.same_attention(dict(counts90, attention_slice=one90), "sm90")["attention"] == "sm90",
           "--attention sm90: the step's attention kernels are the slice's")

@@ -87,25 +87,31 @@ for arch in 80 90; do
 done
 # the Hopper kernels (llmc/attention_sm90.cuh), built for sm_90a: their PTX has the wgmma products
 # (forward: S = Q K^T m64n128k16 from shared memory, O += P V m64n64k16 with P from registers;
-# backward: m64n64k16 of both kinds), the TMA copies and the mbarrier waits, no local memory;
+# backward: m64n64k16 of both kinds, and dQ^T's m64n32k16), the TMA copies and the mbarrier waits,
+# no local memory (dQ's reduce kernel: no local memory);
 # ptxas: no spills, no stack frame. (The sm_80/sm_90 builds above compile them to empty bodies:
 # __CUDA_ARCH_FEAT_SM90_ALL is defined for sm_90a only.)
 if "$NVCC" "${FLAGS[@]}" -gencode arch=compute_90a,code=sm_90a --ptx "$tmp/att.cu" -o "$tmp/att90a.ptx" 2> "$tmp/ptx90a.err" &&
    "$NVCC" "${FLAGS[@]}" -gencode arch=compute_90a,code=sm_90a -cubin -Xptxas -v "$tmp/att.cu" -o "$tmp/att90a.cubin" > "$tmp/ptxas90a.txt" 2>&1; then
-    for kname in attention_forward_sm90_kernel attention_backward_dkdv_sm90_kernel attention_backward_dq_sm90_kernel; do
+    for kname in attention_forward_sm90_kernel attention_backward_dkdv_sm90_kernel attention_backward_dq_reduce_kernel; do
         # the kernel's PTX: from its .entry to the next .entry (its inline asm has lines starting with "}")
         awk -v pat="\\.entry _Z[0-9]+$kname" '$0 ~ pat { on = 1; print; next } on && /\.entry / { exit } on' "$tmp/att90a.ptx" > "$tmp/body90a.ptx"
         n128=$(grep -c 'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16' "$tmp/body90a.ptx")
         n64=$(grep -c 'wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16' "$tmp/body90a.ptx")
+        n32=$(grep -c 'wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16' "$tmp/body90a.ptx")
         tma=$(grep -c 'cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes' "$tmp/body90a.ptx")
         wait=$(grep -c 'mbarrier.try_wait.parity' "$tmp/body90a.ptx")
         loc=$(grep -c '\.local' "$tmp/body90a.ptx")
         what="sm_90a $kname"
-        if [ $((n128 + n64)) -gt 0 ] && [ "$tma" -gt 0 ] && [ "$wait" -gt 0 ] && [ "$loc" -eq 0 ] &&
-           { [ $kname != attention_forward_sm90_kernel ] || [ "$n128" -gt 0 ]; }; then
-            ok "$what: PTX has $n128 wgmma m64n128k16, $n64 wgmma m64n64k16, $tma TMA 2D loads, $wait mbarrier waits; no local memory"
+        if [ $kname = attention_backward_dq_reduce_kernel ]; then # dQ's partials summed: plain loads, no products
+            if [ "$loc" -eq 0 ] && [ -s "$tmp/body90a.ptx" ]; then ok "$what: PTX has no local memory"
+            else bad "$what: PTX has $loc .local (or no body)"; fi
+        elif [ $((n128 + n64)) -gt 0 ] && [ "$tma" -gt 0 ] && [ "$wait" -gt 0 ] && [ "$loc" -eq 0 ] &&
+           { [ $kname != attention_forward_sm90_kernel ] || [ "$n128" -gt 0 ]; } &&
+           { [ $kname != attention_backward_dkdv_sm90_kernel ] || [ "$n32" -gt 0 ]; }; then
+            ok "$what: PTX has $n128 wgmma m64n128k16, $n64 wgmma m64n64k16, $n32 wgmma m64n32k16 (dQ^T), $tma TMA 2D loads, $wait mbarrier waits; no local memory"
         else
-            bad "$what: PTX has $n128 wgmma m64n128k16, $n64 m64n64k16, $tma TMA loads, $wait mbarrier waits, $loc .local (expected wgmma, TMA, waits; 0 .local)"
+            bad "$what: PTX has $n128 wgmma m64n128k16, $n64 m64n64k16, $n32 m64n32k16, $tma TMA loads, $wait mbarrier waits, $loc .local (expected wgmma (dK/dV: m64n32k16 too), TMA, waits; 0 .local)"
         fi
         line=$(awk -v k="$kname" '$0 ~ "Compiling entry function .*" k { on = 1 } on && /stack frame/ { print; exit }' "$tmp/ptxas90a.txt")
         regs=$(awk -v k="$kname" '$0 ~ "Compiling entry function .*" k { on = 1 } on && /Used [0-9]+ registers/ { for (i = 1; i <= NF; i++) if ($i == "Used") print $(i + 1); exit }' "$tmp/ptxas90a.txt")

@@ -474,6 +474,7 @@ void ptx_wgmma_commit_group(Site site);
 void ptx_wgmma_wait_group(long long n, Site site);
 void ptx_setmaxnreg(bool inc, long long r, Site site);
 void ptx_fence_proxy_async(Site site);
+uint64_t ptx_globaltimer(); // %globaltimer: nanoseconds (the host's steady clock)
 void ptx_fence_mbarrier_init(Site site);
 void ptx_mbar_init(uint64_t addr, uint32_t count, Site site);
 uint64_t ptx_mbar_arrive(uint64_t addr, uint32_t tx, bool expect_tx, Site site);

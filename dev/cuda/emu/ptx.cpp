@@ -25,6 +25,7 @@ It also prints the errors of the checked device functions in emu_device.h and in
 misaligned cache-hint load or store, __cvta_generic_to_shared of a pointer that is not shared
 memory, a bad tiled_partition), with the kernel, block, thread and line.
 */
+#include <chrono>
 #include "emu_device.h"
 #include "emu_internal.h"
 
@@ -807,6 +808,12 @@ void ptx_setmaxnreg(bool inc, long long r, Site site) {
 }
 
 // ---- fences
+
+// %globaltimer (PTX ISA "Special Registers"): a nanosecond timer; here the host's steady clock
+uint64_t ptx_globaltimer() {
+    return (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 
 void ptx_fence_proxy_async(Site site) {
     (void)site;

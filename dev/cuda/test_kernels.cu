@@ -1079,8 +1079,9 @@ static void check_gelu(size_t N) {
 typedef struct { int BT, V, Vp; } ClassifierShape;
 
 static const ClassifierShape CLASSIFIER_SHAPES[] = {
-    {128, 50257, 50304}, // GPT-2: 47 padded columns
+    {128, 50257, 50304}, // GPT-2: 47 padded columns (bf16: held in registers; fp32: over 7 packs a thread, reread)
     {7, 100, 128},
+    {3, 60000, 60032},   // over 7 packs a thread in bf16 too: the reread kernel
 };
 
 static void check_classifier(const ClassifierShape* s) {
@@ -1126,6 +1127,18 @@ static void check_classifier(const ClassifierShape* s) {
         fused_classifier(d_logits, d_losses, d_targets, dloss, BT, V, Vp, 1, g_stream);
         dlogits_bits[run] = snapshot_floatX(d_logits, n);
         losses_bits[run] = download_bytes(d_losses, BT * sizeof(float));
+    }
+    // where the row fits in the registers, the reread kernel (pass 2 reads the logits again) gives
+    // the same bits: the same per-pack math in the same order, only where pass 2's logits come from
+    if (classifier_rows_held(Vp)) {
+        upload_floatX(d_logits, logits, n);
+        fill_nan(d_losses, BT * sizeof(float));
+        fused_classifier_with(0, d_logits, d_losses, d_targets, dloss, BT, V, Vp, 1, g_stream);
+        void* reread_dlogits = snapshot_floatX(d_logits, n);
+        void* reread_losses = download_bytes(d_losses, BT * sizeof(float));
+        check_same_bits(what, "dlogits: the reread kernel's bits", dlogits_bits[0], reread_dlogits, n * sizeof(floatX));
+        check_same_bits(what, "losses: the reread kernel's bits", losses_bits[0], reread_losses, BT * sizeof(float));
+        free(reread_dlogits); free(reread_losses);
     }
     check_close(what, "losses", (const float*)losses_bits[0], losses_ref, BT, TOL_FP32_STATS);
     check_same_bits(what, "losses: same bits on a second run", losses_bits[0], losses_bits[1], BT * sizeof(float));

@@ -188,13 +188,17 @@ __host__ __device__ inline void classifier_keep_packed(PackX* pk) {
 __host__ __device__ inline SoftmaxState classifier_thread_load_state(ClassifierHeld* held, const floatX* row, int V, int Vp,
                                                                      int tid, int nthreads) {
     int packs = Vp / PACKX_SIZE;
+#if defined(__CUDA_ARCH__) // (the host compiler does not know the pragma)
 #pragma unroll
+#endif
     for (int i = 0; i < CLASSIFIER_HELD_PACKS; i++) {
         int k = tid + i * nthreads;
         if (k < packs) { held->pk[i] = load128(row + (size_t)k * PACKX_SIZE); }
     }
     SoftmaxState st = softmax_state_empty();
+#if defined(__CUDA_ARCH__) // (the host compiler does not know the pragma)
 #pragma unroll
+#endif
     for (int i = 0; i < CLASSIFIER_HELD_PACKS; i++) {
         int k = tid + i * nthreads;
         int valid = V - k * PACKX_SIZE; // columns of this pack below V (<= 0: past V, or past the row)
@@ -209,7 +213,9 @@ __host__ __device__ inline void classifier_thread_store_dlogits(ClassifierHeld* 
                                                                 int nthreads) {
     float inv_sum = 1.0f / st.sum;
     int packs = Vp / PACKX_SIZE;
+#if defined(__CUDA_ARCH__) // (the host compiler does not know the pragma)
 #pragma unroll
+#endif
     for (int i = 0; i < CLASSIFIER_HELD_PACKS; i++) {
         int k = tid + i * nthreads;
         if (k < packs) {

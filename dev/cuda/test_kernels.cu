@@ -316,6 +316,8 @@ typedef struct {
     int B, T, C;
     int Vp, maxT;    // wte (Vp,C), wpe (maxT,C)
     int token_range; // tokens drawn from [0, token_range): a small range puts many positions on a token
+    int skewed;      // 1: every other position holds token_range - 1 (one long bucket, taken first by
+                     // encoder_backward_order, the highest token), the rest short buckets
 } EncoderShape;
 
 static const EncoderShape ENCODER_SHAPES[] = {
@@ -327,6 +329,7 @@ static const EncoderShape ENCODER_SHAPES[] = {
     {2, 32, 64, 50304, 1024, 50257},  // the tiny model's C: 8 packs of bf16 per row (16 of fp32)
     {2, 5, 68, 200, 8, 100},          // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
     {8, 128, 40, 64, 128, 5},         // buckets of ~200: each of the 8 slices loops 3-4 times over 8 positions
+    {4, 64, 96, 128, 70, 50, 1},      // a long bucket (128 positions) before short ones: blocks not in token order
 };
 
 // dwte += dout scattered by token, in encoder_backward_dwte_kernel's own order: per bucket and
@@ -362,9 +365,11 @@ static void check_encoder(const EncoderShape* s) {
     size_t n_out = (size_t)B * T * C, n_wte = (size_t)s->Vp * C, n_wpe = (size_t)s->maxT * C;
     char fwd[128], bwd[128];
     snprintf(fwd, sizeof(fwd), "encoder_forward B=%d T=%d C=%d tokens<%d", B, T, C, s->token_range);
-    snprintf(bwd, sizeof(bwd), "encoder_backward B=%d T=%d C=%d tokens<%d", B, T, C, s->token_range);
+    snprintf(bwd, sizeof(bwd), "encoder_backward B=%d T=%d C=%d tokens<%d%s", B, T, C, s->token_range,
+             s->skewed ? " skewed" : "");
 
     int* inp = random_tokens((size_t)B * T, s->token_range);
+    for (int i = 0; s->skewed && i < B * T; i += 2) { inp[i] = s->token_range - 1; }
     float* wte = random_floatX(n_wte, 0.0f, 1.0f);
     float* wpe = random_floatX(n_wpe, 0.0f, 1.0f);
     float* out_ref = host_zeros(n_out);

@@ -568,6 +568,23 @@ def fused_classifier_kernel_held(S, ctx):
                 note="each thread's packs held in registers: the row read once, streaming stores")
 
 
+def encoder_backward_dwte_kernel_reordered(S, ctx):
+    # branch classifier (issue 30 item 1, the encoder backward): as encoder_backward_dwte_kernel_30,
+    # but the host lays the buckets out in the blocks' order, so block x reads start[x], start[x+1]
+    # and token[x] at once (no order[x] before them: the order array is neither copied nor read),
+    # and slice 0 issues its load of dwte's row (it needs only the token) with the pos loads.
+    # Re-derived with the calibrated rules: a block's chain is the bounds and token (1 round trip),
+    # one group of pos (1) and dout (1) for a bucket of <= 32 positions, the barrier, then the store
+    # (the dwte load has long arrived): 3 trips and 1 barrier per wave of blocks (4 blocks of 8 warps
+    # per SM, ptxas 64 registers on sm_90 under __launch_bounds__(256, 4)). The longest block, the
+    # commonest token's: 1 trip, then ceil(kmax/32) groups of 2 dependent trips (serial_trips).
+    blocks = S.D * cdiv(_packs(S.C), 32)
+    return Cost(blocks, 256, read=S.BT * S.C * X + 4 * (3 * S.BT + 1) + S.D * S.C * X,
+                write=S.D * S.C * X, cc_flops=S.BT * S.C, smem_wavefronts=blocks * 14 * PACK,
+                serial_trips=1 + 2 * cdiv(S.kmax, 32), stream="read", block_trips=3, block_barriers=1,
+                note="longest token bucket %d positions, 8 slices, buckets in block order" % S.kmax)
+
+
 def attention_backward_rowdot_kernel_30(S, ctx):
     # G = hs / 8 lanes per (b, t, h) row, one 16-byte pack of dout and of out each (8 fmaf), then
     # a butterfly of log2 G shuffles; 256 threads per block; D written as one float per row.
@@ -604,7 +621,7 @@ KERNELS_ISSUE30 = {
 # the version of the cost functions it was derived for ("2e0af91": KERNELS; "issue 22": KERNELS
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
-    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30"},
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30"},  # issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
@@ -652,6 +669,8 @@ VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22),
 # and issue 30's two-pass kernel kept under a new name for a Vp over 7 packs a thread
 VERSIONS["issue 30 held"] = {**VERSIONS["issue 30"], "fused_classifier_kernel": fused_classifier_kernel_held,
                              "fused_classifier_reread_kernel": fused_classifier_kernel_30}
+# branch classifier's llmc/encoder.cuh: the buckets in the dwte kernel's block order
+VERSIONS["issue 30 reordered"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_reordered}
 
 
 def cost_function(name, header_fingerprint):

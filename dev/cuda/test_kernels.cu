@@ -321,14 +321,14 @@ typedef struct {
 } EncoderShape;
 
 static const EncoderShape ENCODER_SHAPES[] = {
-    {2, 64, 768, 50304, 1024, 50257}, // GPT-2-like: tokens over the whole vocabulary
-    {4, 64, 96, 128, 70, 8},          // 8 tokens over 256 positions: long per-token sums
-    {3, 37, 50, 1000, 40, 1},         // one token everywhere (one bucket); C not a multiple of the pack:
+    {2, 64, 768, 50304, 1024, 50257, 0}, // GPT-2-like: tokens over the whole vocabulary
+    {4, 64, 96, 128, 70, 8, 0},       // 8 tokens over 256 positions: long per-token sums
+    {3, 37, 50, 1000, 40, 1, 0},      // one token everywhere (one bucket); C not a multiple of the pack:
                                       // unaligned rows, element by element
-    {1, 1, 768, 64, 1, 64},           // a single position
-    {2, 32, 64, 50304, 1024, 50257},  // the tiny model's C: 8 packs of bf16 per row (16 of fp32)
-    {2, 5, 68, 200, 8, 100},          // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
-    {8, 128, 40, 64, 128, 5},         // buckets of ~200: each of the 8 slices loops 3-4 times over 8 positions
+    {1, 1, 768, 64, 1, 64, 0},        // a single position
+    {2, 32, 64, 50304, 1024, 50257, 0}, // the tiny model's C: 8 packs of bf16 per row (16 of fp32)
+    {2, 5, 68, 200, 8, 100, 0},       // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
+    {8, 128, 40, 64, 128, 5, 0},      // buckets of ~200: each of the 8 slices loops 3-4 times over 8 positions
     {4, 64, 96, 128, 70, 50, 1},      // a long bucket (128 positions) before short ones: blocks not in token order
 };
 

@@ -104,19 +104,37 @@ static void encoder_backward_order(int* order, const int* start, int num_tokens)
     }
 }
 
-// What encoder_backward keeps between calls: the buckets on the host (pinned, so the copy to the
-// device is asynchronous) and on the device, in the same layout:
-// token (BT) | start (BT+1) | pos (BT) | order (BT).
+// The buckets (token, start, pos) laid out again in that order, into (otoken, ostart, opos):
+// bucket x of the output is bucket order[x] of the input, its positions still ascending. Block x
+// of the dwte kernel then finds its bucket's token and bounds at index x (three independent
+// loads), not through order[x] first (one dependent round trip to memory more).
+static void encoder_backward_reorder(int* otoken, int* ostart, int* opos, const int* token, const int* start,
+                                     const int* pos, const int* order, int num_tokens) {
+    int offset = 0;
+    for (int x = 0; x < num_tokens; x++) {
+        int k = order[x];
+        otoken[x] = token[k];
+        ostart[x] = offset;
+        for (int j = start[k]; j < start[k + 1]; j++) { opos[offset++] = pos[j]; }
+    }
+    ostart[num_tokens] = offset;
+}
+
+// What encoder_backward keeps between calls: the buckets in the dwte kernel's block order on the
+// host (pinned, so the copy to the device is asynchronous) and on the device, in the same layout:
+// token (BT) | start (BT+1) | pos (BT); and a host workspace for the sorted buckets and their
+// order before that layout: token | start | pos | order.
 typedef struct {
     int capacity;          // B*T positions the buffers were sized for
-    int* host;             // pinned host memory, 4 * capacity + 1 ints
-    int* device;           // device memory, 4 * capacity + 1 ints
+    int* host;             // pinned host memory, 3 * capacity + 1 ints
+    int* device;           // device memory, 3 * capacity + 1 ints
+    int* sorted;           // host workspace, 4 * capacity + 1 ints
     int* cursor;           // (num_cursor) host workspace of the counting sort, grown to the largest token id + 1
     int num_cursor;
     cudaEvent_t done;      // recorded after the last kernel that reads `device`; see encoder_backward
 } EncoderBackwardScratch;
 
-static size_t encoder_backward_scratch_ints(int capacity) { return 4 * (size_t)capacity + 1; }
+static size_t encoder_backward_scratch_ints(int capacity) { return 3 * (size_t)capacity + 1; }
 
 static void encoder_backward_scratch_init(EncoderBackwardScratch* s, int B, int T) {
     if (B < 1 || T < 1 || (size_t)B * T > (size_t)INT32_MAX / 4) {
@@ -126,6 +144,7 @@ static void encoder_backward_scratch_init(EncoderBackwardScratch* s, int B, int 
     size_t bytes = encoder_backward_scratch_ints(s->capacity) * sizeof(int);
     cudaCheck(cudaMallocHost((void**)&s->host, bytes));
     cudaCheck(cudaMalloc((void**)&s->device, bytes));
+    s->sorted = (int*)mallocCheck((4 * (size_t)s->capacity + 1) * sizeof(int));
     s->cursor = NULL;
     s->num_cursor = 0;
     cudaCheck(cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming));
@@ -136,6 +155,7 @@ static void encoder_backward_scratch_free(EncoderBackwardScratch* s) {
     cudaCheck(cudaEventDestroy(s->done));
     cudaCheck(cudaFreeHost(s->host));
     cudaCheck(cudaFree(s->device));
+    free(s->sorted);
     free(s->cursor);
     memset(s, 0, sizeof(*s));
 }
@@ -146,31 +166,36 @@ static void encoder_backward_scratch_free(EncoderBackwardScratch* s) {
 #define ENCODER_SLICES 8 // warps per dwte block: each takes every 8th position of the bucket
 #define ENCODER_UNROLL 4 // positions a warp loads before it adds them (loads in flight per thread)
 
-// grid (num_tokens, ceil(packs / 32)), block (32, ENCODER_SLICES). Block (x, y) sums bucket
-// k = order[x] for the packs g = 32 y + lane. Slice s (warp threadIdx.y) adds the positions
-// start[k] + s, start[k] + s + 8, ... in that (ascending) order into a sum from 0; then slice 0
-// adds the 8 slice sums in slice order, ((s0 + s1) + s2) + ... + s7, and adds that to pack g of
-// dwte[token[k]] (its only writer). Each slice walks its positions ENCODER_UNROLL at a time:
-// first every load (pos, then the dout packs), then the adds in order, so 4 round trips to
-// memory overlap where a plain loop would wait for each in turn (4, not more: at 8 the bf16
-// build needs ~100 registers, half the blocks per SM, and spills under a 4-blocks-per-SM bound).
+// grid (num_tokens, ceil(packs / 32)), block (32, ENCODER_SLICES). Block (x, y) sums bucket x
+// (the buckets in encoder_backward_order's order) for the packs g = 32 y + lane. Slice s (warp
+// threadIdx.y) adds the positions start[x] + s, start[x] + s + 8, ... in that (ascending) order
+// into a sum from 0; then slice 0 adds the 8 slice sums in slice order, ((s0 + s1) + s2) + ... +
+// s7, and adds that to pack g of dwte[token[x]] (its only writer). Each slice walks its positions
+// ENCODER_UNROLL at a time: first every load (pos, then the dout packs), then the adds in order,
+// so 4 round trips to memory overlap where a plain loop would wait for each in turn (4, not more:
+// at 8 the bf16 build needs ~100 registers, half the blocks per SM, and spills under a
+// 4-blocks-per-SM bound). The bucket's bounds and token are read at once (one round trip), and
+// slice 0 reads its pack of the dwte row before the sums (it depends on the token only), so a
+// block of a short bucket waits through 3 round trips (bounds, pos, dout) and the barrier.
 // Only adds, each one fp32 rounding (no product a compiler could contract into them), so a host
 // loop in the same order gives the same bits (test_kernels checks it). Per element of dwte
 // touched: its bucket's dout elements read once, the dwte element read and written once; one
 // barrier.
 // The distinct tokens are on grid.x, which allows 2^31 - 1 of them (grid.y stops at 65535).
 __global__ void __launch_bounds__(32 * ENCODER_SLICES, 4)
-encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start, const int* pos,
-                             const int* order, int C) {
+encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start, const int* pos, int C) {
     __shared__ float partial[ENCODER_SLICES - 1][PACKX_SIZE][32]; // slices 1..7; [j][lane]: no bank conflicts
-    int k = order[blockIdx.x];
+    size_t x = blockIdx.x;
     int lane = threadIdx.x, slice = threadIdx.y;
     size_t g = (size_t)blockIdx.y * 32 + lane;
     bool active = g < packs_of(C);
     bool aligned = C % PACKX_SIZE == 0;
+    int j0 = start[x], j1 = start[x + 1];
+    floatX* row = dwte + (size_t)token[x] * C;
+    PackX w = PackX{};
+    if (slice == 0 && active) { w = load_pack(row, g, C, aligned); } // only this block writes it
     float sum[PACKX_SIZE];
     for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = 0.0f; }
-    int j0 = start[k], j1 = start[k + 1];
     for (int i = j0 + slice; active && i < j1; i += ENCODER_SLICES * ENCODER_UNROLL) {
         int p[ENCODER_UNROLL];
         PackX d[ENCODER_UNROLL];
@@ -194,8 +219,6 @@ encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token,
     for (int s = 0; s < ENCODER_SLICES - 1; s++) {
         for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += partial[s][j][lane]; }
     }
-    floatX* row = dwte + (size_t)token[k] * C;
-    PackX w = load_pack(row, g, C, aligned);
     for (int j = 0; j < PACKX_SIZE; j++) { w.v[j] = from_float(to_float(w.v[j]) + sum[j]); }
     store_pack(row, g, C, aligned, w);
 }
@@ -248,22 +271,22 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
         s->num_cursor = max_token + 1;
         s->cursor = (int*)mallocCheck((size_t)s->num_cursor * sizeof(int));
     }
-    int* token = s->host;
+    int* token = s->sorted;
     int* start = token + BT;
     int* pos = start + BT + 1;
     int* order = pos + BT;
     int num_tokens = encoder_backward_buckets(token, start, pos, s->cursor, s->num_cursor, inp_host, BT);
     encoder_backward_order(order, start, num_tokens);
+    encoder_backward_reorder(s->host, s->host + BT, s->host + 2 * BT + 1, token, start, pos, order, num_tokens);
     // the device copy has the same layout for this BT, so the whole used prefix is one copy
     size_t used = encoder_backward_scratch_ints(BT);
     cudaCheck(cudaMemcpyAsync(s->device, s->host, used * sizeof(int), cudaMemcpyHostToDevice, stream));
     const int* d_token = s->device;
     const int* d_start = d_token + BT;
     const int* d_pos = d_start + BT + 1;
-    const int* d_order = d_pos + BT;
 
     dim3 grid(num_tokens, ceil_div(packs_of(C), 32)), block(32, ENCODER_SLICES);
-    encoder_backward_dwte_kernel<<<grid, block, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, d_order, C);
+    encoder_backward_dwte_kernel<<<grid, block, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, C);
     cudaCheckLaunch();
     encoder_backward_dwpe_kernel<<<ceil_div((size_t)T * packs_of(C), 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     cudaCheckLaunch();

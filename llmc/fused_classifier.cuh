@@ -5,9 +5,12 @@ names for the same tensors (logits, losses, targets, dloss, V, Vp).
 
 The CPU version keeps a (B,T,Vp) probs buffer between forward and backward. Here each row of
 logits is read once to get its max and sum of exponentials together (the "online softmax": a
-running (max, sum) pair, rescaled when a larger logit arrives), and a second time to overwrite
-the logits with dlogits. Nothing of size (B,T,Vp) besides the logits themselves is needed, and
-the loss, log(sum) - (x_target - max), stays finite where a probability underflows to 0.
+running (max, sum) pair, rescaled when a larger logit arrives), and then overwritten with dlogits.
+Nothing of size (B,T,Vp) besides the logits themselves is needed, and the loss,
+log(sum) - (x_target - max), stays finite where a probability underflows to 0. Where a row fits
+in the block's registers (GPT-2's Vp in bf16: 7 packs of 8 logits per thread), each thread keeps
+the logits it read for the second pass, so the row comes from memory once; else the second pass
+reads it again (fused_classifier_reread_kernel).
 
 One block per row. Each thread folds its own logits into a state, then the block merges the
 threads' states in a fixed butterfly order: no atomics, the same bits on every run.
@@ -82,31 +85,49 @@ __host__ __device__ inline float crossentropy_dlogit(float p, int is_target, flo
 // Pack128 in cuda_common.cuh), packs tid, tid + nthreads, ... of the row, so a warp reads 512
 // contiguous bytes per step. A row of Vp logits starts 16-byte aligned: the launcher checks the
 // logits' pointer and that Vp is a multiple of the pack (it is a multiple of 128 in GPT-2).
-// Bytes moved per row: Vp floatX read twice (state, then dlogits), Vp written once.
+// Bytes moved per row: Vp floatX read once (twice in the reread kernel), Vp written once.
 
 #define CLASSIFIER_THREADS 1024 // one block per row; V = 50257 is 49 logits per thread
 
-// The state of the logits thread `tid` of `nthreads` reads in row (Vp): per pack, the max of
-// its columns, then the sum of expf(x - that max) over them in column order (eight independent
-// expf, no branch per element), and that pack's state merged into the thread's (one expf more);
-// the padded columns [V, Vp) are skipped.
+// One pack's logits folded into a thread's state: the max of its first `valid` columns (the
+// padded columns [V, Vp) are skipped), then the sum of expf(x - that max) over them in column
+// order (eight independent expf, no branch per element), and that pack's state merged into the
+// thread's (one expf more). Both kernels fold their packs with this, in the same order.
+__host__ __device__ inline SoftmaxState classifier_fold_pack(SoftmaxState st, PackX pk, int valid) {
+    float x[PACKX_SIZE];
+    float m = -INFINITY;
+    for (int j = 0; j < PACKX_SIZE; j++) {
+        x[j] = to_float(pk.v[j]);
+        if (j < valid) { m = fmaxf(m, x[j]); }
+    }
+    SoftmaxState pack = {m, 0.0f};
+    for (int j = 0; j < PACKX_SIZE && j < valid; j++) { pack.sum += expf(x[j] - m); } // a NaN x: NaN sum
+    return softmax_state_merge(st, pack);
+}
+
+// The state of the logits thread `tid` of `nthreads` reads in row (Vp): its packs in index order.
 __host__ __device__ inline SoftmaxState classifier_thread_state(const floatX* row, int V, int Vp, int tid, int nthreads) {
     SoftmaxState st = softmax_state_empty();
     for (int k = tid; k < Vp / PACKX_SIZE; k += nthreads) {
         PackX pk = load128(row + (size_t)k * PACKX_SIZE);
         int valid = V - k * PACKX_SIZE; // columns of this pack below V
         if (valid <= 0) { continue; }
-        float x[PACKX_SIZE];
-        float m = -INFINITY;
-        for (int j = 0; j < PACKX_SIZE; j++) {
-            x[j] = to_float(pk.v[j]);
-            if (j < valid) { m = fmaxf(m, x[j]); }
-        }
-        SoftmaxState pack = {m, 0.0f};
-        for (int j = 0; j < PACKX_SIZE && j < valid; j++) { pack.sum += expf(x[j] - m); } // a NaN x: NaN sum
-        st = softmax_state_merge(st, pack);
+        st = classifier_fold_pack(st, pk, valid);
     }
     return st;
+}
+
+// Pack k of a row's logits turned into its dlogits: (p - onehot(target)) * dloss for the first V
+// columns, 0 for the padded ones (inv_sum = 1 / the row's sum, one division per thread).
+__host__ __device__ inline PackX classifier_pack_dlogits(PackX pk, int k, SoftmaxState st, float inv_sum, int target,
+                                                         float dloss, int V) {
+    for (int j = 0; j < PACKX_SIZE; j++) {
+        int col = k * PACKX_SIZE + j;
+        float d = 0.0f;
+        if (col < V) { d = crossentropy_dlogit(softmax_prob(to_float(pk.v[j]), st.maxval, inv_sum), col == target, dloss); }
+        pk.v[j] = from_float(d);
+    }
+    return pk;
 }
 
 // store128 with the streaming hint (st.global.cs: evict first): dlogits are not read again by
@@ -122,9 +143,9 @@ __host__ __device__ inline void store128_streaming(T* p, const Pack128<T>& x) {
 #endif
 }
 
-// Overwrites the same packs of row (Vp) with dlogits: (p - onehot(target)) * dloss for the
-// first V columns, 0 for the padded ones. Each thread rewrites only what it read, in the
-// reverse order (the element values do not depend on the order).
+// Overwrites the same packs of row (Vp) with dlogits, rereading them (the fallback kernel's pass 2).
+// Each thread rewrites only what it read, in the reverse order (the element values do not depend
+// on the order).
 __host__ __device__ inline void classifier_thread_dlogits(floatX* row, SoftmaxState st, int target, float dloss,
                                                           int V, int Vp, int tid, int nthreads) {
     float inv_sum = 1.0f / st.sum;
@@ -134,13 +155,74 @@ __host__ __device__ inline void classifier_thread_dlogits(floatX* row, SoftmaxSt
     int last = tid < packs ? tid + (packs - 1 - tid) / nthreads * nthreads : tid - nthreads;
     for (int k = last; k >= tid; k -= nthreads) {
         PackX pk = load128(row + (size_t)k * PACKX_SIZE);
-        for (int j = 0; j < PACKX_SIZE; j++) {
-            int col = k * PACKX_SIZE + j;
-            float d = 0.0f;
-            if (col < V) { d = crossentropy_dlogit(softmax_prob(to_float(pk.v[j]), st.maxval, inv_sum), col == target, dloss); }
-            pk.v[j] = from_float(d);
+        store128_streaming(row + (size_t)k * PACKX_SIZE, classifier_pack_dlogits(pk, k, st, inv_sum, target, dloss, V));
+    }
+}
+
+// The same two passes with the thread's packs held in registers in between, so the row is read
+// from memory once: packs tid + i nthreads (i < CLASSIFIER_HELD_PACKS) of the row, all loaded
+// before the first is used (one round trip), folded in index order as classifier_thread_state
+// folds them (the same state, to the bit), then written back as dlogits from the registers. Needs
+// Vp / PACKX_SIZE <= CLASSIFIER_HELD_PACKS * nthreads (the launcher checks).
+#define CLASSIFIER_HELD_PACKS 7 // GPT-2's Vp = 50304 in bf16: 6,288 packs, at most 7 per thread of 1024
+
+typedef struct {
+    PackX pk[CLASSIFIER_HELD_PACKS];
+} ClassifierHeld;
+
+// Marks a held pack's bits as changed, so that the compiler recomputes pass 2's conversions to
+// float from the packed logits (4 registers a pack) rather than keeping pass 1's (8 floats a pack
+// in bf16: 7 packs of those do not fit in the 64 registers a thread of 1024 has, and spill). No
+// instruction is emitted; the values are the same. Nothing to do on the host and the emulator.
+__host__ __device__ inline void classifier_keep_packed(PackX* pk) {
+#if defined(__CUDA_ARCH__)
+    uint32_t w[4];
+    memcpy(w, pk, sizeof(w));
+    asm volatile("" : "+r"(w[0]), "+r"(w[1]), "+r"(w[2]), "+r"(w[3]));
+    memcpy(pk, w, sizeof(w));
+#else
+    (void)pk;
+#endif
+}
+
+__host__ __device__ inline SoftmaxState classifier_thread_load_state(ClassifierHeld* held, const floatX* row, int V, int Vp,
+                                                                     int tid, int nthreads) {
+    int packs = Vp / PACKX_SIZE;
+#if defined(__CUDA_ARCH__) // (the host compiler does not know the pragma)
+#pragma unroll
+#endif
+    for (int i = 0; i < CLASSIFIER_HELD_PACKS; i++) {
+        int k = tid + i * nthreads;
+        if (k < packs) { held->pk[i] = load128(row + (size_t)k * PACKX_SIZE); }
+    }
+    SoftmaxState st = softmax_state_empty();
+#if defined(__CUDA_ARCH__) // (the host compiler does not know the pragma)
+#pragma unroll
+#endif
+    for (int i = 0; i < CLASSIFIER_HELD_PACKS; i++) {
+        int k = tid + i * nthreads;
+        int valid = V - k * PACKX_SIZE; // columns of this pack below V (<= 0: past V, or past the row)
+        PackX pk = held->pk[i]; classifier_keep_packed(&pk);
+        if (valid > 0) { st = classifier_fold_pack(st, pk, valid); }
+    }
+    return st;
+}
+
+__host__ __device__ inline void classifier_thread_store_dlogits(ClassifierHeld* held, floatX* row, SoftmaxState st,
+                                                                int target, float dloss, int V, int Vp, int tid,
+                                                                int nthreads) {
+    float inv_sum = 1.0f / st.sum;
+    int packs = Vp / PACKX_SIZE;
+#if defined(__CUDA_ARCH__) // (the host compiler does not know the pragma)
+#pragma unroll
+#endif
+    for (int i = 0; i < CLASSIFIER_HELD_PACKS; i++) {
+        int k = tid + i * nthreads;
+        if (k < packs) {
+            PackX pk = held->pk[i];
+            classifier_keep_packed(&pk);
+            store128_streaming(row + (size_t)k * PACKX_SIZE, classifier_pack_dlogits(pk, k, st, inv_sum, target, dloss, V));
         }
-        store128_streaming(row + (size_t)k * PACKX_SIZE, pk);
     }
 }
 
@@ -171,18 +253,42 @@ __device__ inline SoftmaxState block_softmax_state(SoftmaxState st, SoftmaxState
 // ----------------------------------------------------------------------------
 // the kernel and its launcher
 
-// grid BT, block CLASSIFIER_THREADS: block bt handles row bt of logits (BT, Vp)
+// The target's logit, read by thread 0 before the block reduction (whose barrier orders that
+// read before any dlogit write); 0 where the target is outside [0, V) (a corrupt batch: its loss
+// is NaN rather than a stray read).
+__device__ inline float classifier_target_logit(const floatX* row, int target, int target_ok) {
+    return threadIdx.x == 0 && target_ok ? to_float(row[target]) : 0.0f;
+}
+
+// grid BT, block CLASSIFIER_THREADS: block bt handles row bt of logits (BT, Vp), reading it from
+// memory once (each thread's packs held in registers between the passes). Vp / PACKX_SIZE <=
+// CLASSIFIER_HELD_PACKS * CLASSIFIER_THREADS.
 __global__ void __launch_bounds__(CLASSIFIER_THREADS)
 fused_classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp, int write_dlogits) {
     __shared__ SoftmaxState warp_states[32];
     size_t bt = blockIdx.x;
     floatX* row = logits + bt * Vp;
     int target = targets[bt];
-    // a target outside [0, V) (a corrupt batch) gives a NaN loss rather than a stray read
     int target_ok = target >= 0 && target < V;
-    // read before the block reduction: its barrier orders this read before any dlogit write
-    float target_logit = 0.0f;
-    if (threadIdx.x == 0 && target_ok) { target_logit = to_float(row[target]); }
+    float target_logit = classifier_target_logit(row, target, target_ok);
+
+    ClassifierHeld held;
+    SoftmaxState st = classifier_thread_load_state(&held, row, V, Vp, threadIdx.x, blockDim.x);
+    st = block_softmax_state(st, warp_states);
+    if (threadIdx.x == 0) { losses[bt] = target_ok ? crossentropy_loss(st, target_logit) : NAN; }
+    if (write_dlogits) { classifier_thread_store_dlogits(&held, row, st, target, dloss, V, Vp, threadIdx.x, blockDim.x); }
+}
+
+// The same for any Vp: pass 2 reads the row again (from L2 where it is still there, else DRAM).
+__global__ void __launch_bounds__(CLASSIFIER_THREADS)
+fused_classifier_reread_kernel(floatX* logits, float* losses, const int* targets, float dloss, int V, int Vp,
+                               int write_dlogits) {
+    __shared__ SoftmaxState warp_states[32];
+    size_t bt = blockIdx.x;
+    floatX* row = logits + bt * Vp;
+    int target = targets[bt];
+    int target_ok = target >= 0 && target < V;
+    float target_logit = classifier_target_logit(row, target, target_ok);
 
     SoftmaxState st = classifier_thread_state(row, V, Vp, threadIdx.x, blockDim.x);
     st = block_softmax_state(st, warp_states);
@@ -190,21 +296,46 @@ fused_classifier_kernel(floatX* logits, float* losses, const int* targets, float
     if (write_dlogits) { classifier_thread_dlogits(row, st, target, dloss, V, Vp, threadIdx.x, blockDim.x); }
 }
 
-// For each of the BT rows of logits (BT, Vp): softmax over the first V columns, loss = -log p[target]
-// (losses (BT) fp32), and — when write_dlogits — the logits are overwritten with
-// dlogits = (p - onehot(target)) * dloss, padded columns [V, Vp) set to 0. One pass computes the
-// row's max and sum together (online), a second writes dlogits: no (BT, Vp) probabilities buffer.
-// targets (BT) on the device. dloss = the gradient of the mean loss per position (e.g. 1/(B*T)).
-static void fused_classifier(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
-                             int write_dlogits, cudaStream_t stream) {
+// 1 if a row of Vp logits fits in CLASSIFIER_THREADS threads' registers (fused_classifier_kernel)
+static inline int classifier_rows_held(int Vp) {
+    return Vp / PACKX_SIZE <= CLASSIFIER_HELD_PACKS * CLASSIFIER_THREADS;
+}
+
+// As fused_classifier below, with the kernel named: held 1 = fused_classifier_kernel (needs
+// classifier_rows_held(Vp)), 0 = fused_classifier_reread_kernel. For test_kernels, which checks
+// that both give the same bits.
+static void fused_classifier_with(int held, floatX* logits, float* losses, const int* targets, float dloss, int BT,
+                                  int V, int Vp, int write_dlogits, cudaStream_t stream) {
     if (V <= 0 || V > Vp || Vp % PACKX_SIZE != 0) {
         fail("fused_classifier: needs 0 < V <= Vp and Vp a multiple of %d, so that every row starts 16-byte "
              "aligned (V %d, Vp %d)", PACKX_SIZE, V, Vp);
     }
+    if (held && !classifier_rows_held(Vp)) {
+        fail("fused_classifier: a row of Vp %d logits is over %d packs per thread of %d", Vp, CLASSIFIER_HELD_PACKS,
+             CLASSIFIER_THREADS);
+    }
     check_aligned16(logits, "logits", "fused_classifier");
     if (BT <= 0) { return; }
-    fused_classifier_kernel<<<BT, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, targets, dloss, V, Vp, write_dlogits);
+    if (held) {
+        fused_classifier_kernel<<<BT, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, targets, dloss, V, Vp, write_dlogits);
+    } else {
+        fused_classifier_reread_kernel<<<BT, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, targets, dloss, V, Vp,
+                                                                              write_dlogits);
+    }
     cudaCheckLaunch();
+}
+
+// For each of the BT rows of logits (BT, Vp): softmax over the first V columns, loss = -log p[target]
+// (losses (BT) fp32), and — when write_dlogits — the logits are overwritten with
+// dlogits = (p - onehot(target)) * dloss, padded columns [V, Vp) set to 0. One pass computes the
+// row's max and sum together (online), a second writes dlogits: no (BT, Vp) probabilities buffer.
+// The row is read from memory once where each thread can hold its packs in registers (GPT-2's Vp
+// in bf16), else twice. targets (BT) on the device. dloss = the gradient of the mean loss per
+// position (e.g. 1/(B*T)).
+static void fused_classifier(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
+                             int write_dlogits, cudaStream_t stream) {
+    fused_classifier_with(Vp > 0 && classifier_rows_held(Vp), logits, losses, targets, dloss, BT, V, Vp, write_dlogits,
+                          stream);
 }
 
 #endif // LLMC_FUSED_CLASSIFIER_CUH

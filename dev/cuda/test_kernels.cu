@@ -316,17 +316,20 @@ typedef struct {
     int B, T, C;
     int Vp, maxT;    // wte (Vp,C), wpe (maxT,C)
     int token_range; // tokens drawn from [0, token_range): a small range puts many positions on a token
+    int skewed;      // 1: every other position holds token_range - 1 (one long bucket, taken first by
+                     // encoder_backward_order, the highest token), the rest short buckets
 } EncoderShape;
 
 static const EncoderShape ENCODER_SHAPES[] = {
-    {2, 64, 768, 50304, 1024, 50257}, // GPT-2-like: tokens over the whole vocabulary
-    {4, 64, 96, 128, 70, 8},          // 8 tokens over 256 positions: long per-token sums
-    {3, 37, 50, 1000, 40, 1},         // one token everywhere (one bucket); C not a multiple of the pack:
+    {2, 64, 768, 50304, 1024, 50257, 0}, // GPT-2-like: tokens over the whole vocabulary
+    {4, 64, 96, 128, 70, 8, 0},       // 8 tokens over 256 positions: long per-token sums
+    {3, 37, 50, 1000, 40, 1, 0},      // one token everywhere (one bucket); C not a multiple of the pack:
                                       // unaligned rows, element by element
-    {1, 1, 768, 64, 1, 64},           // a single position
-    {2, 32, 64, 50304, 1024, 50257},  // the tiny model's C: 8 packs of bf16 per row (16 of fp32)
-    {2, 5, 68, 200, 8, 100},          // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
-    {8, 128, 40, 64, 128, 5},         // buckets of ~200: each of the 8 slices loops 3-4 times over 8 positions
+    {1, 1, 768, 64, 1, 64, 0},        // a single position
+    {2, 32, 64, 50304, 1024, 50257, 0}, // the tiny model's C: 8 packs of bf16 per row (16 of fp32)
+    {2, 5, 68, 200, 8, 100, 0},       // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
+    {8, 128, 40, 64, 128, 5, 0},      // buckets of ~200: each of the 8 slices loops 3-4 times over 8 positions
+    {4, 64, 96, 128, 70, 50, 1},      // a long bucket (128 positions) before short ones: blocks not in token order
 };
 
 // dwte += dout scattered by token, in encoder_backward_dwte_kernel's own order: per bucket and
@@ -362,9 +365,11 @@ static void check_encoder(const EncoderShape* s) {
     size_t n_out = (size_t)B * T * C, n_wte = (size_t)s->Vp * C, n_wpe = (size_t)s->maxT * C;
     char fwd[128], bwd[128];
     snprintf(fwd, sizeof(fwd), "encoder_forward B=%d T=%d C=%d tokens<%d", B, T, C, s->token_range);
-    snprintf(bwd, sizeof(bwd), "encoder_backward B=%d T=%d C=%d tokens<%d", B, T, C, s->token_range);
+    snprintf(bwd, sizeof(bwd), "encoder_backward B=%d T=%d C=%d tokens<%d%s", B, T, C, s->token_range,
+             s->skewed ? " skewed" : "");
 
     int* inp = random_tokens((size_t)B * T, s->token_range);
+    for (int i = 0; s->skewed && i < B * T; i += 2) { inp[i] = s->token_range - 1; }
     float* wte = random_floatX(n_wte, 0.0f, 1.0f);
     float* wpe = random_floatX(n_wpe, 0.0f, 1.0f);
     float* out_ref = host_zeros(n_out);
@@ -1111,8 +1116,9 @@ static void check_gelu(size_t N) {
 typedef struct { int BT, V, Vp; } ClassifierShape;
 
 static const ClassifierShape CLASSIFIER_SHAPES[] = {
-    {128, 50257, 50304}, // GPT-2: 47 padded columns
+    {128, 50257, 50304}, // GPT-2: 47 padded columns (bf16: held in registers; fp32: over 7 packs a thread, reread)
     {7, 100, 128},
+    {3, 60000, 60032},   // over 7 packs a thread in bf16 too: the reread kernel
 };
 
 static void check_classifier(const ClassifierShape* s) {
@@ -1158,6 +1164,18 @@ static void check_classifier(const ClassifierShape* s) {
         fused_classifier(d_logits, d_losses, d_targets, dloss, BT, V, Vp, 1, g_stream);
         dlogits_bits[run] = snapshot_floatX(d_logits, n);
         losses_bits[run] = download_bytes(d_losses, BT * sizeof(float));
+    }
+    // where the row fits in the registers, the reread kernel (pass 2 reads the logits again) gives
+    // the same bits: the same per-pack math in the same order, only where pass 2's logits come from
+    if (classifier_rows_held(Vp)) {
+        upload_floatX(d_logits, logits, n);
+        fill_nan(d_losses, BT * sizeof(float));
+        fused_classifier_with(0, d_logits, d_losses, d_targets, dloss, BT, V, Vp, 1, g_stream);
+        void* reread_dlogits = snapshot_floatX(d_logits, n);
+        void* reread_losses = download_bytes(d_losses, BT * sizeof(float));
+        check_same_bits(what, "dlogits: the reread kernel's bits", dlogits_bits[0], reread_dlogits, n * sizeof(floatX));
+        check_same_bits(what, "losses: the reread kernel's bits", losses_bits[0], reread_losses, BT * sizeof(float));
+        free(reread_dlogits); free(reread_losses);
     }
     check_close(what, "losses", (const float*)losses_bits[0], losses_ref, BT, TOL_FP32_STATS);
     check_same_bits(what, "losses: same bits on a second run", losses_bits[0], losses_bits[1], BT * sizeof(float));

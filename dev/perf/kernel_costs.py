@@ -551,6 +551,40 @@ def fused_classifier_kernel_30(S, ctx):
                 note="second pass in reverse, %.0f%% of it from DRAM, streaming stores" % (100 * f2))
 
 
+def fused_classifier_kernel_held(S, ctx):
+    # branch classifier (issue 30 item 1): one block of 1024 threads per row, each thread's packs
+    # tid + i 1024 (i < 7) loaded into registers before the first is used (the PTX: 7 ld.global.v4
+    # ahead of the first ex2), folded per pack as fused_classifier_kernel_30's pass 1, the block's
+    # reduction (one barrier), then dlogits written from the registers with st.global.cs. Re-derived
+    # with the calibrated rules: DRAM the row read once and dlogits written once (the byte floor);
+    # bytes in flight per thread the row's 16-byte packs over the block's threads (98 bytes at
+    # Vp 50304: 6 or 7 packs each), one round trip per block (pass 2 loads nothing) and the barrier;
+    # IEEE expf 8 + 1 per pack in pass 1 and one per logit in pass 2, one division per thread; the
+    # occupancy from ptxas' registers (62 on sm_90: one block of 1024 threads per SM).
+    n = S.BT * S.Vp
+    return Cost(S.BT, 1024, read=n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=9 * n, stream="scale",
+                inflight=16 * _packs(S.Vp) / 1024, block_trips=1, block_barriers=1,
+                ieee={"exp": n + n * 9 // 8, "div": S.BT * 1024},
+                note="each thread's packs held in registers: the row read once, streaming stores")
+
+
+def encoder_backward_dwte_kernel_reordered(S, ctx):
+    # branch classifier (issue 30 item 1, the encoder backward): as encoder_backward_dwte_kernel_30,
+    # but the host lays the buckets out in the blocks' order, so block x reads start[x], start[x+1]
+    # and token[x] at once (no order[x] before them: the order array is neither copied nor read),
+    # and slice 0 issues its load of dwte's row (it needs only the token) with the pos loads.
+    # Re-derived with the calibrated rules: a block's chain is the bounds and token (1 round trip),
+    # one group of pos (1) and dout (1) for a bucket of <= 32 positions, the barrier, then the store
+    # (the dwte load has long arrived): 3 trips and 1 barrier per wave of blocks (4 blocks of 8 warps
+    # per SM, ptxas 64 registers on sm_90 under __launch_bounds__(256, 4)). The longest block, the
+    # commonest token's: 1 trip, then ceil(kmax/32) groups of 2 dependent trips (serial_trips).
+    blocks = S.D * cdiv(_packs(S.C), 32)
+    return Cost(blocks, 256, read=S.BT * S.C * X + 4 * (3 * S.BT + 1) + S.D * S.C * X,
+                write=S.D * S.C * X, cc_flops=S.BT * S.C, smem_wavefronts=blocks * 14 * PACK,
+                serial_trips=1 + 2 * cdiv(S.kmax, 32), stream="read", block_trips=3, block_barriers=1,
+                note="longest token bucket %d positions, 8 slices, buckets in block order" % S.kmax)
+
+
 def attention_backward_rowdot_kernel_30(S, ctx):
     # G = hs / 8 lanes per (b, t, h) row, one 16-byte pack of dout and of out each (8 fmaf), then
     # a butterfly of log2 G shuffles; 256 threads per block; D written as one float per row.
@@ -605,7 +639,7 @@ KERNELS_ISSUE30 = {
 # the version of the cost functions it was derived for ("2e0af91": KERNELS; "issue 22": KERNELS
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
-    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30"},
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30"},  # c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
@@ -613,7 +647,7 @@ DERIVED_FROM = {
     # branch attbwd: only attention_backward_dq_reduce_kernel is costed from here (the sm_90a
     # forward and dK/dV kernels: the emulator's wgmma counters, perf_model.wgmma_result)
     "llmc/attention_sm90.cuh": {"a02fdad60f62": "issue 30"},
-    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30"},
+    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30", "f6998a75056e": "issue 30 held"},
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
     "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22", "0e7664ab0b07": "issue 22"},
@@ -653,6 +687,12 @@ KERNELS = {f.__name__: f for f in [
 ]}
 VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22),
             "issue 30": {**KERNELS, **KERNELS_ISSUE22, **KERNELS_ISSUE30}}
+# branch classifier's llmc/fused_classifier.cuh: the packs held in registers (fused_classifier_kernel),
+# and issue 30's two-pass kernel kept under a new name for a Vp over 7 packs a thread
+VERSIONS["issue 30 held"] = {**VERSIONS["issue 30"], "fused_classifier_kernel": fused_classifier_kernel_held,
+                             "fused_classifier_reread_kernel": fused_classifier_kernel_30}
+# branch classifier's llmc/encoder.cuh: the buckets in the dwte kernel's block order
+VERSIONS["issue 30 reordered"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_reordered}
 
 
 def cost_function(name, header_fingerprint):

@@ -233,7 +233,7 @@ def expand_step(counts, S):
                 adamw.append(launches[-1])
             if name in ("global_norm_partial_kernel", "global_norm_finish_kernel"):
                 norm.append(launches[-1])
-            if name == "fused_classifier_kernel":
+            if name in ("fused_classifier_kernel", "fused_classifier_reread_kernel"):  # (reread: a Vp over 7 packs a thread)
                 phase = "backward"
         elif op["op"] == "memset":
             # gpt2_zero_grad (the whole gradient slab) starts the step; gpt2_backward zeroes dresidual (B,T,C)

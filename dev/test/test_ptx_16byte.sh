@@ -15,7 +15,7 @@ PTXAS=$(dirname "$NVCC")/ptxas
 # kernel: 1 if it writes a floatX tensor 16 bytes at a time (the row-dot writes fp32 sums)
 KERNELS="gelu_forward_kernel:1 gelu_backward_kernel:1 layernorm_forward_kernel:1 layernorm_backward_kernel:1 layernorm_backward_warp_kernel:1
 encoder_forward_kernel:1 encoder_backward_dwte_kernel:1 encoder_backward_dwpe_kernel:1
-fused_classifier_kernel:1 attention_backward_rowdot_kernel:0"
+fused_classifier_kernel:1 fused_classifier_reread_kernel:1 attention_backward_rowdot_kernel:0"
 for prec in BF16 FP32; do
     for arch in 80 90; do
         ptx="$tmp/k_${prec}_$arch.ptx"

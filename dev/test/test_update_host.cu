@@ -412,6 +412,47 @@ static void test_kernel_replay(const ClassifierCase* c, int nthreads, double sum
     free(states);
 }
 
+// The kernel that holds each thread's packs in registers (classifier_thread_load_state, then
+// classifier_thread_store_dlogits) against the reread kernel's loops, thread by thread: the same
+// state and the same dlogits, to the bit (the same packs folded in the same order).
+static void test_held_replay(const ClassifierCase* c, int nthreads) {
+    const int V = c->V, Vp = c->Vp;
+    size_t total = (size_t)CL_BT * Vp;
+    floatX* held_out = (floatX*)mallocCheck(total * sizeof(floatX));
+    floatX* reread_out = (floatX*)mallocCheck(total * sizeof(floatX));
+    memcpy(held_out, c->logits, total * sizeof(floatX));
+    memcpy(reread_out, c->logits, total * sizeof(floatX));
+    int ok_state = 1;
+    char detail[200] = "";
+    for (int bt = 0; bt < CL_BT; bt++) {
+        floatX* hrow = held_out + (size_t)bt * Vp;
+        floatX* rrow = reread_out + (size_t)bt * Vp;
+        for (int t = 0; t < nthreads; t++) {
+            ClassifierHeld held;
+            SoftmaxState hs = classifier_thread_load_state(&held, hrow, V, Vp, t, nthreads);
+            SoftmaxState rs = classifier_thread_state(rrow, V, Vp, t, nthreads);
+            if (ok_state && memcmp(&hs, &rs, sizeof(hs)) != 0) {
+                ok_state = 0;
+                snprintf(detail, sizeof(detail), "row %d thread %d: held (%.9g, %.9g), reread (%.9g, %.9g)", bt, t,
+                         hs.maxval, hs.sum, rs.maxval, rs.sum);
+            }
+            // any state will do for pass 2 (the same for both); the row's first logit as the max
+            SoftmaxState st = {to_float(c->logits[(size_t)bt * Vp]), 3.0f};
+            classifier_thread_store_dlogits(&held, hrow, st, c->targets[bt], c->dloss, V, Vp, t, nthreads);
+            classifier_thread_dlogits(rrow, st, c->targets[bt], c->dloss, V, Vp, t, nthreads);
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof(name), "held in registers, %d threads (V %d, Vp %d): each thread's state as the reread loop's",
+             nthreads, V, Vp);
+    report(name, ok_state, detail);
+    snprintf(name, sizeof(name), "held in registers, %d threads (V %d, Vp %d): dlogits as the reread loop's, to the bit",
+             nthreads, V, Vp);
+    report(name, memcmp(held_out, reread_out, total * sizeof(floatX)) == 0, "some dlogits differ");
+    free(held_out);
+    free(reread_out);
+}
+
 // softmax_state_merge is symmetric to the bit, and the empty state is its identity
 static void test_merge_algebra(void) {
     Rng rng;
@@ -567,6 +608,10 @@ int main(void) {
     test_kernel_replay(&small, CLASSIFIER_THREADS, 1e-6);
     // another block size (~790 logits per thread), held to its worst case
     test_kernel_replay(&gpt2, 64, 3.0 * (50304 / 64 + 6 + 5) * FLOAT_ROUNDING);
+    // the kernel that holds the packs: GPT-2's row over 1024 threads in bf16 (as the trainer runs it),
+    // 2048 in fp32 (4 logits a pack: 7 packs or fewer a thread)
+    test_held_replay(&gpt2, CLASSIFIER_THREADS * 8 / PACKX_SIZE);
+    test_held_replay(&small, CLASSIFIER_THREADS);
     classifier_case_free(&gpt2);
     classifier_case_free(&small);
 

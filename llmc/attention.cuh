@@ -1068,6 +1068,7 @@ static inline size_t attention_sm90_dq_offset(int B, int T, int NH) { return ((s
 // attention_backward's scratch, in floats: D (B,NH,T), and where the sm_90a backward runs (so ask
 // after attention_sm90_mode is set), its dQ partials (B*NH x (T/128)(T/128+1)/2 tiles of 32 KB)
 static size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
+    (void)C; // the fp32 build has no sm_90a backward
 #if defined(ENABLE_BF16)
     if (attention_sm90_use_backward(C / NH, T)) {
         return attention_sm90_dq_offset(B, T, NH) + attention_sm90_dq_partial_floats(B, T, NH);

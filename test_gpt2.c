@@ -3,6 +3,7 @@ test_gpt2.c: checks train_gpt2.c against the PyTorch reference written by train_
 
     /usr/bin/python3 train_gpt2.py     # writes gpt2_124M.bin, _debug_state.bin, _losses.bin
     make test_gpt2 && ./test_gpt2      # or ./test_gpt2 gpt2_tiny for another prefix
+    ./test_gpt2 gpt2_tiny 3            # only the first 3 AdamW steps (the sanitizer run)
 
 1. Forward on the reference batch: logits and loss.
 2. Backward: all 16 parameter gradients, each against its own tolerance; recompute -r 1 and
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
     int V = c->vocab_size, Vp = c->padded_vocab_size;
     Reference ref;
     reference_load(&ref, prefix, c, lay->num_parameters);
-    int B = ref.B, T = ref.T, nsteps = ref.steps;
+    int B = ref.B, T = ref.T, nsteps = reference_steps_arg(argc, argv, ref.steps);
     size_t BT = (size_t)B * T;
     const int* x = ref.x;
     const int* y = ref.y;

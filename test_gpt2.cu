@@ -6,6 +6,7 @@ same files test_gpt2.c uses). Needs a GPU.
     ./test_gpt2fp32cu               # fp32 build: tight tolerances
     ./test_gpt2cu                   # bf16 build: per-tensor tolerances (below)
     ./test_gpt2cu gpt2_tiny         # another reference prefix
+    ./test_gpt2cu gpt2_tiny 3       # only the first 3 AdamW steps (the sanitizer run)
 
 1. Loading: the fp32 (v3) and bf16 (v5) files give the same parameters (bf16 build: the v3
    weights rounded to nearest even are the v5 bits).
@@ -261,7 +262,7 @@ int main(int argc, char** argv) {
     int V = c->vocab_size, Vp = c->padded_vocab_size;
     Reference ref;
     reference_load(&ref, prefix, c, lay->num_parameters);
-    int B = ref.B, T = ref.T, nsteps = ref.steps;
+    int B = ref.B, T = ref.T, nsteps = reference_steps_arg(argc, argv, ref.steps);
     size_t BT = (size_t)B * T;
     const int* x = ref.x;
     const int* y = ref.y;

@@ -44,6 +44,19 @@ typedef struct {
     float* step_norm;                  // (steps)
 } Reference;
 
+// The AdamW steps to check: all of the reference's, or the first N where argv[2] = N (1..steps).
+// The sanitizer runs take fewer: every step runs the same code, and a step under ASan costs ~5x.
+static inline int reference_steps_arg(int argc, char** argv, int steps) {
+    if (argc <= 2) { return steps; }
+    char* end;
+    long n = strtol(argv[2], &end, 10);
+    if (*argv[2] == '\0' || *end != '\0' || n < 1 || n > steps) {
+        fprintf(stderr, "%s: steps '%s': expected an integer from 1 to %d (the reference's steps)\n", argv[0], argv[2], steps);
+        exit(2);
+    }
+    return (int)n;
+}
+
 // Reads <prefix>_debug_state.bin and <prefix>_losses.bin for the model of config c (with
 // num_parameters real parameters), checking that they belong to it.
 static inline void reference_load(Reference* r, const char* prefix, const GPT2Config* c, size_t num_parameters) {

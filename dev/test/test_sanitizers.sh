@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CPU trainer under AddressSanitizer + UndefinedBehaviorSanitizer (single process; any
-# report fails): the PyTorch comparison on the tiny model, training at stages 0 and 3 with
+# report fails): the PyTorch comparison on the tiny model (its first 3 AdamW steps), training at stages 0 and 3 with
 # evaluation, sampling past T and a checkpoint, a resume from it, and every bad-input case
 # (leak checks off for those: an error exit does not free).
 # usage: dev/test/test_sanitizers.sh   (after make train_gpt2_asan test_gpt2_asan)
@@ -9,8 +9,9 @@ cd "$(dirname "$0")/../.."
 source dev/test/lib.sh
 export OMP_NUM_THREADS=2 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 asan_clean() { ! grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" "$1"; }
-./test_gpt2_asan gpt2_tiny > "$tmp/t.txt" 2>&1; rc=$?
-[ $rc -eq 0 ] && asan_clean "$tmp/t.txt" && ok "test_gpt2 gpt2_tiny under ASan+UBSan: $(grep -o '[0-9]* passed, [0-9]* failed' "$tmp/t.txt")" \
+# 3 of the 10 AdamW steps: each step runs the same code (the plain run, test_gpt2, checks all 10)
+./test_gpt2_asan gpt2_tiny 3 > "$tmp/t.txt" 2>&1; rc=$?
+[ $rc -eq 0 ] && asan_clean "$tmp/t.txt" && ok "test_gpt2 gpt2_tiny (3 AdamW steps) under ASan+UBSan: $(grep -o '[0-9]* passed, [0-9]* failed' "$tmp/t.txt")" \
     || { bad "test_gpt2_asan: exit $rc"; grep -m5 -E "ERROR|runtime error|FAIL" "$tmp/t.txt"; }
 for z in 0 3; do
     ./train_gpt2_asan -e "$MODEL" "${DATA[@]}" -b 2 -t 16 -z $z -x 2 -v 1 -m 2 -s 2 -g 20 -n 2 -o "$tmp/z$z" > "$tmp/z$z.txt" 2>&1; rc=$?

@@ -6,6 +6,7 @@
 # heads (the tensor-core attention at GPT-2's head size). Each run must end with status 0 and no
 # "cuda-emu:" report on any rank, and give the losses and norms of the same 4 steps run without
 # the checks (the checks only watch: they must not change what runs).
+# Also, without the checks: -ak 1's memory table counts the sm_90a backward's dQ partial tiles.
 # usage: dev/test/test_emu_check.sh [BIN]   (default ./train_gpt2cu_emu_check, the build with the access hooks: make train_gpt2cu_emu_check)
 set -u
 cd "$(dirname "$0")/../.."
@@ -57,6 +58,24 @@ if run hs64 EMU_CHECK=1 -- -e d1 -b 1 -t 128 -x 1 -v 0 -s 0 -ak 1 && quiet hs64;
     ok "a 64-channel head (-e d1, T = 128) on the sm_90a attention kernels (-ak 1), one step on 2 ranks: no report under EMU_CHECK=1"
 else
     bad "the checked run with 64-channel heads (a report or a failure above)"
+fi
+# -ak 1's memory: the sm_90a backward keeps dQ's fp32 partial tiles in attention_backward's scratch
+# (llmc/attention.cuh), one 128-query x 64-channel tile (32 KB) per (query block, key block <= it)
+# of each (b, h), after D (B NH T floats, rounded up to 64). The activations row of the memory table
+# must grow by exactly that from -ak 0 to -ak 1 (no checks: the table, not the kernels, is tested).
+# B = 2, T = 256, one 64-channel head: 2 x 3 tiles (not 2 x 4: the causal triangle) = 196,608 bytes.
+acts() { awk -F'|' '$1 ~ /^activations / { gsub(/ /, "", $2); print $2 }' "$1"; }
+for ak in 0 1; do
+    EMU_CHECK=0 timeout 300 "$BIN" -e d1 "${DATA[@]}" -b 2 -t 256 -x 1 -v 0 -s 0 -ak $ak -o "$tmp/mem_ak$ak" \
+        > "$tmp/mem_ak$ak.txt" 2>&1 || { echo "     -ak $ak run exited $?"; tail -n 3 "$tmp/mem_ak$ak.txt"; }
+done
+a0=$(acts "$tmp/mem_ak0.txt"); a1=$(acts "$tmp/mem_ak1.txt")
+B=2; T=256; NH=1; HS=64; n=$(( (T + 127) / 128 ))
+bht=$(( B * NH * T )); want=$(( 4 * ( (bht + 63) / 64 * 64 - bht + B * NH * n * (n + 1) / 2 * 128 * HS ) ))
+if [ -n "$a0" ] && [ -n "$a1" ] && [ $((a1 - a0)) -eq $want ]; then
+    ok "-ak 1's memory table: activations $a0 -> $a1 bytes, + $want = dQ's partial tiles (B $B, T $T, hs $HS)"
+else
+    bad "-ak 1's memory table: activations '$a0' -> '$a1' bytes, expected + $want (dQ's partial tiles, B $B, T $T)"
 fi
 want=$(steps "$tmp/plain.r0.txt")
 got=$( (steps "$tmp/checked.r0.txt"; steps "$tmp/resumed.r0.txt") | sort -n -u)

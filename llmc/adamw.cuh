@@ -120,37 +120,104 @@ static inline void adamw_check_unit(const AdamWTensors* t, size_t lo, size_t n, 
 }
 
 #define ADAMW_THREADS 512
-#define ADAMW_MAX_BLOCKS (1 << 20) // beyond 512M elements the threads loop
+#define ADAMW_MAX_BLOCKS (1 << 20) // beyond 2G elements the threads loop
+// Elements per thread. A thread of the one-element kernel had 14 bytes of loads in flight (a bf16
+// gradient and three floats), too few for DRAM's latency at 48 warps per SM: the calibrated model
+// (dev/perf) priced it at 1.11 ms per step on an H200 against a 0.81 ms byte floor. Four elements
+// are one 16-byte load each of master, m and v and one 8-byte load of the bf16 gradients: 56 bytes
+// in flight per thread (dev/cuda/NOTES.md, "AdamW, four elements a thread").
+#define ADAMW_VEC 4
+
+// Four consecutive elements as one aligned access (16 bytes of floats, 8 of bf16): the caller
+// checks the alignment (adamw_vec_aligned).
+template <typename T> struct alignas(4 * sizeof(T)) AdamWVec { T v[ADAMW_VEC]; };
+
+// Stores four floatX as one access. Through uint2 / int4 and __stwb (the default write-back store
+// as an intrinsic), as store128 in cuda_common.cuh: a plain assignment of the struct was four
+// 2-byte stores in nvcc 13.0's PTX (st.global.u16 x 4), the value being assembled from bf16 halves.
+__device__ inline void adamw_store_vec(floatX* p, const AdamWVec<floatX>& x) {
+#if defined(ENABLE_BF16)
+    uint2 bits;
+#else
+    int4 bits;
+#endif
+    static_assert(sizeof(bits) == sizeof(x), "four floatX are one 8- or 16-byte access");
+    memcpy(&bits, &x, sizeof(bits));
+#if defined(__CUDA_ARCH__)
+    __stwb(reinterpret_cast<decltype(bits)*>(p), bits);
+#else
+    *reinterpret_cast<decltype(bits)*>(p) = bits; // the CPU emulator
+#endif
+}
 
 // Grid-stride over the n elements [lo, lo + n) of one unit (params, master, grads, m, v point at
-// element lo); each element is read and written by one thread, so the result does not depend on
-// the launch shape. The decay flag is found once per block and step of the loop, for the block's
-// span of blockDim.x elements (2 divisions and 2 table lookups, the same in every thread), and per
-// element only in the few spans that cross a tensor's edge or reach the padding. params and master
-// are not __restrict__: the FP32 build may pass the same buffer for both. GradT: floatX, or float
-// (the bf16 build's fp32 gradients, -zd fp32). Bytes moved per element: grads read, master, m, v
-// read and written, params written.
+// element lo), ADAMW_VEC consecutive elements per thread; each element is read and written by one
+// thread and computed by adamw_element alone, so the result does not depend on the launch shape
+// nor on which path below took the element. The decay flag is found once per block and step of
+// the loop, for the block's span of blockDim.x * ADAMW_VEC elements (2 divisions and 2 table
+// lookups, the same in every thread), and per element only in the few spans that cross a
+// tensor's edge or reach the padding. A thread's four elements go through one vector load and
+// store per array when the pointers allow it (vec_ok, the same for the whole launch) and none of
+// them is padding; otherwise one at a time (a shard starting at an element not a multiple of 4,
+// the unit's last elements, a group reaching the padding, which stays untouched). params and
+// master are not __restrict__: the FP32 build may pass the same buffer for both. GradT: floatX, or
+// float (the bf16 build's fp32 gradients, -zd fp32). Bytes moved per element: grads read, master,
+// m, v read and written, params written.
 template <typename GradT>
 __global__ void __launch_bounds__(ADAMW_THREADS)
 adamw_kernel(floatX* params, float* master, const GradT* __restrict__ grads, float* __restrict__ m,
              float* __restrict__ v, size_t n, unsigned int lo, AdamWTensors tensors, float lr, float beta1,
-             float beta2, float bc1, float bc2, float eps, float weight_decay, float grad_scale) {
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t base = (size_t)blockIdx.x * blockDim.x; base < n; base += stride) {
-        size_t last = base + blockDim.x < n ? base + blockDim.x - 1 : n - 1;
+             float beta2, float bc1, float bc2, float eps, float weight_decay, float grad_scale, int vec_ok) {
+    size_t span = (size_t)blockDim.x * ADAMW_VEC, stride = (size_t)gridDim.x * span;
+    for (size_t base = (size_t)blockIdx.x * span; base < n; base += stride) {
+        size_t last = base + span < n ? base + span - 1 : n - 1;
         int decay = adamw_span_decay(tensors, lo + (unsigned int)base, lo + (unsigned int)last);
-        size_t i = base + threadIdx.x;
+        size_t i = base + (size_t)threadIdx.x * ADAMW_VEC;
         if (i >= n) { continue; }
-        if (decay == -2) { decay = adamw_decay_at(&tensors, lo + (unsigned int)i); }
-        if (decay < 0) { continue; } // padding
-        float pi = master[i], mi = m[i], vi = v[i];
-        adamw_element(&pi, &mi, &vi, to_float(grads[i]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,
-                      decay ? weight_decay : 0.0f);
-        master[i] = pi;
-        m[i] = mi;
-        v[i] = vi;
-        params[i] = from_float(pi);
+        int d[ADAMW_VEC], all_real = 1;
+        for (int k = 0; k < ADAMW_VEC; k++) {
+            d[k] = i + k >= n ? -1 : decay != -2 ? decay : adamw_decay_at(&tensors, lo + (unsigned int)(i + k));
+            all_real &= d[k] >= 0;
+        }
+        if (vec_ok && all_real) { // i + 3 < n: one access per array
+            float4 p4 = *reinterpret_cast<const float4*>(master + i);
+            float4 m4 = *reinterpret_cast<const float4*>(m + i);
+            float4 v4 = *reinterpret_cast<const float4*>(v + i);
+            AdamWVec<GradT> g4 = *reinterpret_cast<const AdamWVec<GradT>*>(grads + i);
+            float pv[ADAMW_VEC] = {p4.x, p4.y, p4.z, p4.w}, mv[ADAMW_VEC] = {m4.x, m4.y, m4.z, m4.w};
+            float vv[ADAMW_VEC] = {v4.x, v4.y, v4.z, v4.w};
+            AdamWVec<floatX> out;
+            for (int k = 0; k < ADAMW_VEC; k++) {
+                adamw_element(&pv[k], &mv[k], &vv[k], to_float(g4.v[k]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,
+                              d[k] ? weight_decay : 0.0f);
+                out.v[k] = from_float(pv[k]);
+            }
+            *reinterpret_cast<float4*>(master + i) = make_float4(pv[0], pv[1], pv[2], pv[3]);
+            *reinterpret_cast<float4*>(m + i) = make_float4(mv[0], mv[1], mv[2], mv[3]);
+            *reinterpret_cast<float4*>(v + i) = make_float4(vv[0], vv[1], vv[2], vv[3]);
+            adamw_store_vec(params + i, out);
+        } else {
+            for (int k = 0; k < ADAMW_VEC; k++) {
+                if (d[k] < 0) { continue; } // padding, or past the end
+                float pi = master[i + k], mi = m[i + k], vi = v[i + k];
+                adamw_element(&pi, &mi, &vi, to_float(grads[i + k]), grad_scale, lr, beta1, beta2, bc1, bc2, eps,
+                              d[k] ? weight_decay : 0.0f);
+                master[i + k] = pi;
+                m[i + k] = mi;
+                v[i + k] = vi;
+                params[i + k] = from_float(pi);
+            }
+        }
     }
+}
+
+// Whether the kernel may move a thread's four elements as one access per array: every pointer
+// (at element lo) aligned to four of its elements, so that element i = 4j of the shard is too.
+template <typename GradT>
+static inline int adamw_vec_aligned(const floatX* params, const float* master, const GradT* grads, const float* m,
+                                    const float* v) {
+    return (uintptr_t)master % 16 == 0 && (uintptr_t)m % 16 == 0 && (uintptr_t)v % 16 == 0 &&
+           (uintptr_t)grads % (ADAMW_VEC * sizeof(GradT)) == 0 && (uintptr_t)params % (ADAMW_VEC * sizeof(floatX)) == 0;
 }
 
 // AdamW on the n elements [lo, lo + n) of one unit, whose tensors `tensors` describes (weight
@@ -166,12 +233,13 @@ static void adamw_update(floatX* params, float* master, const GradT* grads, floa
                          float eps, float weight_decay, float grad_scale, cudaStream_t stream) {
     if (n == 0) { return; }
     adamw_check_unit(tensors, lo, n, "adamw_update");
-    size_t blocks = (n + ADAMW_THREADS - 1) / ADAMW_THREADS;
+    size_t blocks = (n + ADAMW_THREADS * ADAMW_VEC - 1) / (ADAMW_THREADS * ADAMW_VEC);
     if (blocks > ADAMW_MAX_BLOCKS) { blocks = ADAMW_MAX_BLOCKS; }
+    int vec_ok = adamw_vec_aligned(params, master, grads, m, v);
     adamw_kernel<GradT><<<(unsigned int)blocks, ADAMW_THREADS, 0, stream>>>(params, master, grads, m, v, n,
                                                                             (unsigned int)lo, *tensors, lr, beta1,
                                                                             beta2, bc1, bc2, eps, weight_decay,
-                                                                            grad_scale);
+                                                                            grad_scale, vec_ok);
     cudaCheckLaunch();
 }
 

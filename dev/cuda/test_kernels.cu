@@ -1212,6 +1212,8 @@ static const AdamWCase ADAMW_CASES[] = {
     {2, 0, 2 * ADAMW_PIECE_NUMEL + ADAMW_PADDING, 0.1f, 0.8f},  // two pieces (-zu 2), decay, clipping
     {2, 1500, 4000, 0.1f, 1.0f},                                // a shard from inside piece 0's last tensor into piece 1
     {2, 5000, 2 * ADAMW_PIECE_NUMEL + ADAMW_PADDING - 5000, 0.1f, 1.0f}, // a shard that ends in the padding
+    {2, 1502, 4000, 0.1f, 1.0f},  // a shard at an element not a multiple of 4: the kernel's one-at-a-time path (even: an odd
+                                  // start puts two blocks' bf16 params in one 4-byte word, which the emulator's racecheck reports)
 };
 
 static void check_adamw(const AdamWCase* c) {

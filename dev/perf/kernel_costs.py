@@ -446,6 +446,20 @@ def adamw_kernel_unit(S, ctx):
     return c
 
 
+def adamw_kernel_vec4(S, ctx):
+    # issue 30 item 1 (llmc/adamw.cuh, ADAMW_VEC = 4): the same bytes, divisions and square roots
+    # per element; a thread takes four consecutive elements with one 16-byte load each of master,
+    # m and v and one 8-byte load of the bf16 gradients, all issued before the first is used (the
+    # PTX: ld.global.v4.f32 x 3, ld.global.nc.v4.u16), so 4 x 14 bytes in flight per thread;
+    # 512-thread blocks of 2,048 elements. (The one-at-a-time path, for a shard not aligned to 4
+    # elements and the groups at the padding, does not run at GPT-2's units.)
+    c = adamw_kernel_unit(S, ctx)
+    n = ctx["n"]
+    c.grid = min(cdiv(n, 512 * 4), 1 << 20)
+    c.inflight = 4 * (X + 12)
+    return c
+
+
 # The issue-22 tree's functions where its kernels differ from 2e0af91's (the rest are the same:
 # the classifier already read 16-byte packs, dbias_finish is unchanged, and adamw_kernel and the
 # norm's kernels cost per element as before; perf_model.py gives them a unit's, or every unit's,
@@ -650,7 +664,7 @@ DERIVED_FROM = {
     "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30", "f6998a75056e": "issue 30 held"},
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
-    "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22", "0e7664ab0b07": "issue 22"},
+    "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22", "0e7664ab0b07": "issue 22", "4bdb7e5fc6a8": "issue 30 vec4"},
     "llmc/global_norm.cuh": {"d1125d1ea8d6": "2e0af91", "80ce77d7589a": "issue 22"},
 }
 # Kernels checked unchanged (body and launch) in a later version of their header: the row-dot of
@@ -691,6 +705,8 @@ VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22),
 # and issue 30's two-pass kernel kept under a new name for a Vp over 7 packs a thread
 VERSIONS["issue 30 held"] = {**VERSIONS["issue 30"], "fused_classifier_kernel": fused_classifier_kernel_held,
                              "fused_classifier_reread_kernel": fused_classifier_kernel_30}
+# llmc/adamw.cuh with four elements a thread (issue 30 item 1, fifth session)
+VERSIONS["issue 30 vec4"] = {**VERSIONS["issue 30"], "adamw_kernel": adamw_kernel_vec4}
 # branch classifier's llmc/encoder.cuh: the buckets in the dwte kernel's block order
 VERSIONS["issue 30 reordered"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_reordered}
 

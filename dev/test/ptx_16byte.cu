@@ -8,9 +8,9 @@
 #include "../../llmc/adamw.cuh"
 // AdamW (no 16-byte accesses; checked for its stack frame): both gradient types the trainer launches
 template __global__ void adamw_kernel<floatX>(floatX*, float*, const floatX*, float*, float*, size_t, unsigned int,
-                                              AdamWTensors, float, float, float, float, float, float, float, float);
+                                              AdamWTensors, float, float, float, float, float, float, float, float, int);
 #ifdef ENABLE_BF16 // (in the fp32 build floatX is float: one kernel)
 template __global__ void adamw_kernel<float>(floatX*, float*, const float*, float*, float*, size_t, unsigned int,
-                                             AdamWTensors, float, float, float, float, float, float, float, float);
+                                             AdamWTensors, float, float, float, float, float, float, float, float, int);
 #endif
 #include "../../llmc/attention.cuh"

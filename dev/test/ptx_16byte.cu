@@ -6,7 +6,8 @@
 #include "../../llmc/matmul.cuh"
 #include "../../llmc/fused_classifier.cuh"
 #include "../../llmc/adamw.cuh"
-// AdamW (no 16-byte accesses; checked for its stack frame): both gradient types the trainer launches
+// AdamW (16-byte master, m and v, four elements a thread; also checked for its stack frame): both
+// gradient types the trainer launches
 template __global__ void adamw_kernel<floatX>(floatX*, float*, const floatX*, float*, float*, size_t, unsigned int,
                                               AdamWTensors, float, float, float, float, float, float, float, float, int);
 #ifdef ENABLE_BF16 // (in the fp32 build floatX is float: one kernel)

@@ -2,7 +2,8 @@
 # The 16-byte kernels (cuda_common.cuh's Pack128) as nvcc builds them, sm_80 and sm_90, bf16 and
 # fp32 (needs nvcc; no GPU): in the PTX each one loads with ld.global.v4 and, where it writes a
 # floatX tensor, stores with st.global...v4 (nvcc once split such a store into four 4-byte ones,
-# see store128); ptxas -v reports no spills for any of them. AdamW's kernel (both gradient types):
+# see store128); ptxas -v reports no spills for any of them (AdamW: 16-byte master, m, v since it
+# takes four elements a thread; its bf16 params are an 8-byte store). AdamW's kernel (both gradient types):
 # no stack frame and no spills (its tensor table once cost a 112-byte copy in local memory per
 # thread, issue 30).
 # usage: dev/test/test_ptx_16byte.sh
@@ -15,7 +16,7 @@ PTXAS=$(dirname "$NVCC")/ptxas
 # kernel: 1 if it writes a floatX tensor 16 bytes at a time (the row-dot writes fp32 sums)
 KERNELS="gelu_forward_kernel:1 gelu_backward_kernel:1 layernorm_forward_kernel:1 layernorm_backward_kernel:1 layernorm_backward_warp_kernel:1
 encoder_forward_kernel:1 encoder_backward_dwte_kernel:1 encoder_backward_dwpe_kernel:1
-fused_classifier_kernel:1 fused_classifier_reread_kernel:1 attention_backward_rowdot_kernel:0"
+fused_classifier_kernel:1 fused_classifier_reread_kernel:1 attention_backward_rowdot_kernel:0 adamw_kernel:1"
 for prec in BF16 FP32; do
     for arch in 80 90; do
         ptx="$tmp/k_${prec}_$arch.ptx"

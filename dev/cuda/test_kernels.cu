@@ -1331,6 +1331,7 @@ static const GlobalNormCase GLOBAL_NORM_CASES[] = {
     {1, {1000000}, 0},
     {3, {1237, 0, 700001}, 0}, // fewer elements than threads, an empty slice, more
     {4, {96, 5000, 3, 524289}, 1},
+    {1, {8 * 524288 + 7}, 0}, // 8 elements a thread and then some: the unrolled loop (GLOBAL_NORM_UNROLL) and its remainder
 };
 
 template <typename GradT>

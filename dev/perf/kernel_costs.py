@@ -460,6 +460,18 @@ def adamw_kernel_vec4(S, ctx):
     return c
 
 
+def global_norm_partial_kernel_unrolled(S, ctx):
+    # issue 30 (llmc/global_norm.cuh, GLOBAL_NORM_UNROLL = 8): the same grid, bytes and order of
+    # adds; a thread loads 8 of its strided elements before it adds them (the PTX: 8 ld.u16, then 8
+    # fma.rn.f64), so a block waits one round trip per 8 elements (then one per element of the
+    # remainder, under 8) and keeps 16 bytes in flight per thread
+    c = global_norm_partial_kernel(S, ctx)
+    per_thread = cdiv(ctx["n"], 1024 * 512)
+    c.block_trips = per_thread // 8 + per_thread % 8
+    c.inflight = 8 * X
+    return c
+
+
 # The issue-22 tree's functions where its kernels differ from 2e0af91's (the rest are the same:
 # the classifier already read 16-byte packs, dbias_finish is unchanged, and adamw_kernel and the
 # norm's kernels cost per element as before; perf_model.py gives them a unit's, or every unit's,
@@ -665,7 +677,7 @@ DERIVED_FROM = {
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
     "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22", "0e7664ab0b07": "issue 22", "4bdb7e5fc6a8": "issue 30 vec4"},
-    "llmc/global_norm.cuh": {"d1125d1ea8d6": "2e0af91", "80ce77d7589a": "issue 22"},
+    "llmc/global_norm.cuh": {"d1125d1ea8d6": "2e0af91", "80ce77d7589a": "issue 22", "c53e568f8dc0": "issue 30 unrolled"},
 }
 # Kernels checked unchanged (body and launch) in a later version of their header: the row-dot of
 # the attention backward is the same in branch attn's llmc/attention.cuh (b654100), whose other
@@ -707,6 +719,8 @@ VERSIONS["issue 30 held"] = {**VERSIONS["issue 30"], "fused_classifier_kernel": 
                              "fused_classifier_reread_kernel": fused_classifier_kernel_30}
 # llmc/adamw.cuh with four elements a thread (issue 30 item 1, fifth session)
 VERSIONS["issue 30 vec4"] = {**VERSIONS["issue 30"], "adamw_kernel": adamw_kernel_vec4}
+# llmc/global_norm.cuh with 8 loads in flight per thread (issue 30 item 1, fifth session)
+VERSIONS["issue 30 unrolled"] = {**VERSIONS["issue 30"], "global_norm_partial_kernel": global_norm_partial_kernel_unrolled}
 # branch classifier's llmc/encoder.cuh: the buckets in the dwte kernel's block order
 VERSIONS["issue 30 reordered"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_reordered}
 

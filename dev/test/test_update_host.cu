@@ -511,6 +511,44 @@ static void test_global_norm(size_t n, int all_ones) {
     free(xf);
 }
 
+// A thread's sum (global_norm_thread_sum loads GLOBAL_NORM_UNROLL elements before adding them) is
+// the plain strided loop's, bit for bit: the adds in element order, whatever the unrolling. Small
+// thread counts make short arrays walk the unrolled loop, its remainder, and both.
+#define COUNT_OF_SIZES(a) (sizeof(a) / sizeof((a)[0]))
+static void test_global_norm_thread_order(void) {
+    const size_t sizes[] = {0, 1, 7, 8, 23, 24, 25, 100, 1001};
+    const size_t counts[] = {1, 3, 8};
+    floatX* x = (floatX*)mallocCheck(2 * 1001 * sizeof(floatX));
+    Rng rng;
+    rng_init(&rng, 7);
+    // magnitudes over 2^-40 .. 2^40: squares of bf16 values are exact in double and a sum of
+    // similar ones stays exact, so only a wide range makes the order of the adds show in the bits
+    for (size_t i = 0; i < 2 * 1001; i++) {
+        x[i] = from_float(ldexpf(rng_normal(&rng, 0.0f, 1.0f), (int)(rng_uniform(&rng) * 80.0f) - 40));
+    }
+    int ok = 1, checked = 0;
+    char detail[160] = "";
+    for (size_t a = 0; a < COUNT_OF_SIZES(sizes) && ok; a++) {
+        for (size_t c = 0; c < COUNT_OF_SIZES(counts) && ok; c++) {
+            GlobalNormPart parts[2] = {{x, sizes[a]}, {x + 1001, 1001 - sizes[a]}};
+            for (size_t tid = 0; tid < counts[c] && ok; tid++) {
+                double want = 0.0; // the documented order: each part in turn, x[tid], x[tid + nthreads], ...
+                for (int p = 0; p < 2; p++) {
+                    const floatX* xp = (const floatX*)parts[p].x;
+                    for (size_t i = tid; i < parts[p].n; i += counts[c]) { want += (double)to_float(xp[i]) * (double)to_float(xp[i]); }
+                }
+                double got = global_norm_thread_sum<floatX>(parts, 2, tid, counts[c]);
+                ok = memcmp(&got, &want, sizeof(got)) == 0;
+                checked++;
+                if (!ok) { snprintf(detail, sizeof(detail), "n %zu, %zu threads, thread %zu: %.17g, plain loop %.17g", sizes[a], counts[c], tid, got, want); }
+            }
+        }
+    }
+    if (ok) { snprintf(detail, sizeof(detail), "%d threads' sums", checked); }
+    report("global_norm_thread_sum (8 loads, then 8 adds) = the plain strided loop, bit for bit", ok, detail);
+    free(x);
+}
+
 // ----------------------------------------------------------------------------
 // bf16 rounding of the params: round to nearest, ties to even, against a bit-level reference
 
@@ -619,6 +657,7 @@ int main(void) {
     const size_t sizes[5] = {0, 1, 1000, grid_threads + 3, 3000017};
     for (int i = 0; i < 5; i++) { test_global_norm(sizes[i], 0); }
     test_global_norm(grid_threads * 3 - 5, 1);
+    test_global_norm_thread_order();
 
     test_bf16_rounding();
 

@@ -1034,6 +1034,37 @@ void check_proxy_fence(int linear) {
     c->proxy_fences[linear]++;
 }
 
+// A wgmma's read of shared word `w` (bytes `bytes` of it) as reads by the threads of its warpgroup
+// (threads wg0 .. wg0 + 127): the word's last generic stores must be ordered before every warp of
+// it, i.e. before one lane of each warp (the wgmma's .sync makes the lanes of a warp wait for each
+// other, as at __syncwarp; nothing joins the four warps): by a __syncthreads since, by the storing
+// thread being that lane or a lane of its warp joined since, or by an mbarrier phase that the lane
+// saw complete and that the storing thread (or one that knew of its store) arrived on. A store by
+// another warp of the same warpgroup needs that ordering too. Bytes written by a bulk copy have no
+// generic store (check_async_write forgets them): tma_token_seen asks for their phase instead.
+static void wgmma_read_ordered(Context* c, size_t w, uint32_t bytes, int wg0, const std::string& instr) {
+    SharedWord& sw = c->sh_words[w >> 2];
+    if (sw.interval != c->interval) { return; } // a __syncthreads since the stores
+    for (const Access* a : {&sw.writer, &sw.writer2}) {
+        if (a->thread < 0 || !(a->bytes & bytes)) { continue; }
+        for (int warp = wg0; warp < wg0 + 128; warp += 32) {
+            bool seen = false;
+            for (int l = warp; l < warp + 32 && l < c->nthreads && !seen; l++) {
+                c->thread = l;
+                seen = ordered(c, *a);
+            }
+            if (seen) { continue; }
+            c->thread = warp;
+            report("racecheck", kernel_text() + ": " + instr + " reads shared memory at offset " + std::to_string(w) + " (" +
+                                    describe_shared(w) + ") that " + thread_text(c, a->thread) +
+                                    " wrote with a generic-proxy store at " + source_line(a->pc) + ", and no lane of warp " +
+                                    std::to_string(warp / 32) + " (in the wgmma's warpgroup) is ordered after that store: "
+                                    "no __syncthreads between them, and no mbarrier phase that a lane of the warp saw "
+                                    "complete carries it (a missing mbarrier wait?)");
+        }
+    }
+}
+
 void check_async_read(int linear, const void* p, size_t n, const void* pc, const char* what, Site site) {
     Context* c = tl_context;
     if (!tl_active || c == nullptr) { return; }
@@ -1067,6 +1098,8 @@ void check_async_read(int linear, const void* p, size_t n, const void* pc, const
                 report("racecheck", kernel_text() + ": " + instr + " reads shared memory at offset " + std::to_string(w) + " (" +
                                         describe_shared(w) + "): " + why);
             }
+            size_t lo = std::max(w, off), hi = std::min(w + 4, off + n);
+            wgmma_read_ordered(c, w, ((1u << (hi - lo)) - 1) << (lo - w), linear / 128 * 128, instr);
         }
     }
     c->thread = me;

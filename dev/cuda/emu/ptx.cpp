@@ -460,7 +460,9 @@ void ptx_ldmatrix(int num, bool trans, uint64_t addr, uint32_t* d, Site site) {
 // - fence.proxy.async: with EMU_CHECK, a wgmma reading a shared word whose last generic store was
 //   not followed by a fence.proxy.async of the storing thread is an error naming both lines. A
 //   cp.async.bulk.tensor on an mbarrier whose initializing thread did not execute
-//   fence.mbarrier_init (or fence.proxy.async) after the init is an error.
+//   fence.mbarrier_init (or fence.proxy.async) after the init is an error. With EMU_CHECK, that
+//   store must also be ordered before a lane of each warp of the wgmma's warpgroup (a __syncthreads,
+//   or an mbarrier phase carrying it: check.cpp's wgmma_read_ordered), else an error naming both.
 
 static const uint32_t WGMMA_POISON = 0x7FEDEAD0u; // a quiet NaN: "not delivered yet"
 static float wgmma_poison() {

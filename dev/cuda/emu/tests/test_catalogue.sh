@@ -1079,6 +1079,16 @@ checks_wgmma_ok() {
         "wgmma_ok.cu:$(marker wgmma_ok "// BUG-late")" "no mbarrier phase"
     check "wgmma_ok: the pipeline right under EMU_CHECK=1 in reverse order (mbarriers order warp 5's stores)" \
         eval 'run wgmma_ok EMU_CHECK=1 EMU_THREAD_ORDER=reverse -- pipeline && want_status 0 && want_out "result: right" && want_quiet'
+    # the dS^T exchange of llmc/attention_sm90.cuh's dK/dV kernel: each warpgroup stores half a tile
+    # (fence.proxy.async, an mbarrier arrival) that both warpgroups' wgmma read
+    check "wgmma_ok: the exchange right under EMU_CHECK=1 in reverse order (the mbarrier orders the other warpgroup's stores)" \
+        eval 'run wgmma_ok EMU_CHECK=1 EMU_THREAD_ORDER=reverse -- exchange && want_status 0 && want_out "result: right" && want_quiet'
+    local how
+    for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse; do
+        check "wgmma_ok: a removed mbarrier wait before a wgmma reading another warpgroup's stores (nodswait, $how): racecheck names the store and the wgmma" \
+            fatal_case wgmma_ok EMU_CHECK=1 "$how" -- nodswait ::: "racecheck" "wgmma_ok.cu:$(marker wgmma_ok "// BUG-exchange-store")" \
+            "wgmma_ok.cu:$(marker wgmma_ok "// BUG-exchange-wgmma")" "no lane of warp 0 (in the wgmma's warpgroup) is ordered after that store"
+    done
 }
 
 checks_wgmma_broken() {

@@ -1,4 +1,4 @@
-// CORRECT: llmc/wgmma.cuh on the emulator: 64x64 products (K 32 or 64) by wgmma from shared memory (ss: A and B each K-major or MN-major, with no swizzle or the 128B swizzle, stored by hand with fence.proxy.async) and with A from registers (rs), one with both tiles brought by TMA (128B swizzle, A's last 4 rows out of the tensor: zeros), and a producer/consumer pipeline (a TMA warpgroup and a wgmma warpgroup, 2 stages, full/empty mbarriers, setmaxnreg) over K = 256; each checked exactly against the host's fp32 product (small-integer inputs: every sum is exact in any order). Prints "result: right" and exits 0; any mismatch prints "result: WRONG" and exits 1. Argument "lateread" (BROKEN): the consumers read warp 5's row after arriving on the stage's empty barrier: racecheck (EMU_CHECK=1) must name the read and warp 5's next store.
+// CORRECT: llmc/wgmma.cuh on the emulator: 64x64 products (K 32 or 64) by wgmma from shared memory (ss: A and B each K-major or MN-major, with no swizzle or the 128B swizzle, stored by hand with fence.proxy.async) and with A from registers (rs), one with both tiles brought by TMA (128B swizzle, A's last 4 rows out of the tensor: zeros), and a producer/consumer pipeline (a TMA warpgroup and a wgmma warpgroup, 2 stages, full/empty mbarriers, setmaxnreg) over K = 256; each checked exactly against the host's fp32 product (small-integer inputs: every sum is exact in any order). Prints "result: right" and exits 0; any mismatch prints "result: WRONG" and exits 1. Argument "lateread" (BROKEN): the consumers read warp 5's row after arriving on the stage's empty barrier: racecheck (EMU_CHECK=1) must name the read and warp 5's next store; and two warpgroups each storing half of a B tile (fence.proxy.async, an mbarrier of 256 arrivals that both wait on) for both warpgroups' wgmma ("exchange"). Argument "nodswait" (BROKEN): the exchange without the mbarrier wait: racecheck (EMU_CHECK=1) must name the other warpgroup's store and the wgmma.
 // NVCC_FLAGS: -gencode arch=compute_90a,code=sm_90a
 // Also compiled by the real nvcc for sm_90a where it exists (dev/cuda/emu/tests/wgmma_nvcc.sh).
 #include <cuda_runtime.h>
@@ -195,6 +195,52 @@ __global__ void __launch_bounds__(256) gemm_pipeline(const __grid_constant__ CUt
 #endif
 }
 
+// D = A (64 x 32) B (32 x 64), computed by each of two warpgroups (warpgroup g into D + 4096 g): A
+// from registers, B^T K-major without swizzle in shared memory, of which warpgroup g stores rows n =
+// 32 (1 - g) .. 32 (1 - g) + 31 (the other's first) with plain stores, then fence.proxy.async and an
+// arrival on an mbarrier of 256 arrivals that both wait on before their wgmma reads all 64 rows
+// (llmc/attention_sm90.cuh's dS^T exchange in the dK/dV kernel). wait = 0 (BROKEN, argument
+// "nodswait"): warpgroup 0 does not wait; racecheck must name warpgroup 1's store (of row 0, the
+// first that warpgroup 0's wgmma reads) and the wgmma.
+__global__ void __launch_bounds__(256) gemm_exchange(const __nv_bfloat16* A, const __nv_bfloat16* B, float* D, int wait) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int K = 32;
+    __shared__ alignas(1024) __nv_bfloat16 sb[64 * K];
+    __shared__ alignas(8) uint64_t bar;
+    int tid = threadIdx.x, wg = tid / 128, t = tid % 128;
+    uint32_t mbar = smem_addr_of(&bar);
+    if (tid == 0) {
+        mbar_init(mbar, 256);
+        fence_mbarrier_init();
+    }
+    __syncthreads();
+    for (int i = t; i < 32 * K; i += 128) {
+        int x = 32 * (1 - wg) + i / K, k = i % K;
+        sb[tile_offset(K_NONE, x, k, K) / 2] = B[k * 64 + x]; // BUG-exchange-store
+    }
+    fence_proxy_async(); // this thread's stores, for the async proxy
+    mbar_arrive(mbar);
+    if (wait || wg == 1) { mbar_wait(mbar, 0); } // both halves in
+    uint32_t a[K / 16][4];
+    for (int kk = 0; kk < K / 16; kk++) {
+        for (int r = 0; r < 4; r++) {
+            int row = wgmma_a_row(t, 2 * r), col = 16 * kk + wgmma_a_col(t, 2 * r);
+            __nv_bfloat162 v = __halves2bfloat162(A[row * K + col], A[row * K + col + 1]);
+            memcpy(&a[kk][r], &v, 4);
+        }
+    }
+    float d[32];
+    wgmma_fence();
+    for (int kk = 0; kk < K / 16; kk++) {
+        wgmma_rs<64, 0>(d, a[kk], tile_desc(K_NONE, smem_addr_of(sb), kk, K), kk > 0); // BUG-exchange-wgmma
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(d);
+    for (int e = 0; e < 32; e++) { D[64 * 64 * wg + wgmma_d_row(t, e) * 64 + wgmma_d_col(t, e)] = d[e]; }
+#endif
+}
+
 static float bf(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // host reference: D = A B over K, rows >= m_valid of A taken as zeros
@@ -274,6 +320,17 @@ int main(int argc, char** argv) {
             CHECK(cudaMemcpy(hD, dD, sizeof(hD), cudaMemcpyDeviceToHost));
             bad += compare(c.name, hD, hA32, hB, 32, 64, 32);
         }
+    }
+    if (!strcmp(only, "all") || !strcmp(only, "exchange") || !strcmp(only, "nodswait")) {
+        float* dD2;
+        CHECK(cudaMalloc(&dD2, 2 * 64 * 64 * 4));
+        gemm_exchange<<<1, 256>>>(dA32, dB32, dD2, strcmp(only, "nodswait") != 0);
+        CHECK(cudaGetLastError());
+        static float hD2[2 * 64 * 64];
+        CHECK(cudaMemcpy(hD2, dD2, sizeof(hD2), cudaMemcpyDeviceToHost));
+        bad += compare("exchange: B^T stored half by each warpgroup, mbarrier, warpgroup 0's wgmma", hD2, hA32, hB, 32, 64, 32);
+        bad += compare("exchange: ... warpgroup 1's wgmma", hD2 + 64 * 64, hA32, hB, 32, 64, 32);
+        CHECK(cudaFree(dD2));
     }
     if (!strcmp(only, "all") || !strcmp(only, "tma") || !strcmp(only, "pipeline") || !strcmp(only, "lateread")) {
         CUtensorMap map_a, map_b, map_a60, map_bt;

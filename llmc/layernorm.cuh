@@ -236,8 +236,8 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
 // The same chunk, one WARP per chunk (issue 30): where a lane can hold its share of a row in
 // registers (at most LAYERNORM_BWD_LANE_PACKS packs per lane: C <= 1024 in bf16, 512 in fp32),
 // lane l owns the packs l, l + 32, ..., l + 32 (P - 1) of every row of its warp's chunk, and the
-// two row sums are warp sums (shuffles): no shared memory and no barrier, where the block version
-// crosses four per row. Per row a lane loads P packs each of inp, dout and dinp (all 3P loads
+// two row sums are warp sums (shuffles): no barrier, where the block version crosses four per
+// row. Per row a lane loads P packs each of inp, dout and dinp (all 3P loads
 // issued before the first use), sums its columns in pack order, then the butterfly
 // (cuda_common.cuh's warp_sum); writes P packs of dinp and adds its columns' dweight/dbias terms
 // to its column sums, in row order as the block version. Bytes per row as the block version (6C

@@ -17,8 +17,9 @@ Pack128 in cuda_common.cuh), and a block has one thread per pack, rounded up to 
             per pack (layernorm_backward_kernel). Either way the rows go in turn: for each, a
             thread reads its pack(s) of dout, inp and dinp once, the warp (block) sums give the
             row means of dnorm and dnorm * norm, and the thread writes dinp back and adds its
-            columns' dweight/dbias terms to its registers. After its rows, the warp (block)
-            writes those column sums (one chunk) to `scratch`; a second small kernel adds the
+            columns' dweight/dbias terms to its column sums (shared memory in the warp
+            version, registers in the block one). After its rows, the warp (block) writes
+            those sums (one chunk) to `scratch`; a second small kernel adds the
             chunks in a fixed order (32 lanes per column, each summing every 32nd chunk, then
             the lanes in order). No atomics, so two runs give the same bits (and the same bits
             on any GPU: the chunking depends on N and C only, not on the number of SMs).
@@ -235,34 +236,58 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
 // The same chunk, one WARP per chunk (issue 30): where a lane can hold its share of a row in
 // registers (at most LAYERNORM_BWD_LANE_PACKS packs per lane: C <= 1024 in bf16, 512 in fp32),
 // lane l owns the packs l, l + 32, ..., l + 32 (P - 1) of every row of its warp's chunk, and the
-// two row sums are warp sums (shuffles): no shared memory and no barrier, where the block version
-// crosses four per row. Per row a lane loads P packs each of inp, dout and dinp (all 3P loads
+// two row sums are warp sums (shuffles): no barrier, where the block version crosses four per
+// row. Per row a lane loads P packs each of inp, dout and dinp (all 3P loads
 // issued before the first use), sums its columns in pack order, then the butterfly
 // (cuda_common.cuh's warp_sum); writes P packs of dinp and adds its columns' dweight/dbias terms
-// to registers, in row order as the block version. Bytes per row as the block version (6C read,
-// 2C written); per chunk 2 C floats of partial sums written. The warps of a block are independent
-// chunks (LAYERNORM_BWD_WARPS per block), so a block never waits for another warp.
+// to its column sums, in row order as the block version. Bytes per row as the block version (6C
+// read, 2C written); per chunk 2 C floats of partial sums written. The warps of a block are
+// independent chunks (LAYERNORM_BWD_WARPS per block), so a block never waits for another warp.
+//
+// Where the column sums live: in SHARED memory, not registers. A lane's sums are 2 x PACKX_SIZE x P
+// floats (48 at GPT-2's C = 768 in bf16: P = 3), kept over the chunk's 32 rows. In registers,
+// beside the 3P packs of the row in flight and the P packs of weight, they made P = 3 take 168
+// registers (ptxas -v, sm_90), so an SM held 3 blocks (12 warps): 1584 chunks at once on an
+// H200's 132 SMs, and the 2048 chunks of B = 64 (N = 65536 rows) ran as 1.29 waves, the last 0.29
+// a second pass of latency with most of the GPU idle. Capping them at 128 registers
+// (__launch_bounds__(128, 4)) made ptxas spill 140 bytes a thread to local memory. With the sums
+// in shared memory the same cap needs no spill (128 registers at P = 3), so 4 blocks (16 warps:
+// 2112 chunks) fit an SM and B = 64 is one wave. The price is a shared load and store per column
+// per row (2 x 2 x PACKX_SIZE x P wavefronts of 128 bytes per warp per row), which runs beside the
+// global traffic rather than adding to it: the kernel stays bound by DRAM. Each warp has its own
+// [2][PACKX_SIZE * P][32] floats, word [k][lane] for lane `lane`'s column k: the 32 lanes of an
+// access hit 32 consecutive words, one per bank (no conflicts), and only the lane that owns a word
+// touches it, so no barrier or __syncwarp is needed. The terms and their order are unchanged (one
+// fp32 sum per column, row after row), so the bits are those of the register version.
 #define LAYERNORM_BWD_LANE_PACKS 4
 #define LAYERNORM_BWD_WARPS 4
+// Blocks per SM asked of ptxas (the register cap 65536 / (128 x blocks)), each checked with
+// ptxas -v to need no spill, sm_80 and sm_90, bf16 and fp32 (dev/test/test_ptx_16byte.sh):
+// P = 1: 6 (<= 80 registers); P = 2, 3: 4 (<= 128); P = 4 (C in (768, 1024] in bf16): 3 (<= 168).
+// Left to itself ptxas takes more (P = 3: 175) and an SM fewer blocks.
+#define LAYERNORM_BWD_MIN_BLOCKS(P) ((P) == 1 ? 6 : (P) <= 3 ? 4 : 3)
 
 // Packs of a row per lane when a warp holds the row: ceil(packs / 32).
 static inline int layernorm_backward_lane_packs(int C) { return ceil_div(ceil_div(C, PACKX_SIZE), 32); }
 
 template <int P>
-__global__ void __launch_bounds__(32 * LAYERNORM_BWD_WARPS)
+__global__ void __launch_bounds__(32 * LAYERNORM_BWD_WARPS, LAYERNORM_BWD_MIN_BLOCKS(P))
 layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout, const floatX* inp,
                                const floatX* weight, const float* mean, const float* rstd, int N, int C) {
+    // the column sums of each warp's lanes (see above): sums[warp][0] dweight, [1] dbias; word
+    // [p * PACKX_SIZE + j][lane] is lane `lane`'s column j of its pack p, summed over the rows in order
+    __shared__ float sums[LAYERNORM_BWD_WARPS][2][P * PACKX_SIZE][32];
     int lane = threadIdx.x % 32;
     int chunk = blockIdx.x * LAYERNORM_BWD_WARPS + threadIdx.x / 32;
     if (chunk * LAYERNORM_BWD_ROWS >= N) { return; } // the whole warp: no barrier follows
     int packs = (int)packs_of(C);
     bool aligned = C % PACKX_SIZE == 0;
+    float(*dw)[32] = sums[threadIdx.x / 32][0], (*db)[32] = sums[threadIdx.x / 32][1]; // dw[k][lane]
     PackX w[P];
-    float dw[P][PACKX_SIZE], db[P][PACKX_SIZE]; // this lane's columns, summed over the chunk's rows in order
     for (int p = 0; p < P; p++) {
         int g = lane + 32 * p;
         if (g < packs) { w[p] = load_pack(weight, g, C, true); }
-        for (int j = 0; j < PACKX_SIZE; j++) { dw[p][j] = db[p][j] = 0.0f; }
+        for (int j = 0; j < PACKX_SIZE; j++) { dw[p * PACKX_SIZE + j][lane] = db[p * PACKX_SIZE + j][lane] = 0.0f; }
     }
     int r0 = chunk * LAYERNORM_BWD_ROWS, r1 = min(N, r0 + LAYERNORM_BWD_ROWS);
     for (int row = r0; row < r1; row++) {
@@ -298,8 +323,8 @@ layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout,
                 float dnorm = to_float(w[p].v[j]) * d;
                 float dx = layernorm_dinp(dnorm, norm, dnorm_mean, dnorm_norm_mean, s);
                 gp[p].v[j] = from_float(to_float(gp[p].v[j]) + dx);
-                dw[p][j] += norm * d;
-                db[p][j] += d;
+                dw[p * PACKX_SIZE + j][lane] += norm * d;
+                db[p * PACKX_SIZE + j][lane] += d;
             }
             store_pack(dinp + base, g, C, aligned, gp[p]);
         }
@@ -308,8 +333,8 @@ layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout,
     for (int p = 0; p < P; p++) {
         int first = (lane + 32 * p) * PACKX_SIZE;
         for (int j = 0; j < PACKX_SIZE && first + j < C; j++) {
-            out[first + j] = dw[p][j];
-            out[C + first + j] = db[p][j];
+            out[first + j] = dw[p * PACKX_SIZE + j][lane];
+            out[C + first + j] = db[p * PACKX_SIZE + j][lane];
         }
     }
 }

@@ -539,6 +539,22 @@ def layernorm_backward_warp_kernel(S, ctx):
                 ieee={"div": 2 * rows * 32}, note="%d chunks of 32 rows, a warp each" % chunks)
 
 
+def layernorm_backward_warp_kernel_smem(S, ctx):
+    # branch lnbwd (issue 30): the same kernel with each lane's dweight/dbias column sums in shared
+    # memory instead of registers (layernorm.cuh), so P = 3 fits 128 registers and 4 blocks of 4
+    # warps per SM (ptxas: the occupancy comes from its registers and the 24 KB of static shared
+    # memory per block at P = 3, as for every kernel). DRAM bytes, FLOPs, bytes in flight and the
+    # dependent round trip per row as layernorm_backward_warp_kernel above. Shared memory: per row
+    # and warp, a load and a store of each of the lane's 2 x PACK x P sums (one conflict-free
+    # 128-byte wavefront each: the 32 lanes read 32 consecutive words), and per chunk the sums
+    # zeroed (a store each) and read back for the partial sums (a load each).
+    c = layernorm_backward_warp_kernel(S, ctx)
+    rows, chunks, P = S.BT, cdiv(S.BT, 32), cdiv(_packs(S.C), 32)
+    c.smem_wavefronts = rows * 4 * PACK * P + chunks * 4 * PACK * P
+    c.note += ", column sums in shared memory"
+    return c
+
+
 def classifier_pass2_dram_fraction(S, threads=1024):
     """The share of the classifier's second pass over a row that comes from DRAM again (issue 30's
     kernel, which rereads each thread's packs last first). A pack's reuse distance is the bytes
@@ -666,7 +682,7 @@ KERNELS_ISSUE30 = {
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
     "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered"},
-    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
+    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30", "ed23b3df8ba2": "issue 30 smem sums"},  # ed23b3df8ba2: branch lnbwd, the warp kernel's column sums in shared memory (its launch bounds per P; the other kernels unchanged)
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30"},  # cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
@@ -723,6 +739,8 @@ VERSIONS["issue 30 vec4"] = {**VERSIONS["issue 30"], "adamw_kernel": adamw_kerne
 VERSIONS["issue 30 unrolled"] = {**VERSIONS["issue 30"], "global_norm_partial_kernel": global_norm_partial_kernel_unrolled}
 # branch classifier's llmc/encoder.cuh: the buckets in the dwte kernel's block order
 VERSIONS["issue 30 reordered"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_reordered}
+# branch lnbwd's llmc/layernorm.cuh: the warp kernel's column sums in shared memory
+VERSIONS["issue 30 smem sums"] = {**VERSIONS["issue 30"], "layernorm_backward_warp_kernel": layernorm_backward_warp_kernel_smem}
 
 
 def cost_function(name, header_fingerprint):

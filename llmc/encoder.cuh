@@ -12,7 +12,11 @@ its token's positions in a fixed order: each of its 8 warps (the "slices") takes
 position of the bucket in ascending order, lane g holding pack g, and the 8 slice sums are
 added in slice order; one writer per element of dwte, no atomics. A frequent token (the
 newline is ~8% of tiny Shakespeare's positions) is so one serial chain of an 8th of its bucket,
-walked 4 positions at a time (4 loads in flight per thread). dwpe needs no buckets: row t is the sum over b.
+walked 4 positions at a time (4 loads in flight per thread). A short bucket (at most 8
+positions: most tokens of a batch) would leave most of such a block idle, so it gets one warp,
+8 of them to a block, which makes the same adds in the same order (each slice of a short bucket
+holds at most one position): the bits do not depend on which of the two sums a bucket.
+dwpe needs no buckets: row t is the sum over b.
 */
 #ifndef LLMC_ENCODER_CUH
 #define LLMC_ENCODER_CUH
@@ -89,25 +93,34 @@ static int encoder_backward_buckets(int* token, int* start, int* pos, int* curso
     return num_tokens;
 }
 
-// The order the dwte kernel's blocks take the buckets in: those of at least
-// ENCODER_LONG_BUCKET positions first (the longest chains start in the first wave, not the
-// last), then the others, each group by ascending token. Each bucket still has one writer and
-// its own summation order, so this order moves time, never bits. Writes num_tokens indices.
+// The order the dwte kernel takes the buckets in: first the "block buckets", those of more
+// than ENCODER_SHORT_BUCKET positions, a block each, the ones of at least ENCODER_LONG_BUCKET
+// positions first (the longest chains start in the first wave, not the last); then the short
+// buckets, a warp each (8 to a block); each group by ascending token. Each bucket still has one
+// writer and its own summation order, so this order moves time, never bits. Writes num_tokens
+// indices; returns how many block buckets lead them.
 #define ENCODER_LONG_BUCKET 64
-static void encoder_backward_order(int* order, const int* start, int num_tokens) {
+#define ENCODER_SHORT_BUCKET 8 // == ENCODER_SLICES: each slice of a short bucket holds <= 1 position
+static int encoder_backward_order(int* order, const int* start, int num_tokens) {
     int n = 0;
     for (int k = 0; k < num_tokens; k++) {
         if (start[k + 1] - start[k] >= ENCODER_LONG_BUCKET) { order[n++] = k; }
     }
     for (int k = 0; k < num_tokens; k++) {
-        if (start[k + 1] - start[k] < ENCODER_LONG_BUCKET) { order[n++] = k; }
+        int len = start[k + 1] - start[k];
+        if (len > ENCODER_SHORT_BUCKET && len < ENCODER_LONG_BUCKET) { order[n++] = k; }
     }
+    int num_block = n;
+    for (int k = 0; k < num_tokens; k++) {
+        if (start[k + 1] - start[k] <= ENCODER_SHORT_BUCKET) { order[n++] = k; }
+    }
+    return num_block;
 }
 
 // The buckets (token, start, pos) laid out again in that order, into (otoken, ostart, opos):
-// bucket x of the output is bucket order[x] of the input, its positions still ascending. Block x
-// of the dwte kernel then finds its bucket's token and bounds at index x (three independent
-// loads), not through order[x] first (one dependent round trip to memory more).
+// bucket x of the output is bucket order[x] of the input, its positions still ascending. The
+// block (or warp) of the dwte kernel that sums bucket x then finds its token and bounds at index
+// x (three independent loads), not through order[x] first (one dependent round trip more).
 static void encoder_backward_reorder(int* otoken, int* ostart, int* opos, const int* token, const int* start,
                                      const int* pos, const int* order, int num_tokens) {
     int offset = 0;
@@ -166,26 +179,20 @@ static void encoder_backward_scratch_free(EncoderBackwardScratch* s) {
 #define ENCODER_SLICES 8 // warps per dwte block: each takes every 8th position of the bucket
 #define ENCODER_UNROLL 4 // positions a warp loads before it adds them (loads in flight per thread)
 
-// grid (num_tokens, ceil(packs / 32)), block (32, ENCODER_SLICES). Block (x, y) sums bucket x
-// (the buckets in encoder_backward_order's order) for the packs g = 32 y + lane. Slice s (warp
-// threadIdx.y) adds the positions start[x] + s, start[x] + s + 8, ... in that (ascending) order
-// into a sum from 0; then slice 0 adds the 8 slice sums in slice order, ((s0 + s1) + s2) + ... +
-// s7, and adds that to pack g of dwte[token[x]] (its only writer). Each slice walks its positions
-// ENCODER_UNROLL at a time: first every load (pos, then the dout packs), then the adds in order,
-// so 4 round trips to memory overlap where a plain loop would wait for each in turn (4, not more:
-// at 8 the bf16 build needs ~100 registers, half the blocks per SM, and spills under a
-// 4-blocks-per-SM bound). The bucket's bounds and token are read at once (one round trip), and
-// slice 0 reads its pack of the dwte row before the sums (it depends on the token only), so a
-// block of a short bucket waits through 3 round trips (bounds, pos, dout) and the barrier.
-// Only adds, each one fp32 rounding (no product a compiler could contract into them), so a host
-// loop in the same order gives the same bits (test_kernels checks it). Per element of dwte
-// touched: its bucket's dout elements read once, the dwte element read and written once; one
-// barrier.
-// The distinct tokens are on grid.x, which allows 2^31 - 1 of them (grid.y stops at 65535).
-__global__ void __launch_bounds__(32 * ENCODER_SLICES, 4)
-encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start, const int* pos, int C) {
+// A block bucket: block (x, y) of encoder_backward_dwte_kernel, x < num_block, sums bucket x for
+// the packs g = 32 y + lane. Slice s (warp threadIdx.y) adds the positions start[x] + s,
+// start[x] + s + 8, ... in that (ascending) order into a sum from 0; then slice 0 adds the 8
+// slice sums in slice order, ((s0 + s1) + s2) + ... + s7, and adds that to pack g of
+// dwte[token[x]] (its only writer). Each slice walks its positions ENCODER_UNROLL at a time:
+// first every load (pos, then the dout packs), then the adds in order, so 4 round trips to memory
+// overlap where a plain loop would wait for each in turn (4, not more: at 8 the bf16 build needs
+// ~100 registers, half the blocks per SM, and spills under a 4-blocks-per-SM bound). The bucket's
+// bounds and token are read at once (one round trip), and slice 0 reads its pack of the dwte row
+// before the sums (it depends on the token only), so a block of a short bucket waits through 3
+// round trips (bounds, pos, dout) and the barrier.
+__device__ void encoder_dwte_block_bucket(floatX* dwte, const floatX* dout, const int* token, const int* start,
+                                          const int* pos, size_t x, int C) {
     __shared__ float partial[ENCODER_SLICES - 1][PACKX_SIZE][32]; // slices 1..7; [j][lane]: no bank conflicts
-    size_t x = blockIdx.x;
     int lane = threadIdx.x, slice = threadIdx.y;
     size_t g = (size_t)blockIdx.y * 32 + lane;
     bool active = g < packs_of(C);
@@ -221,6 +228,61 @@ encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token,
     }
     for (int j = 0; j < PACKX_SIZE; j++) { w.v[j] = from_float(to_float(w.v[j]) + sum[j]); }
     store_pack(row, g, C, aligned, w);
+}
+
+// A short bucket (at most ENCODER_SHORT_BUCKET = 8 positions): one warp sums bucket x for the
+// packs g = 32 blockIdx.y + lane, with the adds a block bucket would make. There, slice s holds
+// at most one position, start[x] + s, so its sum is 0 + dout[pos] (or 0 where s is past the
+// bucket's end), and slice 0 adds the 8 slice sums in slice order. The warp makes that same
+// sequence: ((0 + d0) + (0 + d1)) + ... + (0 + d7), an empty slice's d being 0. The "0 +" is no
+// ornament: 0 + (-0) is +0, so dropping it could change the sign of a zero sum, and so the bits
+// of a dwte element that is -0 (__fadd_rn: no compiler may drop it either). All 8 position loads
+// and then all 8 dout loads are issued before the first add: a warp waits through 3 round trips
+// (bounds and token, pos and the dwte row, dout) and no barrier, where a block of 8 warps (7 of
+// them with nothing to add) waited through the same 3 and a barrier: 8 times the buckets per SM.
+__device__ void encoder_dwte_warp_bucket(floatX* dwte, const floatX* dout, const int* token, const int* start,
+                                         const int* pos, size_t x, int C) {
+    int lane = threadIdx.x;
+    size_t g = (size_t)blockIdx.y * 32 + lane;
+    if (g >= packs_of(C)) { return; } // no barrier below: an idle lane may leave
+    bool aligned = C % PACKX_SIZE == 0;
+    int j0 = start[x], n = start[x + 1] - j0; // 1 <= n <= ENCODER_SHORT_BUCKET (the host's order)
+    floatX* row = dwte + (size_t)token[x] * C;
+    PackX w = load_pack(row, g, C, aligned); // only this warp writes it
+    int p[ENCODER_SLICES];
+    PackX d[ENCODER_SLICES];
+    for (int s = 0; s < ENCODER_SLICES; s++) { p[s] = s < n ? pos[j0 + s] : -1; }
+    for (int s = 0; s < ENCODER_SLICES; s++) {
+        d[s] = p[s] >= 0 ? load_pack(dout + (size_t)p[s] * C, g, C, aligned) : PackX{};
+    }
+    float sum[PACKX_SIZE];
+    for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = __fadd_rn(0.0f, to_float(d[0].v[j])); } // slice 0
+    for (int s = 1; s < ENCODER_SLICES; s++) {
+        for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = __fadd_rn(sum[j], __fadd_rn(0.0f, to_float(d[s].v[j]))); }
+    }
+    for (int j = 0; j < PACKX_SIZE; j++) { w.v[j] = from_float(to_float(w.v[j]) + sum[j]); }
+    store_pack(row, g, C, aligned, w);
+}
+
+// grid (num_block + ceil((num_tokens - num_block) / 8), ceil(packs / 32)), block (32,
+// ENCODER_SLICES), the buckets in encoder_backward_order's order. Block x < num_block sums block
+// bucket x with its 8 warps; a block past them holds 8 short buckets, warp w taking bucket
+// num_block + 8 (x - num_block) + w (the last such block may hold fewer). The branch is the same
+// for a whole block, so the block buckets' barrier is reached by every thread of their blocks.
+// Only adds, each one fp32 rounding (no product a compiler could contract into them), so a host
+// loop in the same order gives the same bits whichever path sums a bucket (test_kernels checks
+// it). Per element of dwte touched: its bucket's dout elements read once, the dwte element read
+// and written once. The buckets are on grid.x, which allows 2^31 - 1 blocks (grid.y stops at
+// 65535).
+__global__ void __launch_bounds__(32 * ENCODER_SLICES, 4)
+encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start, const int* pos,
+                             int num_block, int num_tokens, int C) {
+    if (blockIdx.x < (unsigned)num_block) {
+        encoder_dwte_block_bucket(dwte, dout, token, start, pos, blockIdx.x, C);
+        return;
+    }
+    size_t x = (size_t)num_block + (size_t)(blockIdx.x - num_block) * ENCODER_SLICES + threadIdx.y;
+    if (x < (size_t)num_tokens) { encoder_dwte_warp_bucket(dwte, dout, token, start, pos, x, C); }
 }
 
 // one thread per (t, pack g): pack g of dwpe[t] += the sum over b = 0..B-1 of dout[b][t], in that order
@@ -276,7 +338,7 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
     int* pos = start + BT + 1;
     int* order = pos + BT;
     int num_tokens = encoder_backward_buckets(token, start, pos, s->cursor, s->num_cursor, inp_host, BT);
-    encoder_backward_order(order, start, num_tokens);
+    int num_block = encoder_backward_order(order, start, num_tokens);
     encoder_backward_reorder(s->host, s->host + BT, s->host + 2 * BT + 1, token, start, pos, order, num_tokens);
     // the device copy has the same layout for this BT, so the whole used prefix is one copy
     size_t used = encoder_backward_scratch_ints(BT);
@@ -285,8 +347,11 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
     const int* d_start = d_token + BT;
     const int* d_pos = d_start + BT + 1;
 
-    dim3 grid(num_tokens, ceil_div(packs_of(C), 32)), block(32, ENCODER_SLICES);
-    encoder_backward_dwte_kernel<<<grid, block, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, C);
+    // a block per block bucket, then a block per 8 short buckets (a warp each)
+    int blocks = num_block + (int)ceil_div(num_tokens - num_block, ENCODER_SLICES);
+    dim3 grid(blocks, ceil_div(packs_of(C), 32)), block(32, ENCODER_SLICES);
+    encoder_backward_dwte_kernel<<<grid, block, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, num_block,
+                                                             num_tokens, C);
     cudaCheckLaunch();
     encoder_backward_dwpe_kernel<<<ceil_div((size_t)T * packs_of(C), 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     cudaCheckLaunch();

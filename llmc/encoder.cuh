@@ -230,16 +230,29 @@ __device__ void encoder_dwte_block_bucket(floatX* dwte, const floatX* dout, cons
     store_pack(row, g, C, aligned, w);
 }
 
+// Slice s's sum of a short bucket (0 + d: its one position, or 0 past the bucket's end: d = 0)
+// added into the warp's running sum of slices 0..s-1, as a block bucket's slice 0 adds them.
+// The "0 +" is no ornament: 0 + (-0) is +0, so dropping it could change the sign of a zero sum,
+// and so the bits of a dwte element that is -0 (__fadd_rn: no compiler may drop it either).
+__device__ inline void encoder_dwte_add_slice(float* sum, const PackX& d, int s) {
+    for (int j = 0; j < PACKX_SIZE; j++) {
+        float slice = __fadd_rn(0.0f, to_float(d.v[j]));
+        sum[j] = s == 0 ? slice : __fadd_rn(sum[j], slice);
+    }
+}
+
 // A short bucket (at most ENCODER_SHORT_BUCKET = 8 positions): one warp sums bucket x for the
 // packs g = 32 blockIdx.y + lane, with the adds a block bucket would make. There, slice s holds
 // at most one position, start[x] + s, so its sum is 0 + dout[pos] (or 0 where s is past the
 // bucket's end), and slice 0 adds the 8 slice sums in slice order. The warp makes that same
-// sequence: ((0 + d0) + (0 + d1)) + ... + (0 + d7), an empty slice's d being 0. The "0 +" is no
-// ornament: 0 + (-0) is +0, so dropping it could change the sign of a zero sum, and so the bits
-// of a dwte element that is -0 (__fadd_rn: no compiler may drop it either). All 8 position loads
-// and then all 8 dout loads are issued before the first add: a warp waits through 3 round trips
-// (bounds and token, pos and the dwte row, dout) and no barrier, where a block of 8 warps (7 of
-// them with nothing to add) waited through the same 3 and a barrier: 8 times the buckets per SM.
+// sequence: ((0 + d0) + (0 + d1)) + ... + (0 + d7). All 8 position loads are issued at once, then
+// the dout packs ENCODER_UNROLL at a time (loads first, then their adds), as a block bucket's
+// slice walks its own: a warp waits through 3 round trips (bounds and token, pos and the dwte
+// row, dout) for a bucket of <= 4 positions, 4 for 5-8, and no barrier, where a block of 8 warps
+// (7 of them with nothing to add) waited through 3 and a barrier: 8 times the buckets per SM at
+// once. (All 8 dout packs in flight spilled in bf16 under the 64-register bound: ptxas, sm_90.)
+// Where rows start unaligned (C not a multiple of the pack: an odd test shape, never GPT-2's),
+// the packs come element by element, one pack at a time.
 __device__ void encoder_dwte_warp_bucket(floatX* dwte, const floatX* dout, const int* token, const int* start,
                                          const int* pos, size_t x, int C) {
     int lane = threadIdx.x;
@@ -250,15 +263,22 @@ __device__ void encoder_dwte_warp_bucket(floatX* dwte, const floatX* dout, const
     floatX* row = dwte + (size_t)token[x] * C;
     PackX w = load_pack(row, g, C, aligned); // only this warp writes it
     int p[ENCODER_SLICES];
-    PackX d[ENCODER_SLICES];
     for (int s = 0; s < ENCODER_SLICES; s++) { p[s] = s < n ? pos[j0 + s] : -1; }
-    for (int s = 0; s < ENCODER_SLICES; s++) {
-        d[s] = p[s] >= 0 ? load_pack(dout + (size_t)p[s] * C, g, C, aligned) : PackX{};
-    }
     float sum[PACKX_SIZE];
-    for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = __fadd_rn(0.0f, to_float(d[0].v[j])); } // slice 0
-    for (int s = 1; s < ENCODER_SLICES; s++) {
-        for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = __fadd_rn(sum[j], __fadd_rn(0.0f, to_float(d[s].v[j]))); }
+    if (aligned) { // (C a multiple of the pack: every pack whole) 16-byte loads, ENCODER_UNROLL in flight
+        for (int h = 0; h < ENCODER_SLICES; h += ENCODER_UNROLL) {
+            PackX d[ENCODER_UNROLL];
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                int s = h + u;
+                d[u] = p[s] >= 0 ? load128(dout + (size_t)p[s] * C + g * PACKX_SIZE) : PackX{};
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) { encoder_dwte_add_slice(sum, d[u], h + u); }
+        }
+    } else {
+        for (int s = 0; s < ENCODER_SLICES; s++) {
+            PackX d = p[s] >= 0 ? load_pack(dout + (size_t)p[s] * C, g, C, aligned) : PackX{};
+            encoder_dwte_add_slice(sum, d, s);
+        }
     }
     for (int j = 0; j < PACKX_SIZE; j++) { w.v[j] = from_float(to_float(w.v[j]) + sum[j]); }
     store_pack(row, g, C, aligned, w);

@@ -15,7 +15,7 @@ newline is ~8% of tiny Shakespeare's positions) is so one serial chain of an 8th
 walked 4 positions at a time (4 loads in flight per thread). A short bucket (at most 8
 positions: most tokens of a batch) would leave most of such a block idle, so it gets one warp,
 8 of them to a block, which makes the same adds in the same order (each slice of a short bucket
-holds at most one position): the bits do not depend on which of the two sums a bucket.
+holds at most one position): a bucket's bits do not depend on which of the two sums it.
 dwpe needs no buckets: row t is the sum over b.
 */
 #ifndef LLMC_ENCODER_CUH

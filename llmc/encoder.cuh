@@ -12,11 +12,11 @@ its token's positions in a fixed order: each of its 8 warps (the "slices") takes
 position of the bucket in ascending order, lane g holding pack g, and the 8 slice sums are
 added in slice order; one writer per element of dwte, no atomics. A frequent token (the
 newline is ~8% of tiny Shakespeare's positions) is so one serial chain of an 8th of its bucket,
-walked 4 positions at a time (4 loads in flight per thread). A short bucket (at most 8
-positions: most tokens of a batch) would leave most of such a block idle, so it gets one warp,
-8 of them to a block, which makes the same adds in the same order (each slice of a short bucket
-holds at most one position): a bucket's bits do not depend on which of the two sums it.
-dwpe needs no buckets: row t is the sum over b.
+walked 4 positions at a time (4 loads in flight per thread, the next 4 positions loaded
+meanwhile). A short bucket (at most 8 positions: most tokens of a batch) would leave most of
+such a block idle, so it gets one warp, 8 of them to a block, which makes the same adds in the
+same order (each slice of a short bucket holds at most one position): a bucket's bits do not
+depend on which of the two sums it. dwpe needs no buckets: row t is the sum over b.
 */
 #ifndef LLMC_ENCODER_CUH
 #define LLMC_ENCODER_CUH
@@ -184,12 +184,17 @@ static void encoder_backward_scratch_free(EncoderBackwardScratch* s) {
 // start[x] + s + 8, ... in that (ascending) order into a sum from 0; then slice 0 adds the 8
 // slice sums in slice order, ((s0 + s1) + s2) + ... + s7, and adds that to pack g of
 // dwte[token[x]] (its only writer). Each slice walks its positions ENCODER_UNROLL at a time:
-// first every load (pos, then the dout packs), then the adds in order, so 4 round trips to memory
-// overlap where a plain loop would wait for each in turn (4, not more: at 8 the bf16 build needs
-// ~100 registers, half the blocks per SM, and spills under a 4-blocks-per-SM bound). The bucket's
-// bounds and token are read at once (one round trip), and slice 0 reads its pack of the dwte row
-// before the sums (it depends on the token only), so a block of a short bucket waits through 3
-// round trips (bounds, pos, dout) and the barrier.
+// first the group's 4 dout loads, then the next group's 4 pos loads, then this group's adds in
+// order, so 4 round trips to memory overlap where a plain loop would wait for each in turn (4, not
+// more: at 8 the bf16 build needs ~100 registers, half the blocks per SM, and spills under a
+// 4-blocks-per-SM bound), and a group waits through one round trip (its dout), not two (pos, then
+// dout): the next positions arrive meanwhile. Where rows start unaligned the loop loads each
+// group's positions, then its packs element by element, without that overlap (the element loads'
+// 8 registers a pack leave no room for it: in one loop with them, bf16 spilled on sm_80). The
+// bucket's bounds and token are read at once (one round trip), and slice 0 reads its pack of the
+// dwte row before the sums (it depends on the token only), so a block of a bucket of <= 32
+// positions waits through 3 round trips (bounds, pos, dout) and the barrier; the commonest
+// token's through 2 and then one per group of 32 positions.
 __device__ void encoder_dwte_block_bucket(floatX* dwte, const floatX* dout, const int* token, const int* start,
                                           const int* pos, size_t x, int C) {
     __shared__ float partial[ENCODER_SLICES - 1][PACKX_SIZE][32]; // slices 1..7; [j][lane]: no bank conflicts
@@ -203,19 +208,42 @@ __device__ void encoder_dwte_block_bucket(floatX* dwte, const floatX* dout, cons
     if (slice == 0 && active) { w = load_pack(row, g, C, aligned); } // only this block writes it
     float sum[PACKX_SIZE];
     for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = 0.0f; }
-    for (int i = j0 + slice; active && i < j1; i += ENCODER_SLICES * ENCODER_UNROLL) {
+    const int step = ENCODER_SLICES * ENCODER_UNROLL; // positions the 8 slices take per group
+    if (aligned) { // 16-byte loads; the next group's positions load while this group's dout arrives
         int p[ENCODER_UNROLL];
-        PackX d[ENCODER_UNROLL];
         for (int u = 0; u < ENCODER_UNROLL; u++) {
-            int iu = i + u * ENCODER_SLICES;
-            p[u] = iu < j1 ? pos[iu] : -1;
+            int iu = j0 + slice + u * ENCODER_SLICES;
+            p[u] = active && iu < j1 ? pos[iu] : -1;
         }
-        for (int u = 0; u < ENCODER_UNROLL; u++) {
-            d[u] = p[u] >= 0 ? load_pack(dout + (size_t)p[u] * C, g, C, aligned) : PackX{};
+        for (int i = j0 + slice; active && i < j1; i += step) {
+            PackX d[ENCODER_UNROLL];
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                d[u] = p[u] >= 0 ? load128(dout + (size_t)p[u] * C + g * PACKX_SIZE) : PackX{};
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) { // the next group's (p[u] is no longer needed)
+                int iu = i + step + u * ENCODER_SLICES;
+                p[u] = iu < j1 ? pos[iu] : -1;
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                if (i + u * ENCODER_SLICES >= j1) { break; } // the positions past j1 are all at the end
+                for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d[u].v[j]); }
+            }
         }
-        for (int u = 0; u < ENCODER_UNROLL; u++) {
-            if (p[u] < 0) { break; } // the positions past j1 are all at the end
-            for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d[u].v[j]); }
+    } else { // rows that start unaligned (an odd test shape, never GPT-2's): element by element
+        for (int i = j0 + slice; active && i < j1; i += step) {
+            int p[ENCODER_UNROLL];
+            PackX d[ENCODER_UNROLL];
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                int iu = i + u * ENCODER_SLICES;
+                p[u] = iu < j1 ? pos[iu] : -1;
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                d[u] = p[u] >= 0 ? load_pack(dout + (size_t)p[u] * C, g, C, aligned) : PackX{};
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                if (p[u] < 0) { break; } // the positions past j1 are all at the end
+                for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d[u].v[j]); }
+            }
         }
     }
     if (slice > 0) {

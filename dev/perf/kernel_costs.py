@@ -590,7 +590,8 @@ def encoder_backward_dwte_kernel_reordered(S, ctx):
 
 def encoder_backward_dwte_kernel_warps(S, ctx):
     # branch dwte (issue 30 item 1): the buckets of more than ENCODER_SHORT_BUCKET = 8 positions
-    # ("block buckets") as encoder_backward_dwte_kernel_reordered, a block of 8 warps each, first in
+    # ("block buckets") as encoder_backward_dwte_kernel_reordered (but for the longest block's
+    # chain, below), a block of 8 warps each, first in
     # the grid; then the short buckets, a WARP each (8 to a block, in ascending token order), which
     # makes the same adds in the same order: the same DRAM bytes. Re-derived with the calibrated
     # rules from encoder_dwte_warp_bucket: the bounds and token (1 round trip), the 8 pos loads (1),
@@ -599,7 +600,9 @@ def encoder_backward_dwte_kernel_warps(S, ctx):
     # its buckets has 5-8 positions; a block bucket's block 3 trips and 1 barrier. The model's
     # chain per wave of blocks is the grid's mean block chain (ptxas: 64 registers in bf16 on
     # sm_90 under __launch_bounds__(256, 4): 4 blocks per SM, 32 short buckets per SM at once).
-    # The longest block, the commonest token's, as before: 1 trip, then ceil(kmax/32) groups of 2.
+    # The longest block, the commonest token's: the bounds (1 trip), its first positions (1), then
+    # one trip per group of 32 positions (a slice's 4 dout loads; the next group's positions load
+    # meanwhile, encoder_dwte_block_bucket's aligned loop), where it was 2 per group.
     # Where the bucket sizes are unknown (S.bucket_sizes None: only D and kmax), one bucket of kmax
     # positions if kmax > 8 and every other bucket short, each block of them charged 4 trips (an
     # upper bound). Shared memory: only the block buckets' blocks exchange slice sums.
@@ -615,7 +618,7 @@ def encoder_backward_dwte_kernel_warps(S, ctx):
     nb = n_block + len(warp_blocks)
     return Cost(nb * y, 256, read=S.BT * S.C * X + 4 * (3 * S.BT + 1) + S.D * S.C * X,
                 write=S.D * S.C * X, cc_flops=S.BT * S.C, smem_wavefronts=n_block * y * 14 * PACK,
-                serial_trips=1 + 2 * cdiv(S.kmax, 32), stream="read", block_trips=trips / nb,
+                serial_trips=2 + cdiv(S.kmax, 32), stream="read", block_trips=trips / nb,
                 block_barriers=n_block / nb,
                 note="longest token bucket %d positions; %d block buckets, %d short buckets a warp each" % (
                     S.kmax, n_block, len(short)))
@@ -675,7 +678,7 @@ KERNELS_ISSUE30 = {
 # the version of the cost functions it was derived for ("2e0af91": KERNELS; "issue 22": KERNELS
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
-    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered", "e746d253cff7": "issue 30 warps"},
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered", "ad347b2c7f17": "issue 30 warps"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30"},
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30"},  # cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)

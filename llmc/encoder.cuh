@@ -12,7 +12,11 @@ its token's positions in a fixed order: each of its 8 warps (the "slices") takes
 position of the bucket in ascending order, lane g holding pack g, and the 8 slice sums are
 added in slice order; one writer per element of dwte, no atomics. A frequent token (the
 newline is ~8% of tiny Shakespeare's positions) is so one serial chain of an 8th of its bucket,
-walked 4 positions at a time (4 loads in flight per thread). dwpe needs no buckets: row t is the sum over b.
+walked 4 positions at a time (4 loads in flight per thread, the next 4 positions loaded
+meanwhile). A short bucket (at most 8 positions: most tokens of a batch) would leave most of
+such a block idle, so it gets one warp, 8 of them to a block, which makes the same adds in the
+same order (each slice of a short bucket holds at most one position): a bucket's bits do not
+depend on which of the two sums it. dwpe needs no buckets: row t is the sum over b.
 */
 #ifndef LLMC_ENCODER_CUH
 #define LLMC_ENCODER_CUH
@@ -89,25 +93,34 @@ static int encoder_backward_buckets(int* token, int* start, int* pos, int* curso
     return num_tokens;
 }
 
-// The order the dwte kernel's blocks take the buckets in: those of at least
-// ENCODER_LONG_BUCKET positions first (the longest chains start in the first wave, not the
-// last), then the others, each group by ascending token. Each bucket still has one writer and
-// its own summation order, so this order moves time, never bits. Writes num_tokens indices.
+// The order the dwte kernel takes the buckets in: first the "block buckets", those of more
+// than ENCODER_SHORT_BUCKET positions, a block each, the ones of at least ENCODER_LONG_BUCKET
+// positions first (the longest chains start in the first wave, not the last); then the short
+// buckets, a warp each (8 to a block); each group by ascending token. Each bucket still has one
+// writer and its own summation order, so this order moves time, never bits. Writes num_tokens
+// indices; returns how many block buckets lead them.
 #define ENCODER_LONG_BUCKET 64
-static void encoder_backward_order(int* order, const int* start, int num_tokens) {
+#define ENCODER_SHORT_BUCKET 8 // == ENCODER_SLICES: each slice of a short bucket holds <= 1 position
+static int encoder_backward_order(int* order, const int* start, int num_tokens) {
     int n = 0;
     for (int k = 0; k < num_tokens; k++) {
         if (start[k + 1] - start[k] >= ENCODER_LONG_BUCKET) { order[n++] = k; }
     }
     for (int k = 0; k < num_tokens; k++) {
-        if (start[k + 1] - start[k] < ENCODER_LONG_BUCKET) { order[n++] = k; }
+        int len = start[k + 1] - start[k];
+        if (len > ENCODER_SHORT_BUCKET && len < ENCODER_LONG_BUCKET) { order[n++] = k; }
     }
+    int num_block = n;
+    for (int k = 0; k < num_tokens; k++) {
+        if (start[k + 1] - start[k] <= ENCODER_SHORT_BUCKET) { order[n++] = k; }
+    }
+    return num_block;
 }
 
 // The buckets (token, start, pos) laid out again in that order, into (otoken, ostart, opos):
-// bucket x of the output is bucket order[x] of the input, its positions still ascending. Block x
-// of the dwte kernel then finds its bucket's token and bounds at index x (three independent
-// loads), not through order[x] first (one dependent round trip to memory more).
+// bucket x of the output is bucket order[x] of the input, its positions still ascending. The
+// block (or warp) of the dwte kernel that sums bucket x then finds its token and bounds at index
+// x (three independent loads), not through order[x] first (one dependent round trip more).
 static void encoder_backward_reorder(int* otoken, int* ostart, int* opos, const int* token, const int* start,
                                      const int* pos, const int* order, int num_tokens) {
     int offset = 0;
@@ -166,26 +179,25 @@ static void encoder_backward_scratch_free(EncoderBackwardScratch* s) {
 #define ENCODER_SLICES 8 // warps per dwte block: each takes every 8th position of the bucket
 #define ENCODER_UNROLL 4 // positions a warp loads before it adds them (loads in flight per thread)
 
-// grid (num_tokens, ceil(packs / 32)), block (32, ENCODER_SLICES). Block (x, y) sums bucket x
-// (the buckets in encoder_backward_order's order) for the packs g = 32 y + lane. Slice s (warp
-// threadIdx.y) adds the positions start[x] + s, start[x] + s + 8, ... in that (ascending) order
-// into a sum from 0; then slice 0 adds the 8 slice sums in slice order, ((s0 + s1) + s2) + ... +
-// s7, and adds that to pack g of dwte[token[x]] (its only writer). Each slice walks its positions
-// ENCODER_UNROLL at a time: first every load (pos, then the dout packs), then the adds in order,
-// so 4 round trips to memory overlap where a plain loop would wait for each in turn (4, not more:
-// at 8 the bf16 build needs ~100 registers, half the blocks per SM, and spills under a
-// 4-blocks-per-SM bound). The bucket's bounds and token are read at once (one round trip), and
-// slice 0 reads its pack of the dwte row before the sums (it depends on the token only), so a
-// block of a short bucket waits through 3 round trips (bounds, pos, dout) and the barrier.
-// Only adds, each one fp32 rounding (no product a compiler could contract into them), so a host
-// loop in the same order gives the same bits (test_kernels checks it). Per element of dwte
-// touched: its bucket's dout elements read once, the dwte element read and written once; one
-// barrier.
-// The distinct tokens are on grid.x, which allows 2^31 - 1 of them (grid.y stops at 65535).
-__global__ void __launch_bounds__(32 * ENCODER_SLICES, 4)
-encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start, const int* pos, int C) {
+// A block bucket: block (x, y) of encoder_backward_dwte_kernel, x < num_block, sums bucket x for
+// the packs g = 32 y + lane. Slice s (warp threadIdx.y) adds the positions start[x] + s,
+// start[x] + s + 8, ... in that (ascending) order into a sum from 0; then slice 0 adds the 8
+// slice sums in slice order, ((s0 + s1) + s2) + ... + s7, and adds that to pack g of
+// dwte[token[x]] (its only writer). Each slice walks its positions ENCODER_UNROLL at a time:
+// first the group's 4 dout loads, then the next group's 4 pos loads, then this group's adds in
+// order, so 4 round trips to memory overlap where a plain loop would wait for each in turn (4, not
+// more: at 8 the bf16 build needs ~100 registers, half the blocks per SM, and spills under a
+// 4-blocks-per-SM bound), and a group waits through one round trip (its dout), not two (pos, then
+// dout): the next positions arrive meanwhile. Where rows start unaligned the loop loads each
+// group's positions, then its packs element by element, without that overlap (the element loads'
+// 8 registers a pack leave no room for it: in one loop with them, bf16 spilled on sm_80). The
+// bucket's bounds and token are read at once (one round trip), and slice 0 reads its pack of the
+// dwte row before the sums (it depends on the token only), so a block of a bucket of <= 32
+// positions waits through 3 round trips (bounds, pos, dout) and the barrier; the commonest
+// token's through 2 and then one per group of 32 positions.
+__device__ void encoder_dwte_block_bucket(floatX* dwte, const floatX* dout, const int* token, const int* start,
+                                          const int* pos, size_t x, int C) {
     __shared__ float partial[ENCODER_SLICES - 1][PACKX_SIZE][32]; // slices 1..7; [j][lane]: no bank conflicts
-    size_t x = blockIdx.x;
     int lane = threadIdx.x, slice = threadIdx.y;
     size_t g = (size_t)blockIdx.y * 32 + lane;
     bool active = g < packs_of(C);
@@ -196,19 +208,42 @@ encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token,
     if (slice == 0 && active) { w = load_pack(row, g, C, aligned); } // only this block writes it
     float sum[PACKX_SIZE];
     for (int j = 0; j < PACKX_SIZE; j++) { sum[j] = 0.0f; }
-    for (int i = j0 + slice; active && i < j1; i += ENCODER_SLICES * ENCODER_UNROLL) {
+    const int step = ENCODER_SLICES * ENCODER_UNROLL; // positions the 8 slices take per group
+    if (aligned) { // 16-byte loads; the next group's positions load while this group's dout arrives
         int p[ENCODER_UNROLL];
-        PackX d[ENCODER_UNROLL];
         for (int u = 0; u < ENCODER_UNROLL; u++) {
-            int iu = i + u * ENCODER_SLICES;
-            p[u] = iu < j1 ? pos[iu] : -1;
+            int iu = j0 + slice + u * ENCODER_SLICES;
+            p[u] = active && iu < j1 ? pos[iu] : -1;
         }
-        for (int u = 0; u < ENCODER_UNROLL; u++) {
-            d[u] = p[u] >= 0 ? load_pack(dout + (size_t)p[u] * C, g, C, aligned) : PackX{};
+        for (int i = j0 + slice; active && i < j1; i += step) {
+            PackX d[ENCODER_UNROLL];
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                d[u] = p[u] >= 0 ? load128(dout + (size_t)p[u] * C + g * PACKX_SIZE) : PackX{};
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) { // the next group's (p[u] is no longer needed)
+                int iu = i + step + u * ENCODER_SLICES;
+                p[u] = iu < j1 ? pos[iu] : -1;
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                if (i + u * ENCODER_SLICES >= j1) { break; } // the positions past j1 are all at the end
+                for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d[u].v[j]); }
+            }
         }
-        for (int u = 0; u < ENCODER_UNROLL; u++) {
-            if (p[u] < 0) { break; } // the positions past j1 are all at the end
-            for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d[u].v[j]); }
+    } else { // rows that start unaligned (an odd test shape, never GPT-2's): element by element
+        for (int i = j0 + slice; active && i < j1; i += step) {
+            int p[ENCODER_UNROLL];
+            PackX d[ENCODER_UNROLL];
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                int iu = i + u * ENCODER_SLICES;
+                p[u] = iu < j1 ? pos[iu] : -1;
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                d[u] = p[u] >= 0 ? load_pack(dout + (size_t)p[u] * C, g, C, aligned) : PackX{};
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                if (p[u] < 0) { break; } // the positions past j1 are all at the end
+                for (int j = 0; j < PACKX_SIZE; j++) { sum[j] += to_float(d[u].v[j]); }
+            }
         }
     }
     if (slice > 0) {
@@ -221,6 +256,81 @@ encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token,
     }
     for (int j = 0; j < PACKX_SIZE; j++) { w.v[j] = from_float(to_float(w.v[j]) + sum[j]); }
     store_pack(row, g, C, aligned, w);
+}
+
+// Slice s's sum of a short bucket (0 + d: its one position, or 0 past the bucket's end: d = 0)
+// added into the warp's running sum of slices 0..s-1, as a block bucket's slice 0 adds them.
+// The "0 +" is no ornament: 0 + (-0) is +0, so dropping it could change the sign of a zero sum,
+// and so the bits of a dwte element that is -0 (__fadd_rn: no compiler may drop it either).
+__device__ inline void encoder_dwte_add_slice(float* sum, const PackX& d, int s) {
+    for (int j = 0; j < PACKX_SIZE; j++) {
+        float slice = __fadd_rn(0.0f, to_float(d.v[j]));
+        sum[j] = s == 0 ? slice : __fadd_rn(sum[j], slice);
+    }
+}
+
+// A short bucket (at most ENCODER_SHORT_BUCKET = 8 positions): one warp sums bucket x for the
+// packs g = 32 blockIdx.y + lane, with the adds a block bucket would make. There, slice s holds
+// at most one position, start[x] + s, so its sum is 0 + dout[pos] (or 0 where s is past the
+// bucket's end), and slice 0 adds the 8 slice sums in slice order. The warp makes that same
+// sequence: ((0 + d0) + (0 + d1)) + ... + (0 + d7). All 8 position loads are issued at once, then
+// the dout packs ENCODER_UNROLL at a time (loads first, then their adds), as a block bucket's
+// slice walks its own: a warp waits through 3 round trips (bounds and token, pos and the dwte
+// row, dout) for a bucket of <= 4 positions, 4 for 5-8, and no barrier, where a block of 8 warps
+// (7 of them with nothing to add) waited through 3 and a barrier: 8 times the buckets per SM at
+// once. (All 8 dout packs in flight spilled in bf16 under the 64-register bound: ptxas, sm_90.)
+// Where rows start unaligned (C not a multiple of the pack: an odd test shape, never GPT-2's),
+// the packs come element by element, one pack at a time.
+__device__ void encoder_dwte_warp_bucket(floatX* dwte, const floatX* dout, const int* token, const int* start,
+                                         const int* pos, size_t x, int C) {
+    int lane = threadIdx.x;
+    size_t g = (size_t)blockIdx.y * 32 + lane;
+    if (g >= packs_of(C)) { return; } // no barrier below: an idle lane may leave
+    bool aligned = C % PACKX_SIZE == 0;
+    int j0 = start[x], n = start[x + 1] - j0; // 1 <= n <= ENCODER_SHORT_BUCKET (the host's order)
+    floatX* row = dwte + (size_t)token[x] * C;
+    PackX w = load_pack(row, g, C, aligned); // only this warp writes it
+    int p[ENCODER_SLICES];
+    for (int s = 0; s < ENCODER_SLICES; s++) { p[s] = s < n ? pos[j0 + s] : -1; }
+    float sum[PACKX_SIZE];
+    if (aligned) { // (C a multiple of the pack: every pack whole) 16-byte loads, ENCODER_UNROLL in flight
+        for (int h = 0; h < ENCODER_SLICES; h += ENCODER_UNROLL) {
+            PackX d[ENCODER_UNROLL];
+            for (int u = 0; u < ENCODER_UNROLL; u++) {
+                int s = h + u;
+                d[u] = p[s] >= 0 ? load128(dout + (size_t)p[s] * C + g * PACKX_SIZE) : PackX{};
+            }
+            for (int u = 0; u < ENCODER_UNROLL; u++) { encoder_dwte_add_slice(sum, d[u], h + u); }
+        }
+    } else {
+        for (int s = 0; s < ENCODER_SLICES; s++) {
+            PackX d = p[s] >= 0 ? load_pack(dout + (size_t)p[s] * C, g, C, aligned) : PackX{};
+            encoder_dwte_add_slice(sum, d, s);
+        }
+    }
+    for (int j = 0; j < PACKX_SIZE; j++) { w.v[j] = from_float(to_float(w.v[j]) + sum[j]); }
+    store_pack(row, g, C, aligned, w);
+}
+
+// grid (num_block + ceil((num_tokens - num_block) / 8), ceil(packs / 32)), block (32,
+// ENCODER_SLICES), the buckets in encoder_backward_order's order. Block x < num_block sums block
+// bucket x with its 8 warps; a block past them holds 8 short buckets, warp w taking bucket
+// num_block + 8 (x - num_block) + w (the last such block may hold fewer). The branch is the same
+// for a whole block, so the block buckets' barrier is reached by every thread of their blocks.
+// Only adds, each one fp32 rounding (no product a compiler could contract into them), so a host
+// loop in the same order gives the same bits whichever path sums a bucket (test_kernels checks
+// it). Per element of dwte touched: its bucket's dout elements read once, the dwte element read
+// and written once. The buckets are on grid.x, which allows 2^31 - 1 blocks (grid.y stops at
+// 65535).
+__global__ void __launch_bounds__(32 * ENCODER_SLICES, 4)
+encoder_backward_dwte_kernel(floatX* dwte, const floatX* dout, const int* token, const int* start, const int* pos,
+                             int num_block, int num_tokens, int C) {
+    if (blockIdx.x < (unsigned)num_block) {
+        encoder_dwte_block_bucket(dwte, dout, token, start, pos, blockIdx.x, C);
+        return;
+    }
+    size_t x = (size_t)num_block + (size_t)(blockIdx.x - num_block) * ENCODER_SLICES + threadIdx.y;
+    if (x < (size_t)num_tokens) { encoder_dwte_warp_bucket(dwte, dout, token, start, pos, x, C); }
 }
 
 // one thread per (t, pack g): pack g of dwpe[t] += the sum over b = 0..B-1 of dout[b][t], in that order
@@ -276,7 +386,7 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
     int* pos = start + BT + 1;
     int* order = pos + BT;
     int num_tokens = encoder_backward_buckets(token, start, pos, s->cursor, s->num_cursor, inp_host, BT);
-    encoder_backward_order(order, start, num_tokens);
+    int num_block = encoder_backward_order(order, start, num_tokens);
     encoder_backward_reorder(s->host, s->host + BT, s->host + 2 * BT + 1, token, start, pos, order, num_tokens);
     // the device copy has the same layout for this BT, so the whole used prefix is one copy
     size_t used = encoder_backward_scratch_ints(BT);
@@ -285,8 +395,11 @@ static void encoder_backward(floatX* dwte, floatX* dwpe, const floatX* dout, con
     const int* d_start = d_token + BT;
     const int* d_pos = d_start + BT + 1;
 
-    dim3 grid(num_tokens, ceil_div(packs_of(C), 32)), block(32, ENCODER_SLICES);
-    encoder_backward_dwte_kernel<<<grid, block, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, C);
+    // a block per block bucket, then a block per 8 short buckets (a warp each)
+    int blocks = num_block + (int)ceil_div(num_tokens - num_block, ENCODER_SLICES);
+    dim3 grid(blocks, ceil_div(packs_of(C), 32)), block(32, ENCODER_SLICES);
+    encoder_backward_dwte_kernel<<<grid, block, 0, stream>>>(dwte, dout, d_token, d_start, d_pos, num_block,
+                                                             num_tokens, C);
     cudaCheckLaunch();
     encoder_backward_dwpe_kernel<<<ceil_div((size_t)T * packs_of(C), 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
     cudaCheckLaunch();

@@ -330,6 +330,9 @@ static const EncoderShape ENCODER_SHAPES[] = {
     {2, 5, 68, 200, 8, 100, 0},       // C = 68: a multiple of fp32's pack of 4, not of bf16's 8
     {8, 128, 40, 64, 128, 5, 0},      // buckets of ~200: each of the 8 slices loops 3-4 times over 8 positions
     {4, 64, 96, 128, 70, 50, 1},      // a long bucket (128 positions) before short ones: blocks not in token order
+    {4, 128, 264, 64, 128, 40, 1},    // 256 positions on one token (a long block bucket), the other 256 over
+                                      // 40 tokens (~6.4 each): block buckets of 9-20 and ~40 short (warp)
+                                      // buckets, their last block of warps not full; 33 packs of bf16 per row
 };
 
 // dwte += dout scattered by token, in encoder_backward_dwte_kernel's own order: per bucket and

@@ -83,7 +83,8 @@ def config_for_depth(depth):
 
 
 class Shape:
-    def __init__(self, B, T, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, distinct_tokens=None, max_bucket=None):
+    def __init__(self, B, T, L=12, C=768, NH=12, V=50257, Vp=50304, maxT=1024, distinct_tokens=None, max_bucket=None,
+                 bucket_sizes=None):
         self.B, self.T, self.L, self.C, self.NH, self.V, self.Vp, self.maxT = B, T, L, C, NH, V, Vp, maxT
         self.BT = B * T
         self.hs = C // NH
@@ -92,6 +93,8 @@ class Shape:
         # takes them from the project's data file)
         self.D = distinct_tokens if distinct_tokens is not None else min(self.BT, V)
         self.kmax = max_bucket if max_bucket is not None else 1
+        # every bucket's size, in ascending token order, where the data is known (None: only D and kmax)
+        self.bucket_sizes = bucket_sizes
 
 
 # ----------------------------------------------------------------------------
@@ -627,6 +630,42 @@ def encoder_backward_dwte_kernel_reordered(S, ctx):
                 note="longest token bucket %d positions, 8 slices, buckets in block order" % S.kmax)
 
 
+def encoder_backward_dwte_kernel_warps(S, ctx):
+    # branch dwte (issue 30 item 1): the buckets of more than ENCODER_SHORT_BUCKET = 8 positions
+    # ("block buckets") as encoder_backward_dwte_kernel_reordered (but for the longest block's
+    # chain, below), a block of 8 warps each, first in
+    # the grid; then the short buckets, a WARP each (8 to a block, in ascending token order), which
+    # makes the same adds in the same order: the same DRAM bytes. Re-derived with the calibrated
+    # rules from encoder_dwte_warp_bucket: the bounds and token (1 round trip), the 8 pos loads (1),
+    # the dout packs 4 at a time (1 for a bucket of <= 4 positions, 2 for 5-8), the store; no
+    # barrier. A block of 8 short buckets waits for its slowest warp: 3 trips, or 4 where one of
+    # its buckets has 5-8 positions; a block bucket's block 3 trips and 1 barrier. The model's
+    # chain per wave of blocks is the grid's mean block chain (ptxas: 64 registers in bf16 on
+    # sm_90 under __launch_bounds__(256, 4): 4 blocks per SM, 32 short buckets per SM at once).
+    # The longest block, the commonest token's: the bounds (1 trip), its first positions (1), then
+    # one trip per group of 32 positions (a slice's 4 dout loads; the next group's positions load
+    # meanwhile, encoder_dwte_block_bucket's aligned loop), where it was 2 per group.
+    # Where the bucket sizes are unknown (S.bucket_sizes None: only D and kmax), one bucket of kmax
+    # positions if kmax > 8 and every other bucket short, each block of them charged 4 trips (an
+    # upper bound). Shared memory: only the block buckets' blocks exchange slice sums.
+    y = cdiv(_packs(S.C), 32)
+    if S.bucket_sizes is not None:
+        sizes = list(S.bucket_sizes)
+    else:
+        sizes = ([S.kmax] if S.kmax > 8 else []) + [8] * (S.D - (1 if S.kmax > 8 else 0))
+    n_block = sum(1 for n in sizes if n > 8)
+    short = [n for n in sizes if n <= 8]
+    warp_blocks = [short[i:i + 8] for i in range(0, len(short), 8)]
+    trips = n_block * 3 + sum(3 if max(b) <= 4 else 4 for b in warp_blocks)
+    nb = n_block + len(warp_blocks)
+    return Cost(nb * y, 256, read=S.BT * S.C * X + 4 * (3 * S.BT + 1) + S.D * S.C * X,
+                write=S.D * S.C * X, cc_flops=S.BT * S.C, smem_wavefronts=n_block * y * 14 * PACK,
+                serial_trips=2 + cdiv(S.kmax, 32), stream="read", block_trips=trips / nb,
+                block_barriers=n_block / nb,
+                note="longest token bucket %d positions; %d block buckets, %d short buckets a warp each" % (
+                    S.kmax, n_block, len(short)))
+
+
 def attention_backward_rowdot_kernel_30(S, ctx):
     # G = hs / 8 lanes per (b, t, h) row, one 16-byte pack of dout and of out each (8 fmaf), then
     # a butterfly of log2 G shuffles; 256 threads per block; D written as one float per row.
@@ -681,7 +720,7 @@ KERNELS_ISSUE30 = {
 # the version of the cost functions it was derived for ("2e0af91": KERNELS; "issue 22": KERNELS
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
-    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered"},
+    "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered", "ad347b2c7f17": "issue 30 warps"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30", "ed23b3df8ba2": "issue 30 smem sums"},  # ed23b3df8ba2: branch lnbwd, the warp kernel's column sums in shared memory (its launch bounds per P; the other kernels unchanged)
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30"},  # cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
@@ -741,6 +780,8 @@ VERSIONS["issue 30 unrolled"] = {**VERSIONS["issue 30"], "global_norm_partial_ke
 VERSIONS["issue 30 reordered"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_reordered}
 # branch lnbwd's llmc/layernorm.cuh: the warp kernel's column sums in shared memory
 VERSIONS["issue 30 smem sums"] = {**VERSIONS["issue 30"], "layernorm_backward_warp_kernel": layernorm_backward_warp_kernel_smem}
+# branch dwte's llmc/encoder.cuh: the short buckets (<= 8 positions) a warp each
+VERSIONS["issue 30 warps"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_warps}
 
 
 def cost_function(name, header_fingerprint):

@@ -160,9 +160,10 @@ def stream_curves(table):
 # ----------------------------------------------------------------------------
 # 1. the step's launches at the asked shape, from the traced step
 
-def data_buckets(B, T):
-    """Distinct tokens and the most frequent token's count in the first B*T tokens of the
-    project's training data (the encoder backward's buckets depend on them)."""
+def data_bucket_sizes(B, T):
+    """The encoder backward's buckets in the first B*T tokens of the project's training data: how
+    many positions each distinct token has, in ascending token order (their number is the distinct
+    tokens, their largest the most frequent token's count)."""
     path = os.path.join(REPO, "dev/data/tinyshakespeare/tiny_shakespeare_train.bin")
     if not os.path.exists(path):
         raise SystemExit("dev/perf: %s is missing: run make data" % path)
@@ -171,7 +172,7 @@ def data_buckets(B, T):
         fp.seek(256 * 4)  # llm.c's token file: a 256-int header, then uint16 tokens
         tokens.frombytes(fp.read(2 * B * T))
     counts = Counter(tokens)
-    return len(counts), max(counts.values())
+    return [counts[t] for t in sorted(counts)]
 
 
 def layout(S, N=1, align=16):
@@ -804,9 +805,9 @@ def fmt_zero(devices, dev, S, launches, results, label, counts_label, N=8):
 
 def shape_for(counts, B, T):
     """The config of the traced model ('d12': GPT-2 124M) at batch B x T, with the data's buckets."""
-    D, kmax = data_buckets(B, T)
+    sizes = data_bucket_sizes(B, T)
     cfg = kc.config_for_depth(int(counts["trace"]["model"][1:]))
-    return kc.Shape(B, T, distinct_tokens=D, max_bucket=kmax, **cfg)
+    return kc.Shape(B, T, distinct_tokens=len(sizes), max_bucket=max(sizes), bucket_sizes=sizes, **cfg)
 
 
 def predict(counts, dev, B, T, graph=False):

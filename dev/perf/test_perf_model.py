@@ -496,6 +496,25 @@ except SystemExit as e:
     ok = dev200.graph_gap is None and "graph_gap_us" in str(e)
 check(ok, "a launch replayed from a CUDA graph gets devices.json's graph_gap_us (or stops while it has none)")
 
+# branch dwte: the dwte kernel's short buckets a warp each (kernel_costs.encoder_backward_dwte_kernel_warps),
+# counted by hand from llmc/encoder.cuh's layout: buckets (token order) 100, 20 (block buckets: a block
+# each, 3 trips and a barrier), then 9 short ones, 8 to a block: [3 x 8] (every bucket <= 4 positions:
+# 3 trips) and [6] (5-8 positions: a second group of dout loads, 4 trips); C = 768: 3 blocks of 32 packs
+# per bucket group. Grid (2 + 2) x 3; the mean block chain (3 + 3 + 3 + 4) / 4 trips, 2 / 4 barriers;
+# shared memory only in the 2 x 3 block-bucket blocks; the longest block 2 + ceil(100 / 32) trips (the
+# bounds, the first positions, then one dout trip per group of 32 positions, the next ones prefetched).
+sizes = [100, 20] + [3] * 8 + [6]
+Sd = kc.Shape(1, sum(sizes), distinct_tokens=len(sizes), max_bucket=100, bucket_sizes=sizes, **kc.config_for_depth(12))
+cw = kc.encoder_backward_dwte_kernel_warps(Sd, {})
+check((cw.grid, cw.block_trips, cw.block_barriers, cw.smem_wavefronts, cw.serial_trips)
+      == (12, 13 / 4, 2 / 4, 6 * 14 * kc.PACK, 6),
+      "encoder dwte, short buckets a warp each: grid, mean block chain, barriers, wavefronts, longest chain by hand",
+      str((cw.grid, cw.block_trips, cw.block_barriers, cw.smem_wavefronts, cw.serial_trips)))
+cu = kc.encoder_backward_dwte_kernel_warps(kc.Shape(1, 1000, distinct_tokens=300, max_bucket=20, **kc.config_for_depth(12)), {})
+check((cu.grid, cu.block_trips) == ((1 + 38) * 3, (3 + 38 * 4) / 39),
+      "encoder dwte without bucket sizes: one block bucket of kmax, the other D - 1 short, charged 4 trips a block",
+      str((cu.grid, cu.block_trips)))
+
 # make_fixture.py refuses bad input with one line and a non-zero exit
 def make_fixture(*args):
     p = subprocess.run([sys.executable, os.path.join(HERE, "make_fixture.py")] + list(args), stdout=subprocess.PIPE,

@@ -514,7 +514,6 @@ static void test_global_norm(size_t n, int all_ones) {
 // A thread's sum (global_norm_thread_sum loads GLOBAL_NORM_UNROLL elements before adding them) is
 // the plain strided loop's, bit for bit: the adds in element order, whatever the unrolling. Small
 // thread counts make short arrays walk the unrolled loop, its remainder, and both.
-#define COUNT_OF_SIZES(a) (sizeof(a) / sizeof((a)[0]))
 static void test_global_norm_thread_order(void) {
     const size_t sizes[] = {0, 1, 7, 8, 23, 24, 25, 100, 1001};
     const size_t counts[] = {1, 3, 8};
@@ -528,8 +527,8 @@ static void test_global_norm_thread_order(void) {
     }
     int ok = 1, checked = 0;
     char detail[160] = "";
-    for (size_t a = 0; a < COUNT_OF_SIZES(sizes) && ok; a++) {
-        for (size_t c = 0; c < COUNT_OF_SIZES(counts) && ok; c++) {
+    for (size_t a = 0; a < sizeof(sizes) / sizeof(sizes[0]) && ok; a++) {
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]) && ok; c++) {
             GlobalNormPart parts[2] = {{x, sizes[a]}, {x + 1001, 1001 - sizes[a]}};
             for (size_t tid = 0; tid < counts[c] && ok; tid++) {
                 double want = 0.0; // the documented order: each part in turn, x[tid], x[tid + nthreads], ...

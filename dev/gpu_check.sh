@@ -17,7 +17,7 @@
 # parallel with the build: GPT-2 124M's (~750 MB) cannot travel (64 MiB per call). What comes
 # back ($OUT = LOGDIR, at most 8 files): summary.txt (one line per check as it ends, then the
 # table), steps.csv, ncu_ours.csv, kernels_bench.csv (dev/perf's measured-fixture interface:
-# dev/perf/README.md), logs.tar (every check's log, appended as each ends, so a killed call keeps
+# dev/perf/README.md), steps_flags.csv, ncu_ours_ak.csv, logs.tar (every check's log, appended as each ends, so a killed call keeps
 # them), fixture.tar (dev/perf/make_fixture.py's fixture directory, when that script exists:
 # `tar -xf fixture.tar -C dev/perf/measured`).
 #
@@ -26,16 +26,17 @@
 #   prep   the build (make cuda), the reference files, llm.c's builds (with and without cuDNN,
 #          from peers/llm.c, patched for CUDA 13 in a copy), all at once
 #   tests  (a) sampling at length, (b) -zo 1 = no offload bit for bit; both kernel suites;
-#          test_gpt2cu / test_gpt2fp32cu on the tiny model and GPT-2 124M; a short run with
+#          test_gpt2cu / test_gpt2fp32cu on the tiny model and GPT-2 124M; (d) -ak 1 in the trainer
+#          at 124M: deterministic and near -ak 0; a short run with
 #          evaluation, sampling and checkpoints, and its resume. Beside them (the GPU is shared,
 #          nothing is timed): dev/test/test_zero_cuda.sh's sections on 2-3 ranks of this GPU
 #          (multi: A B C F, then D E G and dev/bench/bench_zero_cuda.sh)
 #   bench  alone on the GPU: (c) dev/bench/bench_cuda.sh at B = 64, 32 (T=1024, -r 0) -> steps.csv;
-#          (c') the same with -cg 1 (CUDA graph) at B = 32 -> steps_cg.csv (the graph gap, dev/perf);
-#          (c'') with -ak 1 (sm_90a attention) and -ak 1 -cg 1 -> steps_ak.csv, steps_ak_cg.csv;
-#          ncu over 2 steps at B=32 -> ncu_ours.csv; test_kernels --bench -> kernels_bench.csv;
-#          the peers at B = 32, 64: llm.c + cuDNN, torch.compile, llm.c, PyTorch eager
-#          (dev/bench/peer_torch_gpt2.py) -> steps.csv; then dev/perf/make_fixture.py
+#          (c'') the same with -ak 1 (sm_90a attention), -ak 1 -cg 1 and (c') -cg 1 (CUDA graph)
+#          -> steps_flags.csv; ncu over 2 steps at B=32 -> ncu_ours.csv, and with -ak 1 ->
+#          ncu_ours_ak.csv; test_kernels --bench -> kernels_bench.csv; the peers at B = 32, 64:
+#          llm.c + cuDNN, torch.compile, llm.c, PyTorch eager (dev/bench/peer_torch_gpt2.py; the
+#          list in PEERS_RUN) -> steps.csv; then dev/perf/make_fixture.py
 # all (default) runs them all; one = tests + bench without multi; a part alone builds first.
 # (a), (b), (c) are the first GPU run's findings (2026-11-28, H200): every sample crashed ("more
 # than 64 distinct matmul shapes"), -zo 1 was not stage 0's bits (nvcc contracts a*b + c into
@@ -138,9 +139,11 @@ summary_txt="$logdir/summary.txt" results="$work/results.tsv" mainlog="$work/log
 : > "$results"
 now() { date +%s; }
 left() { echo $((deadline - $(now))); }
-# tmo CMD...: CMD cut at the deadline (less the reserve); 124 if no time is left at all
+# tmo CMD...: CMD cut at the deadline (less the reserve), and at its check's own cap (check_end,
+# set by check: a kernel that hangs on a GPU ends its check, not the call); 124 if no time is left
 tmo() {
-    local t=$(($(left) - RESERVE))
+    local t=$(($(left) - RESERVE)) c
+    if [ -n "${check_end:-}" ]; then c=$((check_end - $(now))); [ $c -lt $t ] && t=$c; fi
     [ $t -gt 0 ] || return 124
     timeout -k 5 "$t" "$@"
 }
@@ -170,6 +173,7 @@ check() {
     fi
     local log="$work/logs/$(slug "$name").log" t0 rc detail
     t0=$(now)
+    local check_end=$((t0 + 3 * est + 60)) # the cap: three times its estimate and a minute
     echo "== $(date -u +%T) $name: $*" >> "$mainlog"
     if [ "$(type -t "$1")" = function ]; then ("$@") > "$log" 2>&1; else tmo "$@" > "$log" 2>&1; fi
     rc=$?
@@ -363,6 +367,30 @@ zo_check() {
     zo_pair bf16 "$b16" gpt2_tiny_bf16.bin || rc=1
     return $rc
 }
+# (d) -ak 1 in the trainer, at GPT-2 124M's shapes (test_kernels holds the sm_90a kernels to the
+# reference at its own shapes): two runs bit for bit the same (losses, norms, final model: no
+# atomics), and each step's loss within 1% of -ak 0's (a gate for a broken kernel, not a
+# precision claim: the two attentions round differently)
+ak_check() {
+    local k f flags rc=0
+    for k in ak0 ak1 ak1b; do
+        flags=(); [ $k = ak0 ] || flags=(-ak 1)
+        f="$work/$k.txt"
+        tmo "$TRAIN" -e gpt2_124M_bf16.bin -b 8 -t 1024 -r 0 -x 4 -v 0 -s 0 -n 0 -o "$work/$k" "${flags[@]}" > "$f" 2>&1 \
+            || { echo "$k exited $?:"; tail -3 "$f"; return 1; }
+        grep -o 'train loss [0-9.]* norm [0-9.]*' "$f" > "$work/$k.losses"
+        echo "$k: $(tr '\n' ' ' < "$work/$k.losses")"
+    done
+    local a b
+    a=$(ls "$work/ak1"/model_*.bin 2>/dev/null | tail -1); b=$(ls "$work/ak1b"/model_*.bin 2>/dev/null | tail -1)
+    if [ -s "$work/ak1.losses" ] && cmp -s "$work/ak1.losses" "$work/ak1b.losses" && [ -n "$a" ] && [ -n "$b" ] && cmp -s "$a" "$b"; then
+        echo "ok   -ak 1 twice: losses, norms and final model bit for bit"
+    else echo "FAIL -ak 1 twice: not the same bits ('$a' '$b')"; rc=1; fi
+    if paste "$work/ak0.losses" "$work/ak1.losses" | awk '{d = $3 - $8; if (d < 0) d = -d; if (NF != 10 || d > 0.01 * $3) bad = 1; n++}
+            END {exit (bad || n < 4)}'; then echo "ok   -ak 1's losses within 1% of -ak 0's at each of 4 steps"
+    else echo "FAIL -ak 1's losses are not within 1% of -ak 0's (or steps are missing)"; rc=1; fi
+    return $rc
+}
 short_run() { tmo "$TRAIN" "${SHORT[@]}" -x 4 -v 2 -m 2 -s 4 -g 16 -n 2 -o "$work/run"; }
 resume_run() {
     tmo "$TRAIN" "${SHORT[@]}" -x 6 -v 0 -s 0 -y 1 -o "$work/run" > "$work/resume.txt" 2>&1; local rc=$?
@@ -401,6 +429,7 @@ if [ -z "${stop_early:-}" ]; then
                 check "$(basename "$t") $prefix" $([ $prefix = gpt2_tiny ] && echo 10 || echo 30) "$t" "$prefix"
             done
         done
+        [ $emu = 0 ] && check "(d) -ak 1: deterministic, near -ak 0 (124M)" 40 ak_check
         check "short run: eval, sampling, checkpoints" $([ $emu = 1 ] && echo 40 || echo 25) short_run
         check "resume from its checkpoint" $([ $emu = 1 ] && echo 30 || echo 15) resume_run
     fi
@@ -428,7 +457,7 @@ bench_ours() { # bench_ours DIR [TRAINER FLAGS...]
     for B in $BENCH_BATCHES; do
         if awk -v b="$B" '$1 == b && $2 == "ok" {f = 1} END {exit !f}' "$dir.txt"; then
             read -r ms n < <(median_ms "$dir/bench_B$B.log" '^step.*\(([0-9.]+) ms,.*')
-            [ -n "$ms" ] && steps_row ours "$B" "$BENCH_T" 0 "$ms" "$n" || { echo "B=$B: no step times"; rc=1; }
+            [ -n "$ms" ] && steps_row "${TRAINER_NAME:-ours}" "$B" "$BENCH_T" 0 "$ms" "$n" || { echo "B=$B: no step times"; rc=1; }
         else
             failed+=("B=$B: $(grep "^$B " "$dir.txt" | sed 's/.*(//; s/)$//' | cut -c1-160)"); rc=1
             echo "$B" >> "$work/bench_failed"
@@ -439,21 +468,17 @@ bench_ours() { # bench_ours DIR [TRAINER FLAGS...]
     [ ${#failed[@]} -eq 0 ] || printf 'did not run: %s\n' "${failed[@]}"
     return $rc
 }
-# (c') the same benchmark with -cg 1 (each micro-step's forward and backward as one CUDA graph) at
-# the last B of (c): steps_cg.csv, beside steps.csv (make_fixture.py reads steps.csv only). Its
-# step against (c)'s at the same B is the first measurement of the time between a graph's kernels,
-# which dev/perf/devices.json graph_gap_us only assumes (a published figure): with ncu's kernel ms,
+# (c') and (c''): the same benchmark with -cg 1 (each micro-step's forward and backward as one CUDA
+# graph), -ak 1 (the sm_90a attention kernels; opt-in until a GPU shows them) and -ak 1 -cg 1, at
+# every B of (c): rows "ours-cg", "ours-ak", "ours-ak-cg" of steps_flags.csv, beside steps.csv
+# (make_fixture.py reads steps.csv only; one file keeps LOGDIR within the device tool's 8). -cg 1's
+# step against (c)'s at the same B is the measurement of the time between a graph's kernels, which
+# dev/perf/devices.json graph_gap_us only assumes (a published figure): with ncu's kernel ms,
 # (ms with -cg 1 - ncu kernel ms - the plain gaps left outside the graph) / the graph's kernels.
-bench_ours_cg() { # bench_ours_cg DIR [TRAINER FLAGS...]
-    local steps_csv="$logdir/steps_cg.csv"
-    BENCH_BATCHES=${BENCH_BATCHES##* } bench_ours "$@" -cg 1
-}
-# (c'') -ak 1 (the sm_90a attention kernels; opt-in until this run shows them) and -ak 1 -cg 1 at
-# the last B of (c): steps_ak.csv, steps_ak_cg.csv, beside steps.csv (make_fixture.py reads
-# steps.csv only); the step the model's "after" prediction prices (dev/cuda/NOTES.md).
-bench_ours_ak() { # bench_ours_ak DIR CSV [TRAINER FLAGS...]
-    local dir=$1 steps_csv="$logdir/$2"; shift 2
-    BENCH_BATCHES=${BENCH_BATCHES##* } bench_ours "$dir" "$@"
+# -ak 1 -cg 1 is the step the model's "after" prediction prices (dev/cuda/NOTES.md).
+bench_ours_flags() { # bench_ours_flags DIR NAME [TRAINER FLAGS...]
+    local dir=$1 steps_csv="$logdir/steps_flags.csv" TRAINER_NAME=$2; shift 2
+    bench_ours "$dir" "$@"
 }
 bench_fallback() { # the B that (c) refused, again with the train file as the val file: the times all the same
     local batches; batches=$(tr '\n' ' ' < "$work/bench_failed")
@@ -484,6 +509,17 @@ ncu_ours() {
     [ $rc -eq 0 ] || { echo "the profiled run exited $rc"; return 1; }
     python3 dev/bench/ncu_table.py "$out" 2 | tee "$work/ncu_table.txt" | head -40
     echo "ncu: $rows launches over 2 steps of B=$NCU_B T=$NCU_T: $logdir/ncu_ours.csv"
+}
+# the same with -ak 1 (the sm_90a attention): ncu_ours_ak.csv, beside ncu_ours.csv
+ncu_ours_ak() {
+    [ ${#NCU[@]} -gt 0 ] || { echo "no ncu"; return 99; }
+    local out="$logdir/ncu_ours_ak.csv" rows
+    tmo "${NCU[@]}" --clock-control none --metrics gpu__time_duration.sum --csv --page raw --log-file "$out" \
+        "$TRAIN" -e "$NCU_MODEL" -b $NCU_B -t $NCU_T -r 0 -x 2 -v 0 -s 0 -j "$TRAIN_BIN" -ak 1 || { echo "ncu -ak 1 exited $?"; return 1; }
+    rows=$(grep -c '^"[0-9]' "$out" 2>/dev/null)
+    [ "${rows:-0}" -gt 0 ] || { echo "no kernel rows"; return 1; }
+    python3 dev/bench/ncu_table.py "$out" 2 | tee "$work/ncu_table_ak.txt" | head -40
+    echo "ncu -ak 1: $rows launches over 2 steps of B=$NCU_B T=$NCU_T: $logdir/ncu_ours_ak.csv"
 }
 kernels_bench() {
     tmo "$KERN" --bench "${KBENCH_ARGS[@]}" --csv "$logdir/kernels_bench.csv" || return 1
@@ -535,7 +571,7 @@ fixture() {
 if [ -z "${stop_early:-}" ] && want bench; then
     [ -n "${lane_multi:-}" ] && wait "$lane_multi"
     [ -n "${lane_peers:-}" ] && wait "$lane_peers"
-    rm -f "$work/bench_failed" "$steps_csv" "$logdir/steps_cg.csv" "$logdir/steps_ak.csv" "$logdir/steps_ak_cg.csv" "$logdir/ncu_ours.csv" "$logdir/kernels_bench.csv" "$logdir/fixture.tar" # this call's measurements
+    rm -f "$work/bench_failed" "$steps_csv" "$logdir/steps_flags.csv" "$logdir/ncu_ours_ak.csv" "$logdir/ncu_ours.csv" "$logdir/kernels_bench.csv" "$logdir/fixture.tar" # this call's measurements
     if [ $emu = 1 ]; then
         # the header (magic, version, token count, ...) with the count set to VAL_CUT, then its tokens
         { head -c 8 "$VAL_BIN"; printf "\\x$(printf %02x $((VAL_CUT % 256)))\\x$(printf %02x $((VAL_CUT / 256)))\\x00\\x00"
@@ -546,15 +582,18 @@ if [ -z "${stop_early:-}" ] && want bench; then
     if [ -s "$work/bench_failed" ]; then
         check "    the same B, the train file as val" $([ $emu = 1 ] && echo 40 || echo 40) bench_fallback
     fi
-    check "(c') bench_cuda.sh -cg 1 (CUDA graph) at B = ${BENCH_BATCHES##* }" $([ $emu = 1 ] && echo 30 || echo 20) bench_ours_cg "$work/bench_cg" "${BENCH_VAL[@]}"
-    if [ $emu = 1 ]; then record "(c'') bench_cuda.sh -ak 1" SKIP 0 "the emulated bench's tiny model has 16-channel heads (the sm_90a kernels need 64)"
+    if [ $emu = 1 ]; then
+        check "(c') bench_cuda.sh -cg 1 (CUDA graph)" 30 bench_ours_flags "$work/bench_cg" ours-cg "${BENCH_VAL[@]}" -cg 1
+        record "(c'') bench_cuda.sh -ak 1" SKIP 0 "the emulated bench's tiny model has 16-channel heads (the sm_90a kernels need 64)"
     else
-        check "(c'') bench_cuda.sh -ak 1 (sm_90a attention) at B = ${BENCH_BATCHES##* }" 20 bench_ours_ak "$work/bench_ak" steps_ak.csv "${BENCH_VAL[@]}" -ak 1
-        check "(c'') bench_cuda.sh -ak 1 -cg 1 at B = ${BENCH_BATCHES##* }" 20 bench_ours_ak "$work/bench_ak_cg" steps_ak_cg.csv "${BENCH_VAL[@]}" -ak 1 -cg 1
+        check "(c'') bench_cuda.sh -ak 1 (sm_90a attention)" 40 bench_ours_flags "$work/bench_ak" ours-ak "${BENCH_VAL[@]}" -ak 1
+        check "(c'') bench_cuda.sh -ak 1 -cg 1" 40 bench_ours_flags "$work/bench_ak_cg" ours-ak-cg "${BENCH_VAL[@]}" -ak 1 -cg 1
+        check "(c') bench_cuda.sh -cg 1 (CUDA graph)" 40 bench_ours_flags "$work/bench_cg" ours-cg "${BENCH_VAL[@]}" -cg 1
     fi
     check "ncu: per-kernel times, B=$NCU_B, 2 steps" $([ $emu = 1 ] && echo 40 || echo 90) ncu_ours
+    [ $emu = 0 ] && check "ncu -ak 1: per-kernel times, B=$NCU_B, 2 steps" 90 ncu_ours_ak
     check "kernels --bench" $([ $emu = 1 ] && echo 30 || echo 40) kernels_bench
-    for peer in llmc_cudnn torch_compile llmc torch_eager; do
+    for peer in ${PEERS_RUN:-llmc_cudnn torch_compile llmc torch_eager}; do
         for B in "${PEER_B[@]}"; do
             case $peer in
                 llmc*) if [ $emu = 1 ]; then record "peer $peer B=$B" SKIP 0 "llm.c is not built for the emulator (cuBLAS, cuDNN)"; continue; fi
@@ -587,7 +626,9 @@ table() {
             END {printf "%-16s", "trainer"; for (i = 1; i <= nb; i++) printf " %10s", "B=" b[i]; print ""
                  for (j = 1; j <= n; j++) {printf "%-16s", order[j]; for (i = 1; i <= nb; i++) printf " %10s", ((order[j], b[i]) in ms) ? ms[order[j], b[i]] : "-"; print ""}}' "$steps_csv"
     fi
+    [ -s "$logdir/steps_flags.csv" ] && { echo "-- ours with flags (steps_flags.csv)"; cat "$logdir/steps_flags.csv"; }
     [ -s "$work/ncu_table.txt" ] && { echo "-- ncu, ours: the largest kernels"; head -12 "$work/ncu_table.txt"; }
+    [ -s "$work/ncu_table_ak.txt" ] && { echo "-- ncu, ours -ak 1: the largest kernels"; head -12 "$work/ncu_table_ak.txt"; }
     echo "LOGDIR $logdir: $(cd "$logdir" && ls | tr '\n' ' ')"
     echo "gpu_check: $n_pass passed, $n_fail failed"
     [ "$n_fail" -eq 0 ]

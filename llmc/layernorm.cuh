@@ -73,7 +73,9 @@ __host__ __device__ inline float layernorm_dinp(float dnorm, float norm, float d
 // sm_90: no spills; with 1024 threads the cap of 64 made it spill).
 #define LAYERNORM_MAX_THREADS 512
 #define LAYERNORM_MAX_C (LAYERNORM_MAX_THREADS * PACKX_SIZE) // one pack per thread: 4096 bf16, 2048 fp32 channels
+#ifndef LAYERNORM_BWD_ROWS // (-D to measure another: the host replay in the tests follows it)
 #define LAYERNORM_BWD_ROWS 32     // rows per block of the backward: one chunk of the dweight/dbias column sums
+#endif
 
 // Threads per block: one per pack of the row, rounded up to whole warps (block_sum needs them).
 static inline int layernorm_threads(int C) { return ceil_div(ceil_div(C, PACKX_SIZE), 32) * 32; }
@@ -268,7 +270,14 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
 #define LAYERNORM_BWD_MIN_BLOCKS(P) ((P) == 1 ? 6 : (P) <= 3 ? 4 : 3)
 
 // Packs of a row per lane when a warp holds the row: ceil(packs / 32).
-static inline int layernorm_backward_lane_packs(int C) { return ceil_div(ceil_div(C, PACKX_SIZE), 32); }
+static inline int layernorm_backward_lane_packs(int C) {
+#ifdef LAYERNORM_BWD_BLOCK_ONLY // (-D to measure the block kernel where the warp one would run)
+    (void)C;
+    return LAYERNORM_BWD_LANE_PACKS + 1;
+#else
+    return ceil_div(ceil_div(C, PACKX_SIZE), 32);
+#endif
+}
 
 template <int P>
 __global__ void __launch_bounds__(32 * LAYERNORM_BWD_WARPS, LAYERNORM_BWD_MIN_BLOCKS(P))

@@ -128,10 +128,12 @@ static double rms_of(const float* x, size_t n) {
     return n > 0 ? sqrt(sum / n) : 0.0;
 }
 
-// Element by element against tol; prints the largest error in units of rms(ref) and the worst
-// element (the one nearest to or furthest past its bound), with both values. NaN always fails.
-static void check_close(const char* what, const char* tensor, const float* got, const float* ref, size_t n,
-                        Tolerance tol) {
+// Element by element against tol (plus extra[i] where extra is not NULL: an allowance the
+// reference derives per element, e.g. attention_bf16_flips); prints the largest error in units of
+// rms(ref) and the worst element (the one nearest to or furthest past its bound), with both
+// values. NaN always fails.
+static void check_close_extra(const char* what, const char* tensor, const float* got, const float* ref, size_t n,
+                              Tolerance tol, const double* extra) {
     double rms = rms_of(ref, n);
     size_t worst = 0, nans = 0, first_nan = 0;
     double worst_ratio = -1.0, max_err = 0.0;
@@ -142,7 +144,7 @@ static void check_close(const char* what, const char* tensor, const float* got, 
             nans++;
             continue;
         }
-        double allowed = tol.atol * rms + tol.rtol * fabs((double)ref[i]);
+        double allowed = tol.atol * rms + tol.rtol * fabs((double)ref[i]) + (extra != NULL ? extra[i] : 0.0);
         double ratio = err == 0.0 ? 0.0 : (allowed > 0.0 ? err / allowed : INFINITY);
         if (ratio > worst_ratio) { worst_ratio = ratio; worst = i; }
         if (err > max_err) { max_err = err; }
@@ -152,11 +154,23 @@ static void check_close(const char* what, const char* tensor, const float* got, 
     char nan_note[64] = "";
     if (nans > 0) { snprintf(nan_note, sizeof(nan_note), "%zu NaN, the first at [%zu]; ", nans, first_nan); }
     char detail[320];
+    char flips[48] = "";
+    if (extra != NULL && n > 0) { // the largest allowance, and on how many elements
+        double most = 0.0;
+        size_t some = 0;
+        for (size_t i = 0; i < n; i++) { most = extra[i] > most ? extra[i] : most; some += extra[i] > 0.0; }
+        snprintf(flips, sizeof(flips), " + flips <= %.2g rms on %.1f%%", rms > 0.0 ? most / rms : 0.0, 100.0 * some / n);
+    }
     snprintf(detail, sizeof(detail), "%smax|err| %.2e rms (%.2e); worst [%zu] got %.8g ref %.8g, %.2f of bound "
-             "(%g rms + %g |ref|, n %zu)", nan_note, rms > 0.0 ? max_err / rms : max_err, max_err, worst,
+             "(%g rms + %g |ref|%s, n %zu)", nan_note, rms > 0.0 ? max_err / rms : max_err, max_err, worst,
              n > 0 ? got[worst] : 0.0f, n > 0 ? ref[worst] : 0.0f, worst_ratio < 0.0 ? 0.0 : worst_ratio,
-             tol.atol, tol.rtol, n);
+             tol.atol, tol.rtol, flips, n);
     report(ok, what, tensor, detail);
+}
+
+static void check_close(const char* what, const char* tensor, const float* got, const float* ref, size_t n,
+                        Tolerance tol) {
+    check_close_extra(what, tensor, got, ref, n, tol, NULL);
 }
 
 // the same bytes? label says what is compared ("dinp: same bits on a second run")
@@ -297,16 +311,21 @@ static float* download_float(const float* dev, size_t n) { return (float*)downlo
 
 // A gradient that ran twice: the first run against the CPU's, the second run's bits against the
 // first's. bits[run] are floatX snapshots, freed here.
-static void check_twice(const char* what, const char* tensor, void* bits[2], const float* ref, size_t n,
-                        Tolerance tol) {
+static void check_twice_extra(const char* what, const char* tensor, void* bits[2], const float* ref, size_t n,
+                              Tolerance tol, const double* extra) {
     float* got = floats_of(bits[0], n);
-    check_close(what, tensor, got, ref, n, tol);
+    check_close_extra(what, tensor, got, ref, n, tol, extra);
     char label[64];
     snprintf(label, sizeof(label), "%s: same bits on a second run", tensor);
     check_same_bits(what, label, bits[0], bits[1], n * sizeof(floatX));
     free(got);
     free(bits[0]);
     free(bits[1]);
+}
+
+static void check_twice(const char* what, const char* tensor, void* bits[2], const float* ref, size_t n,
+                        Tolerance tol) {
+    check_twice_extra(what, tensor, bits, ref, n, tol, NULL);
 }
 
 // ----------------------------------------------------------------------------
@@ -843,9 +862,40 @@ static void attention_backward_out_correction(float* dqkv, const float* att, con
 // dq, dk, dv elements by a few % of rms(dqkv), growing with T, as dS = P (dP - D) cancels.
 // With them what is left is the output's own rounding: at most 0.35 of the bounds, as before.
 
+// Rounding flips. The corrections below round the reference's fp32 values where the kernels round
+// theirs; a GPU's fp32 value can differ by a few ulp (its tensor cores add a dot product's terms in
+// their own order and alignment, exp2f is within 2 ulp, nvcc may contract a*b - c into one fma),
+// and where the value lies that close to the midpoint between two bf16 numbers the kernel rounds
+// the other way: that term then moves by one bf16 ulp (0.4-0.8% of itself). Measured once
+// (H200, 2026-11-28, `dev/gpu_check.sh`): dv elements 1.00 and 1.05 of TOL_ATT_BWD at B=2 T=65
+// hs=128 and (sm_90a) B=2 T=300 hs=64, each a key's sum over ~60-300 queries, small itself, where
+// one weight near 0.85 rounded the other way; the emulator, whose exp2f and adds are the host's,
+// had stayed at 0.35. So the check allows, per output element, one bf16 ulp times the term's
+// multiplier for each rounding whose fp32 value lies within a bound of the GPU's possible
+// difference from a midpoint. The bound, from the IEEE unit roundoff u = 2^-24: an fp32 dot
+// product of n terms, added in any order, is within n u sum|terms| of the exact one (the classic
+// gamma_n); each further fp32 operation (a rounding nvcc may skip by contracting) u of its value;
+// exp2f 2 ulp (CUDA's documented maximum), 4u. On the shapes here that allows at most a few % of
+// rms(dqkv) on an element (test_kernels prints it: "+ flips <= X rms on Y%"), against ~100% for a
+// wrong index or formula.
+#define ATT_U 5.9604644775390625e-8 // 2^-24
+static double attention_dot_err(double dot_abs, int n) { return n * ATT_U * dot_abs; }
+// one bf16 ulp of x if x is within err of a midpoint between two bf16 numbers (a rounding the GPU
+// may take the other way), else 0
+static double attention_bf16_flip(float x, double err) {
+    if (x == 0.0f || !isfinite(x)) { return 0.0; }
+    int e;
+    frexp((double)x, &e);            // |x| = f 2^e, f in [0.5, 1): bf16 keeps 8 significant bits
+    double ulp = ldexp(1.0, e - 8);
+    double off = fabs((double)x - (double)to_float(from_float(x))); // from the nearest bf16
+    return ulp / 2 - off <= err ? ulp : 0.0;
+}
+
 // the scores of query t of head h in the base-2 units the kernels use: s2[j] = fp32(fp32(q_t . k_j)
-// * scale * log2(e)) for keys j <= t; returns their max
-static float attention_tc_scores(float* s2, const float* qkv, int b, int t, int h, int T, int C, int NH) {
+// * scale * log2(e)) for keys j <= t; returns their max. s2_err (NULL or T doubles): a bound on
+// how far a kernel's fp32 s2[j] can be from this one (attention_bf16_flip)
+static float attention_tc_scores(float* s2, double* s2_err, const float* qkv, int b, int t, int h, int T, int C,
+                                 int NH) {
     int hs = C / NH;
     size_t C3 = 3 * (size_t)C;
     float scale_log2 = 1.0f / sqrtf((float)hs) * 1.4426950408889634f; // as the launcher
@@ -853,9 +903,10 @@ static float attention_tc_scores(float* s2, const float* qkv, int b, int t, int 
     float m = -INFINITY;
     for (int j = 0; j <= t; j++) {
         const float* k = qkv + ((size_t)b * T + j) * C3 + C + (size_t)h * hs;
-        double dot = 0.0;
-        for (int i = 0; i < hs; i++) { dot += (double)q[i] * k[i]; }
+        double dot = 0.0, dot_abs = 0.0;
+        for (int i = 0; i < hs; i++) { dot += (double)q[i] * k[i]; dot_abs += fabs((double)q[i] * k[i]); }
         s2[j] = (float)dot * scale_log2;
+        if (s2_err != NULL) { s2_err[j] = attention_dot_err(dot_abs, hs) * scale_log2 + ATT_U * fabs((double)s2[j]); }
         m = fmaxf(m, s2[j]);
     }
     return m;
@@ -863,19 +914,24 @@ static float attention_tc_scores(float* s2, const float* qkv, int b, int t, int 
 
 static double round_bf16_change(float x) { return (double)to_float(from_float(x)) - (double)x; }
 
+
 // out (B,T,C) += sum_j (bf16(p_j) - p_j) v_j / l for each query: p_j = exp2(s2_j - m_tile(j)),
 // where m_tile(j) is the running max after the tile of key j, each weight later scaled by
 // exp2(m_tile(j) - m) (the rescales), l = sum_j exp2(s2_j - m), m the row's max. stage: the keys
 // per tile of the forward that ran (ATT_TC_STAGE = 64 for mma.sync, ATT90_BC = 128 for sm_90a).
-static void attention_tc_forward_correction(float* out, const float* qkv, int B, int T, int C, int NH, int stage) {
+// flips (B,T,C) += the rounding flips' allowance (above): bf16 ulp(p_j) |v_j| exp2(m_tile - m) / l.
+static void attention_tc_forward_correction(float* out, double* flips, const float* qkv, int B, int T, int C, int NH,
+                                            int stage) {
     int hs = C / NH;
     size_t C3 = 3 * (size_t)C;
     float* s2 = (float*)mallocCheck(T * sizeof(float));
+    double* s2_err = (double*)mallocCheck(T * sizeof(double));
     double* corr = (double*)mallocCheck(hs * sizeof(double));
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < T; t++) {
-                float m = attention_tc_scores(s2, qkv, b, t, h, T, C, NH);
+                float m = attention_tc_scores(s2, s2_err, qkv, b, t, h, T, C, NH);
+                double* flip = flips + ((size_t)b * T + t) * C + (size_t)h * hs;
                 double l = 0.0;
                 for (int j = 0; j <= t; j++) { l += exp2((double)s2[j] - m); }
                 for (int i = 0; i < hs; i++) { corr[i] = 0.0; }
@@ -884,9 +940,15 @@ static void attention_tc_forward_correction(float* out, const float* qkv, int B,
                     int k1 = k0 + stage - 1 < t ? k0 + stage - 1 : t; // the tile's last visible key
                     for (int j = k0; j <= k1; j++) { m_run = fmaxf(m_run, s2[j]); }
                     for (int j = k0; j <= k1; j++) {
-                        double d = round_bf16_change(exp2f(s2[j] - m_run)) * exp2((double)m_run - m) / l;
+                        float p = exp2f(s2[j] - m_run);
+                        double w = exp2((double)m_run - m) / l;
+                        double d = round_bf16_change(p) * w;
+                        // p's bound: its argument's (s2, m_run and the difference), then exp2f's
+                        double p_err = p * (M_LN2 * (s2_err[j] + ATT_U * (fabs((double)m_run) + fabs((double)s2[j] - m_run)))
+                                            + 4 * ATT_U);
+                        double f = attention_bf16_flip(p, p_err) * w;
                         const float* v = qkv + ((size_t)b * T + j) * C3 + 2 * C + (size_t)h * hs;
-                        for (int i = 0; i < hs; i++) { corr[i] += d * v[i]; }
+                        for (int i = 0; i < hs; i++) { corr[i] += d * v[i]; flip[i] += f * fabs((double)v[i]); }
                     }
                 }
                 float* o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
@@ -894,29 +956,33 @@ static void attention_tc_forward_correction(float* out, const float* qkv, int B,
             }
         }
     }
-    free(s2); free(corr);
+    free(s2); free(s2_err); free(corr);
 }
 
 // dqkv (B,T,3C) += the change of rounding P_ij = exp2(s2_ij - lse_i log2(e)) in dv_j = sum_i P_ij
 // dout_i, and dS_ij = P_ij (dP_ij - D_i) (dP_ij = dout_i . v_j, D_i = dout_i . out_i from the
-// GPU's out) in dq_i = scale sum_j dS_ij k_j and dk_j = scale sum_i dS_ij q_i
-static void attention_tc_backward_correction(float* dqkv, const float* qkv, const float* dout, const float* out,
-                                             const float* lse, int B, int T, int C, int NH) {
+// GPU's out) in dq_i = scale sum_j dS_ij k_j and dk_j = scale sum_i dS_ij q_i. flips (B,T,3C) += the
+// rounding flips' allowance (above): bf16 ulp(P_ij) |dout_i| in dv_j, bf16 ulp(dS_ij) scale |k_j|
+// in dq_i and |q_i| in dk_j.
+static void attention_tc_backward_correction(float* dqkv, double* flips, const float* qkv, const float* dout,
+                                             const float* out, const float* lse, int B, int T, int C, int NH) {
     int hs = C / NH;
     size_t C3 = 3 * (size_t)C;
     double scale = 1.0 / sqrt((double)hs);
     float* s2 = (float*)mallocCheck(T * sizeof(float));
+    double* s2_err = (double*)mallocCheck(T * sizeof(double));
     double* dq = (double*)mallocCheck(hs * sizeof(double));
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < T; t++) {
                 size_t bt = (size_t)b * T + t;
-                attention_tc_scores(s2, qkv, b, t, h, T, C, NH);
+                attention_tc_scores(s2, s2_err, qkv, b, t, h, T, C, NH);
                 const float* d = dout + bt * C + (size_t)h * hs;
                 const float* o = out + bt * C + (size_t)h * hs;
                 const float* q = qkv + bt * C3 + (size_t)h * hs;
-                double D = 0.0;
-                for (int i = 0; i < hs; i++) { D += (double)d[i] * o[i]; }
+                double D = 0.0, D_abs = 0.0;
+                for (int i = 0; i < hs; i++) { D += (double)d[i] * o[i]; D_abs += fabs((double)d[i] * o[i]); }
+                double* flip_q = flips + bt * C3 + (size_t)h * hs;
                 float lse2 = lse[((size_t)b * NH + h) * T + t] * 1.4426950408889634f;
                 for (int i = 0; i < hs; i++) { dq[i] = 0.0; }
                 for (int j = 0; j <= t; j++) {
@@ -924,15 +990,28 @@ static void attention_tc_backward_correction(float* dqkv, const float* qkv, cons
                     const float* v = k + C;
                     float* dk = dqkv + ((size_t)b * T + j) * C3 + C + (size_t)h * hs;
                     float* dv = dk + C;
-                    double dp = 0.0;
-                    for (int i = 0; i < hs; i++) { dp += (double)d[i] * v[i]; }
+                    double* flip_k = flips + ((size_t)b * T + j) * C3 + C + (size_t)h * hs;
+                    double* flip_v = flip_k + C;
+                    double dp = 0.0, dp_abs = 0.0;
+                    for (int i = 0; i < hs; i++) { dp += (double)d[i] * v[i]; dp_abs += fabs((double)d[i] * v[i]); }
                     float p = exp2f(s2[j] - lse2);
                     float ds = p * ((float)dp - (float)D);
                     double dP = round_bf16_change(p), ddS = round_bf16_change(ds) * scale;
+                    // the bounds (above): p's from its argument's and exp2f's; dS's from p's, from
+                    // the two dot products dP and D, and from its own subtract and multiply
+                    double p_err = p * (M_LN2 * (s2_err[j] + ATT_U * (fabs((double)lse2) + fabs((double)s2[j] - lse2)))
+                                        + 4 * ATT_U);
+                    double dd = fabs((double)dp - D);
+                    double ds_err = p_err * dd + (double)p * (attention_dot_err(dp_abs, hs) + attention_dot_err(D_abs, hs)
+                                                              + ATT_U * dd) + ATT_U * fabs((double)ds);
+                    double fP = attention_bf16_flip(p, p_err), fS = attention_bf16_flip(ds, ds_err) * scale;
                     for (int i = 0; i < hs; i++) {
                         dv[i] += (float)(dP * d[i]);
                         dk[i] += (float)(ddS * q[i]);
                         dq[i] += ddS * k[i];
+                        flip_v[i] += fP * fabs((double)d[i]);
+                        flip_k[i] += fS * fabs((double)q[i]);
+                        flip_q[i] += fS * fabs((double)k[i]);
                     }
                 }
                 float* dq_t = dqkv + bt * C3 + (size_t)h * hs;
@@ -940,7 +1019,7 @@ static void attention_tc_backward_correction(float* dqkv, const float* qkv, cons
             }
         }
     }
-    free(s2); free(dq);
+    free(s2); free(s2_err); free(dq);
 }
 #endif
 
@@ -967,8 +1046,10 @@ static void check_attention(const AttentionShape* s) {
     attention_forward(out_ref, att, qkv, B, T, C, NH);
     attention_lse_reference(lse_ref, qkv, B, T, C, NH);
     float* out_check = host_copy(out_ref, n_out); // out_ref stays the CPU's own, for the backward
+    double* out_flips = NULL; // the bf16 build's rounding flips (above); none in fp32
 #if defined(ENABLE_BF16)
-    attention_tc_forward_correction(out_check, qkv, B, T, C, NH, sm90 ? ATT90_BC : ATT_TC_STAGE);
+    out_flips = (double*)calloc(n_out, sizeof(double));
+    attention_tc_forward_correction(out_check, out_flips, qkv, B, T, C, NH, sm90 ? ATT90_BC : ATT_TC_STAGE);
 #endif
 
     floatX* d_qkv = device_floatX(qkv, n_qkv);
@@ -979,7 +1060,7 @@ static void check_attention(const AttentionShape* s) {
     attention_forward(d_out, d_lse, d_qkv, B, T, C, NH, g_stream);
     float* out = download_floatX(d_out, n_out);
     float* lse = download_float(d_lse, n_lse);
-    check_close(fwd, "out", out, out_check, n_out, TOL_OUT);
+    check_close_extra(fwd, "out", out, out_check, n_out, TOL_OUT, out_flips);
     check_close(fwd, "lse", lse, lse_ref, n_lse, TOL_FP32_STATS);
 
     // backward: the GPU reads its own forward's out and lse, as the trainer does; it writes dqkv
@@ -989,8 +1070,10 @@ static void check_attention(const AttentionShape* s) {
     float* datt_scratch = host_zeros(n_lse);
     attention_backward(dqkv_ref, datt_scratch, dout, qkv, att, B, T, C, NH);
     attention_backward_out_correction(dqkv_ref, att, qkv, dout, out, out_ref, B, T, C, NH);
+    double* dqkv_flips = NULL;
 #if defined(ENABLE_BF16)
-    attention_tc_backward_correction(dqkv_ref, qkv, dout, out, lse, B, T, C, NH);
+    dqkv_flips = (double*)calloc(n_qkv, sizeof(double));
+    attention_tc_backward_correction(dqkv_ref, dqkv_flips, qkv, dout, out, lse, B, T, C, NH);
 #endif
 
     floatX* d_dout = device_floatX(dout, n_out);
@@ -1002,7 +1085,7 @@ static void check_attention(const AttentionShape* s) {
         attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, g_stream);
         dqkv_bits[run] = snapshot_floatX(d_dqkv, n_qkv);
     }
-    check_twice(bwd, "dqkv", dqkv_bits, dqkv_ref, n_qkv, TOL_ATT_BWD);
+    check_twice_extra(bwd, "dqkv", dqkv_bits, dqkv_ref, n_qkv, TOL_ATT_BWD, dqkv_flips);
     // the row term D (B,NH,T) the backward leaves in its scratch, against attention_rowdot_kernel's
     // order replayed on the host from the same floatX out and dout: each lane's pack by fmaf (one
     // rounding per term on both sides), then the butterfly over the row's lanes: the same bits
@@ -1066,7 +1149,7 @@ static void check_attention(const AttentionShape* s) {
     device_free(d_qkv); device_free(d_out); device_free(d_lse); device_free(d_dout);
     device_free(d_dqkv); device_free(d_scratch);
     free(qkv); free(out_ref); free(out_check); free(att); free(lse_ref); free(out); free(lse); free(dout);
-    free(dqkv_ref); free(datt_scratch);
+    free(dqkv_ref); free(datt_scratch); free(out_flips); free(dqkv_flips);
 }
 
 // ----------------------------------------------------------------------------

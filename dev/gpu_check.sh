@@ -526,10 +526,13 @@ kernels_bench() {
     echo "kernels_bench.csv: $(($(wc -l < "$logdir/kernels_bench.csv") - 1)) kernels (${KBENCH_ARGS[*]:-B=8, T=1024})"
 }
 # the peers, each at every B of PEER_B: the median step after the first 3, as ours
+# (llm.c takes step % val_loss_every and step % sample_every: -v 0 or -s 0 divides by zero, SIGFPE,
+# as the H200 found; a period past the last step evaluates (-m 1: one batch) and samples once,
+# after the timed steps)
 peer_llmc() { # peer_llmc NAME B: llm.c from a fresh d12 (random init), -r 0, the train file as val
     local bin="$PEERS/build/$1/train_gpt2cu" f="$work/$1_B$2.txt" ms n
     [ -x "$bin" ] || { echo "$1 was not built (see its build)"; return 99; }
-    tmo "$bin" -e d12 -b "$2" -t $PEER_T -r 0 -x $PEER_STEPS -v 0 -s 0 -i "$TRAIN_BIN" -j "$TRAIN_BIN" > "$f" 2>&1
+    tmo "$bin" -e d12 -b "$2" -t $PEER_T -r 0 -x $PEER_STEPS -v 100000 -s 100000 -m 1 -i "$TRAIN_BIN" -j "$TRAIN_BIN" > "$f" 2>&1
     local rc=$?; tail -n 20 "$f"
     [ $rc -eq 0 ] || return 1
     read -r ms n < <(median_ms "$f" '^step.*\| ([0-9.]+) ms \|.*')

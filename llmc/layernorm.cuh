@@ -73,8 +73,16 @@ __host__ __device__ inline float layernorm_dinp(float dnorm, float norm, float d
 // sm_90: no spills; with 1024 threads the cap of 64 made it spill).
 #define LAYERNORM_MAX_THREADS 512
 #define LAYERNORM_MAX_C (LAYERNORM_MAX_THREADS * PACKX_SIZE) // one pack per thread: 4096 bf16, 2048 fp32 channels
-#ifndef LAYERNORM_BWD_ROWS // (-D to measure another: the host replay in the tests follows it)
-#define LAYERNORM_BWD_ROWS 32     // rows per block of the backward: one chunk of the dweight/dbias column sums
+// Rows per chunk of the backward (a warp's or a block's; one chunk of the dweight/dbias column
+// sums). 16, not 32: a warp walks its chunk's rows one after another, each a DRAM round trip, so
+// at GPT-2 124M's B=32 (N = 32768) 32-row chunks left ~8 warps an SM waiting. Measured once
+// (H200, 2026-11-28, `dev/cuda/test_kernels --bench -b 32 --only layernorm`, each value built with
+// -DLAYERNORM_BWD_ROWS): 0.203 ms a launch at 32 rows, 0.131 at 16, 0.153 at 8 (its chunk sums
+// double again), 0.169 for the block kernel; the trainer at B=32 66.5 / 66.9 -> 65.2 / 65.5 ms a
+// step (two runs each); at B=64 no difference above the noise. The chunk sums cost 2 C floats per
+// chunk (12.6 MB written and read at B=32).
+#ifndef LAYERNORM_BWD_ROWS // (-D to measure another: the host replays in the tests follow it)
+#define LAYERNORM_BWD_ROWS 16
 #endif
 
 // Threads per block: one per pack of the row, rounded up to whole warps (block_sum needs them).
@@ -247,7 +255,7 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
 // independent chunks (LAYERNORM_BWD_WARPS per block), so a block never waits for another warp.
 //
 // Where the column sums live: in SHARED memory, not registers. A lane's sums are 2 x PACKX_SIZE x P
-// floats (48 at GPT-2's C = 768 in bf16: P = 3), kept over the chunk's 32 rows. In registers,
+// floats (48 at GPT-2's C = 768 in bf16: P = 3), kept over the chunk's rows. In registers,
 // beside the 3P packs of the row in flight and the P packs of weight, they made P = 3 take 168
 // registers (ptxas -v, sm_90), so an SM held 3 blocks (12 warps): 1584 chunks at once on an
 // H200's 132 SMs, and the 2048 chunks of B = 64 (N = 65536 rows) ran as 1.29 waves, the last 0.29

@@ -452,7 +452,7 @@ typedef struct { int N, C; } LayernormShape; // N rows (B*T) of C channels
 static const LayernormShape LAYERNORM_SHAPES[] = {
     {128, 768},            // GPT-2-like: B*T = 2*64 rows
     {127, 96},             // an odd row count, a small C
-    {1031, 768},           // 33 backward chunks of 32 rows, the last one of 7: a multiple of nothing
+    {1031, 768},           // backward chunks of 16 rows (LAYERNORM_BWD_ROWS), the last one of 7: a multiple of nothing
     {37, 50},              // C not a multiple of the pack (8 bf16, 4 fp32): unaligned rows, element by element
     {64, 68},              // C a multiple of fp32's pack, not of bf16's: a partial last pack
     {70, 64},              // the tiny model's C: 8 bf16 packs, so 24 of the block's 32 threads only join the sums

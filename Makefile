@@ -85,7 +85,10 @@ NVCC_ARCH = $(foreach cc,$(GPU_COMPUTE_CAPABILITY),-gencode arch=compute_$(cc),c
 # -fopenmp: host loops over elements (the optimizer update with -zo 1) use the CPU's threads
 # -ffp-contract=off: host code never fuses a*b + c into an fma, so arithmetic shared with the
 # device that the device writes with rounded intrinsics (llmc/fp_rn.cuh) gives the same bits here
-NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno,-fopenmp,-ffp-contract=off --Werror all-warnings
+# EXTRA_NVCC_FLAGS: more flags for every CUDA build, real or emulated (e.g. -DLAYERNORM_BWD_ROWS=8;
+# dev/gpu_check.sh's `variants` part builds copies of the tree so)
+EXTRA_NVCC_FLAGS ?=
+NVCC_FLAGS = -O3 -std=c++17 -I. $(NVCC_ARCH) -Xcompiler -Wall,-Wextra,-Wno-unused-function,-fno-math-errno,-fopenmp,-ffp-contract=off --Werror all-warnings $(EXTRA_NVCC_FLAGS)
 NVCC_LDLIBS = -lcublasLt -lcudart
 # Several GPUs: NCCL, and MPI for mpirun starts when mpicc exists. NO_MULTI_GPU=1 builds
 # one-process trainers without NCCL; NO_USE_MPI=1 leaves MPI out (ranks then start with

@@ -55,7 +55,7 @@
 # Exit status: 0 every check that ran passed (skipped ones are listed), 1 a check failed,
 # 2 something missing (nothing run). The last line is "gpu_check: N passed, N failed".
 set -u
-usage="usage: dev/gpu_check.sh [LOGDIR] [all|prep|tests|bench|one|multi|zero1|zero2] [--data DIR] [--deadline SECONDS] [--emu]"
+usage="usage: dev/gpu_check.sh [LOGDIR] [all|prep|tests|bench|one|multi|zero1|zero2|variants] [--data DIR] [--deadline SECONDS] [--emu]"
 die() { echo "dev/gpu_check.sh: $*"; exit 2; }
 logdir="" part="" bring="" emu=0 deadline_s=""
 while [ $# -gt 0 ]; do
@@ -72,7 +72,7 @@ while [ $# -gt 0 ]; do
 done
 logdir=${logdir:-log_gpu_check}
 part=${part:-all}
-case "$part" in all|prep|tests|bench|one|multi|zero1|zero2) ;; *) die "the part must be all, prep, tests, bench, one, multi, zero1 or zero2, got '$part'" ;; esac
+case "$part" in all|prep|tests|bench|one|multi|zero1|zero2|variants) ;; *) die "the part must be all, prep, tests, bench, one, multi, zero1, zero2 or variants, got '$part'" ;; esac
 [ -z "$deadline_s" ] && deadline_s=$([ $emu = 1 ] && echo 600 || echo 570)
 [[ "$deadline_s" =~ ^[0-9]+$ ]] && [ "$deadline_s" -ge 1 ] || die "--deadline $deadline_s: expected whole seconds >= 1"
 if [ -n "$bring" ]; then
@@ -86,7 +86,7 @@ t_start=$(date +%s)
 deadline=$((t_start + deadline_s))
 RESERVE=$([ $emu = 1 ] && echo 5 || echo 15) # seconds kept at the end for make_fixture, packing and the table
 want() { # want PART: does this call run PART?
-    case "$part:$1" in all:*|"$1":"$1"|one:tests|one:bench|multi:zero1|multi:zero2) return 0 ;; *) return 1 ;; esac
+    case "$part:$1" in all:variants) [ -n "${VARIANTS:-}" ] ;; all:*|"$1":"$1"|one:tests|one:bench|multi:zero1|multi:zero2) return 0 ;; *) return 1 ;; esac
 }
 # the parts before: a part alone still builds (make is quick when the build is there)
 
@@ -469,7 +469,7 @@ bench_ours() { # bench_ours DIR [TRAINER FLAGS...]
     return $rc
 }
 # (c') and (c''): the same benchmark with -cg 1 (each micro-step's forward and backward as one CUDA
-# graph), -ak 1 (the sm_90a attention kernels; opt-in until a GPU shows them) and -ak 1 -cg 1, at
+# graph), -ak 1 (the sm_90a attention kernels; opt-in) and -ak 1 -cg 1, at
 # every B of (c): rows "ours-cg", "ours-ak", "ours-ak-cg" of steps_flags.csv, beside steps.csv
 # (make_fixture.py reads steps.csv only; one file keeps LOGDIR within the device tool's 8). -cg 1's
 # step against (c)'s at the same B is the measurement of the time between a graph's kernels, which
@@ -608,6 +608,52 @@ if [ -z "${stop_early:-}" ] && want bench; then
         done
     done
     check "dev/perf/make_fixture.py" 10 fixture
+fi
+# ---------------------------------------------------------------------------------------------
+# variants: the same tree built again with other -D flags (VARIANTS="NAME:-DA=1,-DB NAME2:-DC"),
+# each beside the plain build ("base") on this GPU: its kernel checks (test_kernels, the
+# families in VARIANT_ONLY, default all), the kernel bench at B = VARIANT_B (default 32; rows
+# "NAME kernel ms" in the log) and the trainer at that B, base and each variant alternating
+# twice (rows ours-NAME of steps_flags.csv). How a candidate change is measured before it is
+# made the default (the layernorm backward's rows per chunk was chosen so, 2026-11-28).
+variant_build() { # variant_build NAME FLAGS: a copy of the sources, built with FLAGS added to nvcc's
+    local dir="$work/v_$1" flags=${2//,/ }
+    mkdir -p "$dir" && cp -a Makefile llmc train_gpt2.c train_gpt2.cu dev "$dir/" || return 1
+    if [ $emu = 1 ]; then tmo make -C "$dir" -j2 train_gpt2cu_emu dev/cuda/test_kernels_emu EXTRA_NVCC_FLAGS="$flags"
+    else tmo make -C "$dir" -j"$ncpu" train_gpt2cu dev/cuda/test_kernels ${cc:+GPU_COMPUTE_CAPABILITY=$cc} EXTRA_NVCC_FLAGS="$flags"; fi
+}
+variant_measure() {
+    local B=${VARIANT_B:-32} v n kern tr rc=0 round only=()
+    [ -n "${VARIANT_ONLY:-}" ] && only=(--only "$VARIANT_ONLY")
+    mkdir -p "$work/v_base/dev/cuda" && cp "$TRAIN" "$work/v_base/$(basename "$TRAIN")" && cp "$KERN" "$work/v_base/dev/cuda/" || return 1
+    for v in base $VARIANTS; do
+        n=${v%%:*}; kern="$work/v_$n/dev/cuda/$(basename "$KERN")"
+        [ -x "$kern" ] || { echo "$n: not built"; rc=1; continue; }
+        echo "-- $n ($([ $n = base ] && echo "the plain build" || echo "${v#*:}")): $(tmo "$kern" "${only[@]}" | tail -1)"
+        tmo "$kern" --bench -b "$B" "${only[@]}" | awk -v n="$n" -F'|' 'NF > 3 && $3 ~ /[0-9]/ {gsub(/ +$/, "", $2); printf "%s %s %s ms\n", n, $2, $3}'
+    done
+    for round in 1 2; do
+        for v in base $VARIANTS; do
+            n=${v%%:*}; tr="$work/v_$n/$(basename "$TRAIN")"
+            [ -x "$tr" ] || continue
+            local steps_csv="$logdir/steps_flags.csv" TRAINER_NAME="ours-$n"
+            tmo "$tr" -e "$BENCH_MODEL" -b "$B" -t $BENCH_T -r 0 -x $BENCH_STEPS -v 0 -s 0 "${BENCH_VAL[@]}" > "$work/v_${n}_$round.txt" 2>&1 || { echo "$n exited $?"; rc=1; continue; }
+            read -r ms cnt < <(median_ms "$work/v_${n}_$round.txt" '^step.*\(([0-9.]+) ms,.*')
+            [ -n "$ms" ] && steps_row "$TRAINER_NAME" "$B" "$BENCH_T" 0 "$ms" "$cnt"
+        done
+    done
+    return $rc
+}
+if [ -z "${stop_early:-}" ] && want variants; then
+    if [ -z "${VARIANTS:-}" ]; then record "variants" SKIP 0 "no VARIANTS (\"NAME:-DFLAG,... ...\")"
+    else
+        [ -n "${lane_multi:-}" ] && wait "$lane_multi"
+        [ -n "${BENCH_VAL+x}" ] || BENCH_VAL=()
+        builds=()
+        for v in $VARIANTS; do check "variants: build ${v%%:*} (${v#*:})" $([ $emu = 1 ] && echo 200 || echo 60) variant_build "${v%%:*}" "${v#*:}" & builds+=($!); done
+        wait "${builds[@]}"
+        check "variants: checks, kernel bench, trainer at B=${VARIANT_B:-32}" $([ $emu = 1 ] && echo 120 || echo 90) variant_measure
+    fi
 fi
 [ -n "${lane_multi:-}" ] && wait "$lane_multi"
 [ -n "${lane_peers:-}" ] && wait "$lane_peers"

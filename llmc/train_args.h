@@ -116,7 +116,7 @@ static const ArgSpec ARG_SPECS[] = {
     ARG("-zo", ARG_INT, offload, "CUDA trainer, -z 1/2/3: 1 keeps the optimizer state (master, m, v) in pinned host memory and runs AdamW on the CPU"),
     ARG("-zd", ARG_STR, grad_dtype, "CUDA trainer: gradients accumulated over micro-steps and reduced in bf16 or fp32 (default: the build's precision; fp32 only in the fp32 build)"),
     ARG("-zt", ARG_STR, trace, "trace every training step's collectives, slots and compute, one file per rank: PREFIX_rank<r>.txt (dev/bench/compare_stages.py --timeline draws them)"),
-    ARG("-ak", ARG_INT, attention_sm90, "CUDA trainer: 1 runs attention on the Hopper kernels (llmc/attention_sm90.cuh: wgmma, TMA; compute capability 9.0, a build with sm_90a, head size 64), 0 on the mma.sync kernels (opt-in until a GPU has run them)"),
+    ARG("-ak", ARG_INT, attention_sm90, "CUDA trainer: 1 runs attention on the Hopper kernels (llmc/attention_sm90.cuh: wgmma, TMA; compute capability 9.0, a build with sm_90a, head size 64), 0 on the mma.sync kernels (opt-in; faster on an H200: dev/cuda/NOTES.md)"),
     ARG("-cg", ARG_INT, cuda_graph, "CUDA trainer, one rank, -z 0: 1 captures each training micro-step's forward and backward once as a CUDA graph and replays it (fewer launches; not with -zt)"),
     ARG("-n", ARG_INT, checkpoint_every, "write a checkpoint into -o every this many steps (0: never)"),
     ARG("-nk", ARG_INT, checkpoint_keep, "keep only the newest this many checkpoints (0: all)"),

@@ -28,13 +28,15 @@ CLASSES = [
     ("attention row-dot", ("attention_backward_rowdot_kernel",)),
     ("AdamW", ("adamw_kernel",)),
     ("classifier + loss", ("fused_classifier_kernel",)),
-    ("layernorm backward", ("layernorm_backward_kernel", "layernorm_backward_dweight_kernel")),
+    ("layernorm backward", ("layernorm_backward_kernel", "layernorm_backward_warp_kernel", "layernorm_backward_dweight_kernel")),
     ("layernorm forward", ("layernorm_forward_kernel",)),
     ("encoder backward", ("encoder_backward_dwte_kernel", "encoder_backward_dwpe_kernel")),
     ("encoder forward", ("encoder_forward_kernel",)),
     ("GELU forward", ("gelu_forward_kernel",)),
     ("GELU backward", ("gelu_backward_kernel",)),
-    ("bias gradients", ("dbias_partial_kernel", "dbias_finish_kernel")),
+    ("bias gradients", ("dbias_partial_kernel", "dbias_finish_kernel", "dbias_add_kernel")),
+    # cuBLASLt's BGRADB epilogue (issue 30 item 2) runs as a kernel of its own after the dweight product
+    ("cuBLASLt BGRADB epilogue", ("epilogue::globalKernelBgradAB_v2",)),
     ("grad norm", ("global_norm_partial_kernel", "global_norm_finish_kernel")),
     ("cuBLASLt split-K reduce", ("splitKreduce_kernel",)),
 ]

@@ -61,6 +61,8 @@ CAUSES = {
     "bench_queued_launches": True,  # a bench row's later launches queue behind its first (one host gap per row)
     "bench_l2_resident": True,      # a bench row whose tensors fit the L2 runs its repeats from L2
     "wgmma_calibrated": True,       # wgmma at the rate cuDNN's measured kernel reached; off: the dense peak
+    # model (issue 29, the 1f4c85f fixture): what the second H200 run showed
+    "bgradb_kernel": True,          # cuBLASLt's BGRADB epilogue runs as a kernel of its own re-reading dout; off: hidden
 }
 kc.CAUSES.update(CAUSES)
 CAUSES = kc.CAUSES  # one dict: kernel_costs.py reads the classifier's switch from it
@@ -641,6 +643,30 @@ def splitk_reduce_result(g, S, dev):
 REDUCE_GRID_PER_SM = 576 / 132
 
 
+BGRADB_KERNEL = "epilogue::globalKernelBgradAB_v2"
+
+
+def bgradb_epilogue_result(g, S, dev):
+    """cuBLASLt's BGRADB epilogue on sm_90 (the bias gradient of the dweight product, issue 30 item
+    2): not folded into the product's tiles as the model assumed, but a kernel of its own after it,
+    as the H200's ncu shows (dev/perf/measured/h200_2026-11-28_1f4c85f: 48 launches of
+    epilogue::globalKernelBgradAB_v2 per step, one per BGRADB product, 2.15 ms at B=32), which reads
+    the product's B operand, dout (k = B*T rows of n = OC bf16 columns), once more from DRAM and
+    writes the n sums. Its grid as ncu shows it: n / 8 blocks of 1024 threads (96, 288 and 384 at OC
+    = 768, 2304, 3072): a block per 8 columns (one 16-byte pack of a row), its 1024 threads walking
+    the rows, one pack each in flight (cuBLASLt's code is not ours to read: the in-flight bytes are
+    the least the grid allows, an assumption). A grid below one wave of the SMs' slots (96 blocks at
+    OC = 768) keeps fewer bytes in flight, which the curve prices."""
+    m, n, k = g.ctx["m"], g.ctx["n"], g.ctx["k"]
+    launch = Launch("kernel", BGRADB_KERNEL, g.phase, {"n": n, "k": k, "l2_resident": g.ctx.get("l2_resident", False)})
+    cost = kc.Cost(kc.cdiv(n, 8), 1024, read=k * n * kc.X, write=n * kc.X, stream="read", inflight=16, block_trips=1,
+                   note="dout %d x %d read again" % (k, n))
+    return memory_kernel_time(launch, cost, BGRADB_RES, dev)
+
+
+BGRADB_RES = dict(REDUCE_RES, smem=8192)  # ncu: 32 registers, 8 KB of static shared memory per block
+
+
 def copy_result(launch, S, dev):
     b = launch.ctx["bytes"]
     if launch.kind == "memset":  # a driver kernel of wide stores: the best of the write-heavy curve
@@ -705,6 +731,8 @@ def predict_kernels(launches, S, dev, counts):
             out.append(gemm_result(l, S, dev))
             if out[-1].split > 1 and CAUSES["splitk_reduce"]:
                 out.append(splitk_reduce_result(out[-1], S, dev))
+            if l.ctx.get("bgradb") and CAUSES["bgradb_kernel"]:
+                out.append(bgradb_epilogue_result(l, S, dev))
         else:
             out.append(copy_result(l, S, dev))
     return out

@@ -48,7 +48,7 @@ class Cost:
 
     def __init__(self, grid, block, dyn_smem=0, read=0, write=0, tc_flops=0, cc_flops=0, smem_wavefronts=0,
                  serial_trips=1, stream="triad", note="", inflight=None, block_trips=0, block_barriers=0,
-                 ieee=None, charge_stack=True):
+                 ieee=None, charge_stack=True, serial_phases=False):
         self.grid, self.block, self.dyn_smem = grid, block, dyn_smem
         self.read, self.write = read, write
         self.tc_flops, self.cc_flops = tc_flops, cc_flops
@@ -66,6 +66,10 @@ class Cost:
         self.block_trips, self.block_barriers = block_trips, block_barriers
         self.ieee = ieee or {}
         self.charge_stack = charge_stack
+        # serial_phases: the code makes a block load all it needs before its arithmetic starts and
+        # store after it ends (a barrier between): with one resident block per SM nothing overlaps
+        # one phase with another, and the launch takes memory + compute (perf_model.memory_kernel_time)
+        self.serial_phases = serial_phases
 
     @property
     def dram(self):
@@ -606,10 +610,15 @@ def fused_classifier_kernel_held(S, ctx):
     # Vp 50304: 6 or 7 packs each), one round trip per block (pass 2 loads nothing) and the barrier;
     # IEEE expf 8 + 1 per pack in pass 1 and one per logit in pass 2, one division per thread; the
     # occupancy from ptxas' registers (62 on sm_90: one block of 1024 threads per SM).
+    # model (the 1f4c85f run): the block's phases run one after another (serial_phases): every
+    # thread's 7 loads land before pass 1's arithmetic, the barrier, pass 2's arithmetic before and
+    # between its stores; with one block per SM no other block fills the SM meanwhile, so the launch
+    # is its DRAM time plus its arithmetic, not the larger (ncu: 3.25 ms at B=32, 1.93 + 1.28 the
+    # two terms; the held packs saved no time over 2ef5778's kernel, 3.33 ms)
     n = S.BT * S.Vp
     return Cost(S.BT, 1024, read=n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=9 * n, stream="scale",
                 inflight=16 * _packs(S.Vp) / 1024, block_trips=1, block_barriers=1,
-                ieee={"exp": n + n * 9 // 8, "div": S.BT * 1024},
+                ieee={"exp": n + n * 9 // 8, "div": S.BT * 1024}, serial_phases=True,
                 note="each thread's packs held in registers: the row read once, streaming stores")
 
 

@@ -63,6 +63,7 @@ CAUSES = {
     "wgmma_calibrated": True,       # wgmma at the rate cuDNN's measured kernel reached; off: the dense peak
     # model (issue 29, the 1f4c85f fixture): what the second H200 run showed
     "bgradb_kernel": True,          # cuBLASLt's BGRADB epilogue runs as a kernel of its own re-reading dout; off: hidden
+    "serial_phases": True,          # one block per SM whose loads, arithmetic and stores the code orders: their sum
 }
 kc.CAUSES.update(CAUSES)
 CAUSES = kc.CAUSES  # one dict: kernel_costs.py reads the classifier's switch from it
@@ -542,6 +543,10 @@ def memory_kernel_time(launch, cost, res, dev, parts_extra=None):
                        (math.ceil(waves) if CAUSES["wave_tail"] else max(1.0, waves)) * chain),
         "launch": dev.launch,
     }
+    if getattr(cost, "serial_phases", False) and o["blocks_per_sm"] == 1 and CAUSES["serial_phases"]:
+        # one resident block per SM, whose code loads all, computes, then stores: nothing overlaps
+        # the phases (kernel_costs.Cost.serial_phases)
+        parts["memory + compute (1 block/SM)"] = parts["memory"] + parts["compute"]
     if parts_extra:
         parts.update(parts_extra)
     t, bound = pick(parts)

@@ -863,7 +863,8 @@ def bench_rows(S, traced=()):
     """{row name: [Launch]} as test_kernels --bench names its rows; traced: the kernels the tree's
     step launches, which say which version of a row's launcher the tree has."""
     K = lambda name, **ctx: Launch("kernel", name, "bench", ctx)  # noqa: E731
-    G = lambda m, n, k, bias=False, acc=False: Launch("gemm", "cublasLt", "bench", {"m": m, "n": n, "k": k, "bias": bias, "accumulate": acc})  # noqa: E731
+    G = lambda m, n, k, bias=False, acc=False, bgradb=False: Launch("gemm", "cublasLt", "bench", {  # noqa: E731
+        "m": m, "n": n, "k": k, "bias": bias, "accumulate": acc, "bgradb": bgradb})
     BT, C = S.BT, S.C
     rows = OrderedDict()
     rows["encoder_forward"] = [K("encoder_forward_kernel")]
@@ -881,9 +882,12 @@ def bench_rows(S, traced=()):
     for name, cin, cout, bias in BENCH_MATMULS:
         Kin, OC = cin * C, (cout * C if cout else S.Vp)
         rows["matmul_forward %s (%d->%d)" % (name, Kin, OC)] = [G(OC, BT, Kin, bias)]
-        back = [G(Kin, BT, OC), G(Kin, OC, BT, acc=True)]
-        if bias:
-            back += [K("dbias_partial_kernel", OC=OC), K("dbias_finish_kernel", OC=OC)]
+        if "dbias_add_kernel" in traced:  # issue 30 item 2 (llmc/matmul.cuh): BGRADB on the dweight product, then the add
+            back = [G(Kin, BT, OC), G(Kin, OC, BT, acc=True, bgradb=bias)] + ([K("dbias_add_kernel", OC=OC)] if bias else [])
+        else:
+            back = [G(Kin, BT, OC), G(Kin, OC, BT, acc=True)]
+            if bias:
+                back += [K("dbias_partial_kernel", OC=OC), K("dbias_finish_kernel", OC=OC)]
         rows["matmul_backward %s (%d->%d)" % (name, Kin, OC)] = back
     rows["attention_forward"] = [K("attention_forward_kernel")]
     rows["attention_backward"] = [K("attention_backward_rowdot_kernel"), K("attention_backward_dkdv_kernel"),

@@ -99,7 +99,7 @@ class Device:
         self.launch = v(d["launch_us"]) * 1e-6
         # the constants issue 29 added (devices.json says which are measured and which fitted, and on what)
         self.launch_gap = v(d["launch_gap_us"]) * 1e-6
-        self.graph_gap = v(d["graph_gap_us"]) * 1e-6  # ASSUMED (a published figure): between a CUDA graph's kernels
+        self.graph_gap = v(d["graph_gap_us"]) * 1e-6  # between a CUDA graph's kernels (H200: MEASURED as no gain over launch_gap_us)
         self.chain_latency = v(d["dram_chain_ns"]) * 1e-9
         self.barrier = v(d["barrier_ns"]) * 1e-9
         self.l2_bw = v(d["l2_staging_tb_s"]) * 1e12
@@ -698,7 +698,7 @@ def predict_launches(launches, S, dev, counts, graph=False):
 def launch_gap(launch, dev):
     """The time between this launch and the one before it on the stream: the trainer's measured gap
     (devices.json launch_gap_us), or, for a launch replayed from a CUDA graph (the trace marks it,
-    step_counts.parse_op), the graph's gap (graph_gap_us: ASSUMED, a published figure; the model
+    step_counts.parse_op), the graph's gap (graph_gap_us: on the H200 MEASURED equal to the plain gap; the model
     stops where a card has none)."""
     if not launch.ctx.get("graph"):
         return dev.launch_gap
@@ -717,7 +717,7 @@ def in_graph(launch):
 
 def price_graph(results, dev):
     """-cg 1: the graph's kernels follow each other with devices.json graph_gap_us between them
-    (ASSUMED: a published figure, not measured on our cards), and the graph's launch (one
+    (on the H200 the measured -cg 1 step gained nothing: the same as launch_gap_us), and the graph's launch (one
     cudaGraphLaunch per micro-step; the traced step has one) costs one plain launch gap before its
     first kernel."""
     first = True
@@ -1018,7 +1018,7 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="also write the predictions here")
     ap.add_argument("--cuda-graph", action="store_true",
                     help="also price 'after' as the trainer's -cg 1 launches it (its forward and backward as one CUDA "
-                         "graph; the time between a graph's kernels is ASSUMED, devices.json graph_gap_us)")
+                         "graph; the time between a graph's kernels is devices.json graph_gap_us: on the H200 measured no shorter)")
     ap.add_argument("--attention", default="mma", choices=sorted(step_counts.ATTENTION),
                     help="the attention kernels of 'after', as the trainer's -ak picks them: mma (default, the "
                          "trainer's default -ak 0: the mma.sync kernels) or sm90 (-ak 1: the sm_90a wgmma/TMA kernels, "
@@ -1051,9 +1051,11 @@ def main(argv=None):
     before = None if a.baseline in ("none", "") else step_counts.counts_for(a.baseline, a.recompute, a.seq)
     print("# PREDICTED, not measured: GPT-2 124M, B=%d, T=%d, -r %d, one %s (%s, %d SMs, %.0f dense bf16 TFLOP/s, "
           "%.2f TB/s)" % (a.batch, a.seq, a.recompute, dev.name, dev.arch, dev.sms, dev.tc / 1e12, dev.bw / 1e12))
-    print("Every figure below is the performance model's (dev/perf/README.md). Measured: one H200, 2026-11-28, main at "
-          "2ef5778, B=32: 73.0 ms/step (68.9 ms of kernels); the model is held to it and to B=64 and the B=8 bench "
-          "(dev/perf/measured/, test_perf_model.py; `python3 dev/perf/fixtures.py` prints measured beside predicted).")
+    print("Every figure below is the performance model's (dev/perf/README.md). Measured: one H200, 2026-11-28, twice: main at "
+          "2ef5778, B=32: 73.0 ms/step (68.9 ms of kernels), and main at 1f4c85f: 66.5 ms/step (63.2 ms of kernels; -ak 1 "
+          "64.7, -ak 1 -cg 1 64.5); the model is held to both, to B=64 and the B=8 benches, its misses listed "
+          "(dev/perf/measured/, test_perf_model.py KNOWN_MISSES; `python3 dev/perf/fixtures.py` prints measured beside "
+          "predicted).")
     out = {"device": dev.key, "B": a.batch, "T": a.seq, "recompute": a.recompute, "attention": a.attention, "trees": {}}
     summaries = {}
     for label, counts in (("before", before), ("after", after)):
@@ -1075,7 +1077,7 @@ def main(argv=None):
             print(fmt_step(summaries[k][3], summaries[k][0], dev, "%s (%s)" % (k, summaries[k][4])))
     if a.cuda_graph:
         g = predict(after, dev, a.batch, a.seq, graph=True)[3]
-        print(fmt_step(g, S, dev, "after with -cg 1 (%s; between a graph's kernels %.1f us ASSUMED, devices.json "
+        print(fmt_step(g, S, dev, "after with -cg 1 (%s; between a graph's kernels %.1f us, devices.json "
                                   "graph_gap_us; time between kernels %.2f ms, plain %.2f ms)" % (
                                       label, dev.graph_gap * 1e6, g["gaps_s"] * 1e3, summary["gaps_s"] * 1e3)))
         out["trees"]["after_cuda_graph"] = {"label": label, "step_ms": g["step_s"] * 1e3, "gaps_ms": g["gaps_s"] * 1e3}

@@ -840,7 +840,9 @@ def shape_for(counts, B, T):
     """The config of the traced model ('d12': GPT-2 124M) at batch B x T, with the data's buckets."""
     sizes = data_bucket_sizes(B, T)
     cfg = kc.config_for_depth(int(counts["trace"]["model"][1:]))
-    return kc.Shape(B, T, distinct_tokens=len(sizes), max_bucket=max(sizes), bucket_sizes=sizes, **cfg)
+    S = kc.Shape(B, T, distinct_tokens=len(sizes), max_bucket=max(sizes), bucket_sizes=sizes, **cfg)
+    S.defines = counts.get("defines") or {}  # the tree's header constants (step_counts.header_defines)
+    return S
 
 
 def predict(counts, dev, B, T, graph=False):
@@ -908,6 +910,7 @@ def bench_predictions(counts, dev, B, T):
     cfg = kc.config_for_depth(int(counts["trace"]["model"][1:]))
     V, BT = cfg["V"], B * T
     S = kc.Shape(B, T, distinct_tokens=int(V * (1 - (1 - 1 / V) ** BT)), max_bucket=8, **cfg)
+    S.defines = counts.get("defines") or {}
     traced = {op["name"] for op in counts["step_ops"] if op["op"] == "kernel"}
     out = OrderedDict()
     rows = bench_rows(S, traced)
@@ -943,7 +946,7 @@ def bench_footprint(row, S):
         "encoder_backward (incl. host bucket sort)": btc + (S.D + S.T) * C * X + 4 * (4 * BT + 1),
         "layernorm_forward": 2 * btc + BT * 8 + 2 * C * X,                            # inp, out, mean/rstd
         "fused_residual_layernorm_forward": 4 * btc + BT * 8 + 2 * C * X,            # inp1, inp2, residual, out
-        "layernorm_backward": 3 * btc + BT * 8 + 4 * C * X + kc.cdiv(BT, 32) * 2 * C * 4,  # dout, inp, dinp, scratch
+        "layernorm_backward": 3 * btc + BT * 8 + 4 * C * X + kc.cdiv(BT, kc.define(S, "LAYERNORM_BWD_ROWS")) * 2 * C * 4,  # dout, inp, dinp, scratch
         "attention_forward": 4 * btc + S.B * S.NH * S.T * 4,                          # qkv, out, lse
         "attention_backward": 8 * btc + 2 * S.B * S.NH * S.T * 4,                     # qkv, out, dout, dqkv, lse, D
         "gelu_forward": 2 * 4 * btc, "gelu_backward": 2 * 4 * btc,

@@ -153,6 +153,23 @@ for Tn in (64, 256, 1024, 1000):
 att = kc.attention_forward_kernel(S, {})
 useful = 2 * B * cfg["NH"] * 64 * T * (T + 1)  # q k^T and P v over the causal pairs, 2 FLOPs per multiply-add
 check(att.cc_flops >= useful, "attention forward computes at least the causal FLOPs 2 B NH hs T (T+1)")
+# the layernorm backward's rows per chunk and warps per block come from the tree's header
+# (step_counts.header_defines -> Shape.defines -> kernel_costs.define), not from a copy: the working
+# tree's #define, read here by hand, is what header_defines gives, and a chunk of 16 rows (a header
+# saying so) gives the grid and the row chain of 16
+import re  # noqa: E402
+with open(os.path.join(REPO, "llmc/layernorm.cuh")) as fp:
+    by_hand = int(re.search(r"^#define LAYERNORM_BWD_ROWS (\d+)", fp.read(), re.M).group(1))
+check(step_counts.header_defines(REPO).get("LAYERNORM_BWD_ROWS") == by_hand,
+      "header_defines reads llmc/layernorm.cuh's LAYERNORM_BWD_ROWS (%d)" % by_hand)
+S16 = kc.Shape(32, 1024)
+S16.defines = {"LAYERNORM_BWD_ROWS": 16, "LAYERNORM_BWD_WARPS": 4}
+w16 = kc.layernorm_backward_warp_kernel(S16, {})
+d16 = kc.layernorm_backward_dweight_kernel(S16, {})
+check((w16.grid, w16.serial_trips, w16.block_trips) == (32 * 1024 // 16 // 4, 16, 16)
+      and d16.read == (32 * 1024 // 16) * 2 * 768 * 4 + 2 * 768 * kc.X,
+      "layernorm backward with LAYERNORM_BWD_ROWS 16 in the header: 512 blocks of 4 chunks, 16 rows a warp, 2048 chunks summed",
+      str((w16.grid, w16.serial_trips, d16.read)))
 # the AdamW launches, in update order, touch every parameter exactly once
 adamw = [l.ctx["n"] for l in launches if l.name == "adamw_kernel"]
 check(sum(adamw) == pm.num_parameters(S) and pm.num_parameters(S) == Vp * C + 1024 * C + 2 * C + L * (12 * C * C + 13 * C),

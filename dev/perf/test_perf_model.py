@@ -632,5 +632,10 @@ rc, err = make_fixture("--out", "/tmp", "--card", "h200", "--date", "2026-11-28"
 check(rc == 2 and len(err) == 1 and "kernels_bench.csv" in err[0] and "header" in err[0],
       "make_fixture.py: a steps file with the wrong header -> one line naming it, exit 2", str(err))
 
+flags = os.path.join(fixtures.MEASURED, "h200_2026-11-28_1f4c85f", "steps.csv")  # trainer "ours": not a flags row
+rc, err = make_fixture("--out", "/tmp", "--card", "h200", "--date", "2026-11-28", "--steps-flags", flags, "--no-trace")
+check(rc == 2 and len(err) == 1 and "steps.csv" in err[0] and "ours-ak" in err[0],
+      "make_fixture.py: a --steps-flags row whose trainer is not ours-ak/ours-cg/ours-ak-cg -> one line naming it, exit 2", str(err))
+
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

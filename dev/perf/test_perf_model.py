@@ -376,11 +376,12 @@ KNOWN_MISSES = {
                                                "its consumer warpgroups and within each); ours does neither "
                                                "(llmc/attention_sm90.cuh: 'Each consumer here waits for its S before the "
                                                "softmax and for P V before the next tile: simpler, slower') and reaches "
-                                               "0.20 of the dense peak. The model has no price yet for a kernel whose "
-                                               "products and softmax run in turn (their sum at the tensor cores' and the "
-                                               "SFUs' rates gives ~2.0 ms: still 0.5x)",
-        "class -ak 1 attention dK/dV sm_90a": "8.33 ms measured, 5.11 predicted: the forward's cause (0.23 of the dense "
-                                             "peak where cuDNN's backward reached 0.33)",
+                                               "0.18 of the dense peak (696 GFLOP issued in 3.91 ms). The model has no price yet for a kernel whose "
+                                               "products and softmax run in turn (their sum at the tensor cores', the SFUs' "
+                                               "and the FP32 pipes' rates, one CTA per SM, gives ~1.8 ms: still 0.47x, "
+                                               "so more than the missing overlap is slow: not found)",
+        "class -ak 1 attention dK/dV sm_90a": "8.33 ms measured, 5.11 predicted: the forward's cause (0.21 of the dense "
+                                             "peak, 1,740 GFLOP issued, where cuDNN's backward reached 0.33)",
         "class -ak 1 attention dQ reduce": "2.18 ms measured, 1.60 predicted (6.0 GB of fp32 partials read once and dQ "
                                           "written, 2.8 TB/s achieved; 128 threads a block, one per query row, 256 "
                                           "bytes in flight each): not found",

@@ -556,10 +556,15 @@ card=$(echo "${gpu_name:-unknown}" | sed -E 's/^NVIDIA //; s/ .*//' | tr 'A-Z' '
 fixture() {
     [ -f dev/perf/make_fixture.py ] || { echo "no dev/perf/make_fixture.py in this tree: the raw files stay in LOGDIR"; return 99; }
     local day name args=() trace=(--no-trace)
-    day=$(date -u +%F); name="${card}_$day"
+    # named by card, day and commit (a second run of the same card on the same day keeps its own,
+    # as dev/perf/measured/h200_2026-11-28 and h200_2026-11-28_1f4c85f)
+    day=$(date -u +%F); name="${card}_${day}_$(git rev-parse --short=7 HEAD 2>/dev/null || echo tree)"
     [ "${FIXTURE_TRACE:-0}" = 1 ] && trace=()
     [ -s "$logdir/ncu_ours.csv" ] && args+=(--ncu ncu_ours.csv --ncu-steps 2 --ncu-batch $NCU_B --ncu-seq $NCU_T)
     [ -s "$steps_csv" ] && args+=(--steps steps.csv)
+    # the -ak 1 ncu and the -ak 1 / -cg 1 steps: make_fixture.py keeps them (and traces the tree with -ak 1)
+    [ -s "$logdir/ncu_ours_ak.csv" ] && [ -s "$logdir/ncu_ours.csv" ] && args+=(--ncu-ak1 ncu_ours_ak.csv)
+    [ -s "$logdir/steps_flags.csv" ] && args+=(--steps-flags steps_flags.csv)
     [ -s "$logdir/kernels_bench.csv" ] && args+=(--bench kernels_bench.csv --bench-batch "${KBENCH_B}")
     [ ${#args[@]} -gt 0 ] || { echo "no measured file in LOGDIR (ncu_ours.csv, steps.csv, kernels_bench.csv)"; return 1; }
     args=(--card "$card" --date "$day" "${args[@]}" --conditions "dev/gpu_check.sh ($mode), $(tr '\n' ';' < "$work/logs/machine.txt")")

@@ -26,15 +26,21 @@ CLASSES = [
     ("attention dK/dV", ("attention_backward_dkdv_kernel",)),
     ("attention dQ", ("attention_backward_dq_kernel",)),
     ("attention row-dot", ("attention_backward_rowdot_kernel",)),
+    # the trainer's -ak 1 (llmc/attention_sm90.cuh): ncu_launches_ak1.csv
+    ("attention forward sm_90a", ("attention_forward_sm90_kernel",)),
+    ("attention dK/dV sm_90a", ("attention_backward_dkdv_sm90_kernel",)),
+    ("attention dQ reduce", ("attention_backward_dq_reduce_kernel",)),
     ("AdamW", ("adamw_kernel",)),
     ("classifier + loss", ("fused_classifier_kernel",)),
-    ("layernorm backward", ("layernorm_backward_kernel", "layernorm_backward_dweight_kernel")),
+    ("layernorm backward", ("layernorm_backward_kernel", "layernorm_backward_warp_kernel", "layernorm_backward_dweight_kernel")),
     ("layernorm forward", ("layernorm_forward_kernel",)),
     ("encoder backward", ("encoder_backward_dwte_kernel", "encoder_backward_dwpe_kernel")),
     ("encoder forward", ("encoder_forward_kernel",)),
     ("GELU forward", ("gelu_forward_kernel",)),
     ("GELU backward", ("gelu_backward_kernel",)),
-    ("bias gradients", ("dbias_partial_kernel", "dbias_finish_kernel")),
+    ("bias gradients", ("dbias_partial_kernel", "dbias_finish_kernel", "dbias_add_kernel")),
+    # cuBLASLt's BGRADB epilogue (issue 30 item 2) runs as a kernel of its own after the dweight product
+    ("cuBLASLt BGRADB epilogue", ("epilogue::globalKernelBgradAB_v2",)),
     ("grad norm", ("global_norm_partial_kernel", "global_norm_finish_kernel")),
     ("cuBLASLt split-K reduce", ("splitKreduce_kernel",)),
 ]
@@ -64,18 +70,24 @@ class Fixture:
         with open(os.path.join(path, "meta.json")) as fp:
             self.meta = json.load(fp)
         self.card = self.meta["card"]
-        self.inputs = None
+        self.inputs = self.inputs_ak1 = None
         p = os.path.join(path, "model_inputs.json")
         if os.path.exists(p):
             with open(p) as fp:
                 self.inputs = json.load(fp)
+        p = os.path.join(path, "model_inputs_ak1.json")  # the tree traced with -ak 1 (make_fixture --ncu-ak1)
+        if os.path.exists(p):
+            with open(p) as fp:
+                self.inputs_ak1 = json.load(fp)
+                self.inputs_ak1["attention"] = "sm90"
 
-    def measured_classes(self):
-        """{class: ms per step} from ncu_launches.csv (mean over its steps), and the kernel ms per step."""
-        p = os.path.join(self.path, "ncu_launches.csv")
+    def measured_classes(self, ak1=False):
+        """{class: ms per step} from ncu_launches.csv (ak1: ncu_launches_ak1.csv, the trainer with
+        -ak 1) (mean over its steps), and the kernel ms per step."""
+        p = os.path.join(self.path, "ncu_launches_ak1.csv" if ak1 else "ncu_launches.csv")
         if not os.path.exists(p):
             return None, None
-        steps = self.meta["ncu"]["steps"]
+        steps = self.meta["ncu_ak1" if ak1 else "ncu"]["steps"]
         out = OrderedDict()
         total = 0.0
         with open(p) as fp:
@@ -96,6 +108,15 @@ class Fixture:
         with open(p) as fp:
             return [(int(r["B"]), int(r["recompute"]), float(r["ms_per_step"]), int(r["T"]))
                     for r in csv.DictReader(fp) if r["trainer"] == "ours"]
+
+    def steps_flags(self):
+        """[(trainer, B, ms)] of steps_flags.csv (ours-ak, ours-cg, ours-ak-cg), -r 0 only."""
+        p = os.path.join(self.path, "steps_flags.csv")
+        if not os.path.exists(p):
+            return []
+        with open(p) as fp:
+            return [(r["trainer"], int(r["B"]), float(r["ms_per_step"]), int(r["T"]))
+                    for r in csv.DictReader(fp) if int(r["recompute"]) == 0]
 
     def bench(self):
         """{row: ms} of test_kernels --bench, and its B."""
@@ -136,6 +157,23 @@ def compare(fx, dev):
             continue  # the fixture's trace is of -r 0 only
         _, _, _, summ = pm.predict(counts, dev, B, T)
         out["steps"].append((B, ms, summ["step_s"] * 1e3))
+    # the trainer with -ak 1 (ncu_launches_ak1.csv, model_inputs_ak1.json) and the flags' steps
+    out["classes_ak1"], out["steps_flags"] = [], []
+    meas, total = fx.measured_classes(ak1=True)
+    if meas is not None and fx.inputs_ak1 is not None:
+        B, T = fx.meta["ncu_ak1"]["B"], fx.meta["ncu_ak1"]["T"]
+        _, _, results, summ = pm.predict(fx.inputs_ak1, dev, B, T)
+        pred = predicted_classes(results)
+        for cls in list(meas) + [c for c in pred if c not in meas]:
+            out["classes_ak1"].append((cls, meas.get(cls, 0.0), pred.get(cls, 0.0)))
+    for trainer, B, ms, T in fx.steps_flags():
+        import make_fixture
+        attention, graph = make_fixture.FLAG_TRAINERS[trainer]
+        counts = fx.inputs_ak1 if attention == "sm90" else fx.inputs
+        if counts is None:
+            continue
+        _, _, _, summ = pm.predict(counts, dev, B, T, graph=graph)
+        out["steps_flags"].append((trainer, B, ms, summ["step_s"] * 1e3))
     bench, bB = fx.bench()
     if bench:
         pred = pm.bench_predictions(counts, dev, bB, 1024)
@@ -172,6 +210,14 @@ def table(fx, dev, cmp=None):
         lines.append("| **all kernels** | **%.2f** | **%.2f** | **%.2f** |" % (m, p, p / m))
     for B, m, p in cmp["steps"]:
         lines.append("| **wall-clock step, B=%d** | **%.1f** | **%.1f** | **%.2f** |" % (B, m, p, p / m))
+    flags = {"ours-ak": "-ak 1", "ours-cg": "-cg 1", "ours-ak-cg": "-ak 1 -cg 1"}
+    for tr, B, m, p in cmp.get("steps_flags", []):
+        lines.append("| **wall-clock step, B=%d, %s** | **%.1f** | **%.1f** | **%.2f** |" % (B, flags[tr], m, p, p / m))
+    if cmp.get("classes_ak1"):
+        lines += ["", "| class (B=%d, -ak 1) | measured ms/step | predicted ms/step | predicted / measured |" %
+                  fx.meta["ncu_ak1"]["B"], "|---|---:|---:|---:|"]
+        for cls, m, p in cmp["classes_ak1"]:
+            lines.append("| `%s` | %.3f | %.3f | %s |" % (cls, m, p, "%.2f" % (p / m) if m else "-"))
     if cmp["bench"]:
         lines += ["", "| test_kernels --bench row (B=%d) | measured ms | predicted ms | predicted / measured |" % fx.meta["bench"]["B"],
                   "|---|---:|---:|---:|"]

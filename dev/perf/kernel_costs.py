@@ -48,7 +48,7 @@ class Cost:
 
     def __init__(self, grid, block, dyn_smem=0, read=0, write=0, tc_flops=0, cc_flops=0, smem_wavefronts=0,
                  serial_trips=1, stream="triad", note="", inflight=None, block_trips=0, block_barriers=0,
-                 ieee=None, charge_stack=True):
+                 ieee=None, charge_stack=True, serial_phases=False):
         self.grid, self.block, self.dyn_smem = grid, block, dyn_smem
         self.read, self.write = read, write
         self.tc_flops, self.cc_flops = tc_flops, cc_flops
@@ -66,6 +66,10 @@ class Cost:
         self.block_trips, self.block_barriers = block_trips, block_barriers
         self.ieee = ieee or {}
         self.charge_stack = charge_stack
+        # serial_phases: the code makes a block load all it needs before its arithmetic starts and
+        # store after it ends (a barrier between): with one resident block per SM nothing overlaps
+        # one phase with another, and the launch takes memory + compute (perf_model.memory_kernel_time)
+        self.serial_phases = serial_phases
 
     @property
     def dram(self):
@@ -95,6 +99,19 @@ class Shape:
         self.kmax = max_bucket if max_bucket is not None else 1
         # every bucket's size, in ascending token order, where the data is known (None: only D and kmax)
         self.bucket_sizes = bucket_sizes
+        # the measured tree's integer #defines of llmc/ (step_counts.header_defines; perf_model sets
+        # them from the traced counts): a kernel's launch constants read from its header (define())
+        self.defines = {}
+
+
+# The launch constants the cost functions read from the tree's header (Shape.defines), with the
+# value every header version registered in DERIVED_FROM had before the defines were recorded (a
+# traced step from before then, e.g. the 2ef5778 fixture's, carries none).
+DEFINE_DEFAULTS = {"LAYERNORM_BWD_ROWS": 32, "LAYERNORM_BWD_WARPS": 4}
+
+
+def define(S, name):
+    return S.defines.get(name, DEFINE_DEFAULTS[name])
 
 
 # ----------------------------------------------------------------------------
@@ -376,15 +393,15 @@ def layernorm_backward_kernel(S, ctx):
     # and dinp read once, dinp written, weight once per block (cache), mean and rstd per row; the
     # block's column sums (2 C floats) written once. FLOPs per element: norm 2, dnorm 1, the two
     # row sums 3, dinp 4 and += 1, dweight and dbias terms 3. Shared: two block sums per row.
-    rows, threads = S.BT, _ln_threads(S.C)
-    chunks = cdiv(rows, 32)
+    rows, threads, R = S.BT, _ln_threads(S.C), define(S, "LAYERNORM_BWD_ROWS")
+    chunks = cdiv(rows, R)
     # issue 29: the rows of a block run one after another: each row's loads (mean, rstd and the
     # inp, dout, dinp packs: one round trip, 48 bytes per thread) wait on the previous row's two
     # block sums (4 barriers), and each row divides twice by C (IEEE div.rn)
-    per_block = min(32, rows)
+    per_block = min(R, rows)
     return Cost(chunks, threads, read=3 * rows * S.C * X + S.C * X + rows * 8, write=rows * S.C * X + chunks * 2 * S.C * 4,
                 cc_flops=rows * S.C * 14, smem_wavefronts=rows * 4 * (threads // 32), stream="triad",
-                note="%d chunks of 32 rows" % chunks, inflight=3 * 16, block_trips=per_block,
+                note="%d chunks of %d rows" % (chunks, R), inflight=3 * 16, block_trips=per_block,
                 block_barriers=4 * per_block, ieee={"div": 2 * rows * threads})
 
 
@@ -392,7 +409,7 @@ def layernorm_backward_dweight_kernel(S, ctx):
     # grid ceil(C/32), block (32, 32): chunk lane y sums chunks y, y+32, ... of 32 columns (the
     # loads of a lane are independent), then lane 0 adds the 32 lanes from shared memory (each of
     # the 32 warps stores 2 rows of 32 floats, warp 0 reads 2 x 32: 128 wavefronts per block)
-    chunks = cdiv(S.BT, 32)
+    chunks = cdiv(S.BT, define(S, "LAYERNORM_BWD_ROWS"))
     blocks = cdiv(S.C, 32)
     return Cost(blocks, 1024, read=chunks * 2 * S.C * 4 + 2 * S.C * X, write=2 * S.C * X,
                 cc_flops=2 * chunks * S.C, smem_wavefronts=blocks * 128, serial_trips=2, stream="read",
@@ -533,13 +550,14 @@ def layernorm_backward_warp_kernel(S, ctx):
     # Two IEEE divisions per row and lane (the two means). Occupancy from ptxas' registers (168 at
     # P = 3: 3 blocks of 128 threads per SM), so at B*T > 3 x 132 x 4 x 32 rows the grid has a
     # second, partial wave (B = 64), whose idle slots stretch the memory time.
-    rows = S.BT
-    chunks = cdiv(rows, 32)
+    # (32 rows and 4 warps: LAYERNORM_BWD_ROWS and LAYERNORM_BWD_WARPS, read from the tree's header)
+    rows, R, W = S.BT, define(S, "LAYERNORM_BWD_ROWS"), define(S, "LAYERNORM_BWD_WARPS")
+    chunks = cdiv(rows, R)
     P = cdiv(_packs(S.C), 32)
-    return Cost(cdiv(chunks, 4), 128, read=3 * rows * S.C * X + chunks * S.C * X + rows * 8,
-                write=rows * S.C * X + chunks * 2 * S.C * 4, cc_flops=rows * S.C * 17, serial_trips=32,
-                stream="triad", inflight=3 * 16 * P + 8, block_trips=min(32, rows), block_barriers=0,
-                ieee={"div": 2 * rows * 32}, note="%d chunks of 32 rows, a warp each" % chunks)
+    return Cost(cdiv(chunks, W), 32 * W, read=3 * rows * S.C * X + chunks * S.C * X + rows * 8,
+                write=rows * S.C * X + chunks * 2 * S.C * 4, cc_flops=rows * S.C * 17, serial_trips=R,
+                stream="triad", inflight=3 * 16 * P + 8, block_trips=min(R, rows), block_barriers=0,
+                ieee={"div": 2 * rows * 32}, note="%d chunks of %d rows, a warp each" % (chunks, R))
 
 
 def layernorm_backward_warp_kernel_smem(S, ctx):
@@ -552,7 +570,7 @@ def layernorm_backward_warp_kernel_smem(S, ctx):
     # 128-byte wavefront each: the 32 lanes read 32 consecutive words), and per chunk the sums
     # zeroed (a store each) and read back for the partial sums (a load each).
     c = layernorm_backward_warp_kernel(S, ctx)
-    rows, chunks, P = S.BT, cdiv(S.BT, 32), cdiv(_packs(S.C), 32)
+    rows, chunks, P = S.BT, cdiv(S.BT, define(S, "LAYERNORM_BWD_ROWS")), cdiv(_packs(S.C), 32)
     c.smem_wavefronts = rows * 4 * PACK * P + chunks * 4 * PACK * P
     c.note += ", column sums in shared memory"
     return c
@@ -606,10 +624,15 @@ def fused_classifier_kernel_held(S, ctx):
     # Vp 50304: 6 or 7 packs each), one round trip per block (pass 2 loads nothing) and the barrier;
     # IEEE expf 8 + 1 per pack in pass 1 and one per logit in pass 2, one division per thread; the
     # occupancy from ptxas' registers (62 on sm_90: one block of 1024 threads per SM).
+    # model (the 1f4c85f run): the block's phases run one after another (serial_phases): every
+    # thread's 7 loads land before pass 1's arithmetic, the barrier, pass 2's arithmetic before and
+    # between its stores; with one block per SM no other block fills the SM meanwhile, so the launch
+    # is its DRAM time plus its arithmetic, not the larger (ncu: 3.25 ms at B=32, 1.93 + 1.28 the
+    # two terms; the held packs saved no time over 2ef5778's kernel, 3.33 ms)
     n = S.BT * S.Vp
     return Cost(S.BT, 1024, read=n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=9 * n, stream="scale",
                 inflight=16 * _packs(S.Vp) / 1024, block_trips=1, block_barriers=1,
-                ieee={"exp": n + n * 9 // 8, "div": S.BT * 1024},
+                ieee={"exp": n + n * 9 // 8, "div": S.BT * 1024}, serial_phases=True,
                 note="each thread's packs held in registers: the row read once, streaming stores")
 
 
@@ -721,7 +744,7 @@ KERNELS_ISSUE30 = {
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
     "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered", "ad347b2c7f17": "issue 30 warps"},
-    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30", "ed23b3df8ba2": "issue 30 smem sums"},  # ed23b3df8ba2: branch lnbwd, the warp kernel's column sums in shared memory (its launch bounds per P; the other kernels unchanged)
+    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30", "ed23b3df8ba2": "issue 30 smem sums", "4a8dd5cf6a73": "issue 30 smem sums"},  # ed23b3df8ba2: branch lnbwd, the warp kernel's column sums in shared memory (its launch bounds per P; the other kernels unchanged); 4a8dd5cf6a73 (main fe67529): LAYERNORM_BWD_ROWS overridable with -D and LAYERNORM_BWD_BLOCK_ONLY (-D only), the kernels unchanged (the rows per chunk are read from the header: define())
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30"},  # 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30"},  # cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},

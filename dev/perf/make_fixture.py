@@ -4,7 +4,8 @@ the performance model to (dev/perf/measured/<card>_<date>/).
 
     python3 dev/perf/make_fixture.py --out DIR --card NAME --date YYYY-MM-DD \
         [--ncu NCU.csv --ncu-steps N --ncu-batch B] [--steps STEPS.csv] [--bench BENCH.csv] \
-        [--conditions TEXT] [--bench-batch 8] [--rev REV | --no-trace]
+        [--conditions TEXT] [--bench-batch 8] [--rev REV | --no-trace] \
+        [--ncu-ak1 NCU_AK.csv] [--steps-flags STEPS_FLAGS.csv]
     python3 dev/perf/make_fixture.py --out DIR --card NAME --date YYYY-MM-DD --rev REV
         (no raw files: adds model_inputs.json to a fixture made with --no-trace)
 
@@ -15,11 +16,18 @@ Inputs (dev/gpu_check.sh leaves them in its LOGDIR; any may be .xz-compressed):
            the last N such spans are kept, and they must launch the same kernels in the same order.
   --steps  header trainer,B,T,recompute,ms_per_step,steps: median wall-clock ms per step.
   --bench  `./dev/cuda/test_kernels --bench --csv` as it is (kernel,ms,bytes,flops), at --bench-batch.
+  --ncu-ak1      the same ncu run as --ncu with the trainer's -ak 1 (the sm_90a attention;
+                 gpu_check.sh's ncu_ours_ak.csv), same --ncu-steps and --ncu-batch.
+  --steps-flags  gpu_check.sh's steps_flags.csv: the header of --steps, trainer one of ours-ak
+                 (-ak 1), ours-cg (-cg 1), ours-ak-cg (-ak 1 -cg 1).
 What it writes in DIR:
   ncu_launches.csv   one row per launch of the kept steps: step, index in the step, the kernel's
                      short name, grid, block, registers, static and dynamic shared bytes,
                      ns (ncu's own numbers, nothing computed)
   steps.csv, kernels_bench.csv   the inputs, checked and copied
+  ncu_launches_ak1.csv, steps_flags.csv   the same for --ncu-ak1 and --steps-flags
+  model_inputs_ak1.json   the measured tree traced with -ak 1 (step_counts --attention sm90), when
+                     --ncu-ak1 or an -ak row of --steps-flags is given
   model_inputs.json  what the model needs to cost the measured tree without re-tracing it: the
                      tree's traced step (step_counts.py: the launches in order, each cuBLASLt m x n x k,
                      ptxas resources, header fingerprints, the attention slice's emulator counts) for
@@ -44,6 +52,8 @@ sys.path.insert(0, HERE)
 
 STEPS_HEADER = ["trainer", "B", "T", "recompute", "ms_per_step", "steps"]
 TRAINERS = ("ours", "llmc_cudnn", "llmc", "torch_compile", "torch_eager")
+# steps_flags.csv's trainers: ours with flags -> (the trainer's -ak as step_counts.ATTENTION's key, -cg 1)
+FLAG_TRAINERS = {"ours-ak": ("sm90", False), "ours-cg": ("mma", True), "ours-ak-cg": ("sm90", True)}
 BENCH_HEADER = ["kernel", "ms", "bytes", "flops"]
 
 
@@ -144,6 +154,8 @@ def main(argv=None):
     ap.add_argument("--ncu-seq", type=int, default=1024)
     ap.add_argument("--step-first", default="encoder_forward_kernel", help="the first kernel of a training step")
     ap.add_argument("--steps")
+    ap.add_argument("--ncu-ak1", help="ncu as --ncu, of the trainer with -ak 1")
+    ap.add_argument("--steps-flags", help="steps_flags.csv: ours with -ak 1 / -cg 1")
     ap.add_argument("--bench")
     ap.add_argument("--bench-batch", type=int, default=8, help="test_kernels --bench's -b (default 8)")
     ap.add_argument("--conditions", default="", help="free text: the card, driver, commit, build, flags")
@@ -154,9 +166,9 @@ def main(argv=None):
         die("--date: expected YYYY-MM-DD, got %r" % a.date)
     if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", a.card):
         die("--card: expected a lower-case name such as h200, got %r" % a.card)
-    if a.ncu and (not a.ncu_steps or a.ncu_steps < 1 or not a.ncu_batch or a.ncu_batch < 1):
+    if (a.ncu or a.ncu_ak1) and (not a.ncu_steps or a.ncu_steps < 1 or not a.ncu_batch or a.ncu_batch < 1):
         die("--ncu needs --ncu-steps N >= 1 and --ncu-batch B >= 1")
-    trace_only = not (a.ncu or a.steps or a.bench)
+    trace_only = not (a.ncu or a.steps or a.bench or a.ncu_ak1 or a.steps_flags)
     if trace_only and a.no_trace:
         die("nothing to do: give --ncu, --steps or --bench (or none of them, to add model_inputs.json to a fixture)")
     os.makedirs(a.out, exist_ok=True)
@@ -196,6 +208,36 @@ def main(argv=None):
         with open(os.path.join(a.out, "steps.csv"), "w") as fp:
             fp.write(text)
         meta["inputs"]["steps"] = {"file": os.path.basename(a.steps), "sha256": sha}
+    if a.ncu_ak1:
+        spans, sha, n_all = read_ncu(a.ncu_ak1, a.ncu_steps, a.step_first)
+        with open(os.path.join(a.out, "ncu_launches_ak1.csv"), "w", newline="") as fp:
+            w = csv.writer(fp)
+            w.writerow(["step", "index", "kernel", "grid", "block", "regs", "smem_static", "smem_dynamic", "ns"])
+            for s, span in enumerate(spans, 1):
+                for i, l in enumerate(span):
+                    w.writerow([s, i, l["kernel"], l["grid"], l["block"], l["regs"], l["smem_static"], l["smem_dynamic"],
+                                "%.0f" % l["ns"]])
+        meta["ncu_ak1"] = {"steps": a.ncu_steps, "B": a.ncu_batch, "T": a.ncu_seq, "launches_per_step": len(spans[0]),
+                           "launches_in_file": n_all,
+                           "kernel_ms_per_step": [round(sum(l["ns"] for l in s) / 1e6, 4) for s in spans]}
+        meta["inputs"]["ncu_ak1"] = {"file": os.path.basename(a.ncu_ak1), "sha256": sha}
+    need_ak1 = bool(a.ncu_ak1)
+    if a.steps_flags:
+        rows, text, sha = read_csv_checked(a.steps_flags, STEPS_HEADER, "median wall-clock ms per step, ours with flags")
+        for r in rows[1:]:
+            if len(r) != len(STEPS_HEADER) or r[0] not in FLAG_TRAINERS:
+                die("%s: row %s: expected trainer one of %s and %d columns" % (a.steps_flags, r, "/".join(FLAG_TRAINERS),
+                                                                              len(STEPS_HEADER)))
+            for k in (1, 2, 3, 5):
+                if not r[k].strip().isdigit():
+                    die("%s: row %s: %s must be an integer" % (a.steps_flags, r, STEPS_HEADER[k]))
+            num(r[4], a.steps_flags, "ms_per_step")
+            need_ak1 |= FLAG_TRAINERS[r[0]][0] == "sm90"
+        with open(os.path.join(a.out, "steps_flags.csv"), "w") as fp:
+            fp.write(text)
+        meta["inputs"]["steps_flags"] = {"file": os.path.basename(a.steps_flags), "sha256": sha}
+    if trace_only:
+        need_ak1 = "ncu_ak1" in meta or "steps_flags" in meta.get("inputs", {})
     if a.bench:
         rows, text, sha = read_csv_checked(a.bench, BENCH_HEADER, "test_kernels --bench --csv")
         for r in rows[1:]:
@@ -219,9 +261,17 @@ def main(argv=None):
         keep = {k: counts[k] for k in ("headers", "label", "key", "trace", "step_ops", "resources", "attention_slice")}
         keep["rev"] = rev
         keep["commit"] = head
+        keep["defines"] = counts["defines"]
         with open(os.path.join(a.out, "model_inputs.json"), "w") as fp:
             json.dump(keep, fp)
         meta["model_inputs"] = {"rev": rev, "commit": head, "tree_key": counts["key"]}
+        if need_ak1:  # the same tree traced with -ak 1 (its own emulated build and slice: minutes more)
+            c90 = step_counts.counts_for(a.rev, 0, a.ncu_seq, attention="sm90")
+            keep90 = {k: c90[k] for k in ("headers", "label", "key", "trace", "step_ops", "resources", "attention_slice")}
+            keep90.update(rev=rev, commit=head, defines=keep["defines"])
+            with open(os.path.join(a.out, "model_inputs_ak1.json"), "w") as fp:
+                json.dump(keep90, fp)
+            meta["model_inputs_ak1"] = {"rev": rev, "commit": head, "tree_key": c90["key"]}
     if trace_only:
         meta["trace_command"] = cmd
         with open(os.path.join(a.out, "meta.json"), "w") as fp:
@@ -243,6 +293,11 @@ def main(argv=None):
     if "ncu" in meta:
         lines.append("- ncu: %d steps at B=%d, T=%d; %d launches per step; kernel ms per step %s" % (
             a.ncu_steps, a.ncu_batch, a.ncu_seq, meta["ncu"]["launches_per_step"], meta["ncu"]["kernel_ms_per_step"]))
+    if "ncu_ak1" in meta:
+        lines.append("- ncu -ak 1: %d steps at B=%d, T=%d; %d launches per step; kernel ms per step %s" % (
+            a.ncu_steps, a.ncu_batch, a.ncu_seq, meta["ncu_ak1"]["launches_per_step"], meta["ncu_ak1"]["kernel_ms_per_step"]))
+    if "model_inputs_ak1" in meta:
+        lines.append("- model_inputs_ak1.json: the same tree traced with -ak 1 (step_counts.py --attention sm90)")
     if "model_inputs" in meta:
         lines.append("- model_inputs.json: the measured tree's traced step (%s, commit %s), as dev/perf/step_counts.py "
                      "reads it from the code" % (meta["model_inputs"]["rev"], meta["model_inputs"]["commit"][:12]))

@@ -506,6 +506,24 @@ def same_attention(result, attention):
     return result
 
 
+DEFINE = re.compile(r"^#define\s+([A-Z][A-Z0-9_]*)\s+(\d+)\b", re.M)
+
+
+def header_defines(root):
+    """{NAME: int} of every integer #define of the tree's llmc/*.cuh and *.h (e.g. layernorm.cuh's
+    LAYERNORM_BWD_ROWS, LAYERNORM_BWD_WARPS): kernel_costs.py reads a kernel's launch constants from
+    here, not from a copy of them (read at every call, outside the cache: a header's constant is
+    its text)."""
+    out = {}
+    d = os.path.join(root, "llmc")
+    for f in sorted(os.listdir(d)):
+        if f.endswith((".cuh", ".h")):
+            with open(os.path.join(d, f), errors="replace") as fp:
+                for m in DEFINE.finditer(fp.read()):
+                    out.setdefault(m.group(1), int(m.group(2)))
+    return out
+
+
 def counts_for(rev, recompute, T=1024, attention="mma"):
     """rev None: the working tree; else a git revision, checked out into a temporary directory.
     Adds the attention slice at sequence length T. attention: ATTENTION's key, the trainer's -ak."""
@@ -514,12 +532,14 @@ def counts_for(rev, recompute, T=1024, attention="mma"):
     if rev is None:
         result = counts_for_tree(REPO, recompute, "the working tree", attention=attention)
         result["attention_slice"] = attention_slice(REPO, T, attention=attention)
+        result["defines"] = header_defines(REPO)
         return same_attention(result, attention)
     with tempfile.TemporaryDirectory() as tmp:
         full = checkout(rev, tmp)
         result = counts_for_tree(tmp, recompute, "commit %s" % full[:7], attention=attention)
         result["label"] = "commit %s" % full[:7]
         result["attention_slice"] = attention_slice(tmp, T, attention=attention)
+        result["defines"] = header_defines(tmp)
         return same_attention(result, attention)
 
 

@@ -153,6 +153,23 @@ for Tn in (64, 256, 1024, 1000):
 att = kc.attention_forward_kernel(S, {})
 useful = 2 * B * cfg["NH"] * 64 * T * (T + 1)  # q k^T and P v over the causal pairs, 2 FLOPs per multiply-add
 check(att.cc_flops >= useful, "attention forward computes at least the causal FLOPs 2 B NH hs T (T+1)")
+# the layernorm backward's rows per chunk and warps per block come from the tree's header
+# (step_counts.header_defines -> Shape.defines -> kernel_costs.define), not from a copy: the working
+# tree's #define, read here by hand, is what header_defines gives, and a chunk of 16 rows (a header
+# saying so) gives the grid and the row chain of 16
+import re  # noqa: E402
+with open(os.path.join(REPO, "llmc/layernorm.cuh")) as fp:
+    by_hand = int(re.search(r"^#define LAYERNORM_BWD_ROWS (\d+)", fp.read(), re.M).group(1))
+check(step_counts.header_defines(REPO).get("LAYERNORM_BWD_ROWS") == by_hand,
+      "header_defines reads llmc/layernorm.cuh's LAYERNORM_BWD_ROWS (%d)" % by_hand)
+S16 = kc.Shape(32, 1024)
+S16.defines = {"LAYERNORM_BWD_ROWS": 16, "LAYERNORM_BWD_WARPS": 4}
+w16 = kc.layernorm_backward_warp_kernel(S16, {})
+d16 = kc.layernorm_backward_dweight_kernel(S16, {})
+check((w16.grid, w16.serial_trips, w16.block_trips) == (32 * 1024 // 16 // 4, 16, 16)
+      and d16.read == (32 * 1024 // 16) * 2 * 768 * 4 + 2 * 768 * kc.X,
+      "layernorm backward with LAYERNORM_BWD_ROWS 16 in the header: 512 blocks of 4 chunks, 16 rows a warp, 2048 chunks summed",
+      str((w16.grid, w16.serial_trips, d16.read)))
 # the AdamW launches, in update order, touch every parameter exactly once
 adamw = [l.ctx["n"] for l in launches if l.name == "adamw_kernel"]
 check(sum(adamw) == pm.num_parameters(S) and pm.num_parameters(S) == Vp * C + 1024 * C + 2 * C + L * (12 * C * C + 13 * C),
@@ -300,6 +317,7 @@ CLASS_TOL, STEP_TOL, OUT_OF_FIT_TOL = 0.15, 0.10, 0.20
 # Comparisons the model misses today, each with what it does not model. They are printed, not
 # counted; each must still miss (a fix that brings one in shows here, and it leaves this list).
 # Not loosened tolerances: the misses are reported in dev/cuda/NOTES.md as they are.
+LNB = ("the warp kernel (a warp per chunk of LAYERNORM_BWD_ROWS = 32 rows, 4 warps a block, 128 registers: up to 4 blocks per SM) walks its rows one after another; measured per row of a warp ~5.6 us at B=32 (256 blocks on 132 SMs: ~8 warps per SM) and ~3.6 us at B=8 (64 blocks: 4 warps per SM on 64 SMs), i.e. 136 and 107 packs per us per SM (the old block kernel: ~160 at both B), where the model charges one DRAM round trip per row (0.44 us) and prices the launch at its DRAM bytes (1.2 TB/s achieved, 4.3 modelled). Not bandwidth (Little's law: 8 warps x 32 lanes x 152 bytes in flight per SM cover 6 TB/s), not the issue rate (~1,300 PTX instructions in the row loop, with its unaligned fallback: < 1 us at 2 warps per scheduler). Suspected: the row loop's ~300 branches (a bound check per element: `j < PACKX_SIZE && g < packs && g * PACKX_SIZE + j < C`) cut it into basic blocks ptxas cannot schedule across, so one warp's row is a chain of dependent instructions (~7 clocks each with one warp per scheduler) and of its 48 shared read-modify-writes; the model has no term for a warp's instruction chain (no SASS here: the toolkit has no cuobjdump)")
 KNOWN_MISSES = {
     "h200_2026-11-28": {
         "class encoder forward": "25.0 us per launch measured, 16.3 predicted (memory-bound, 58 MB, 50 of them written). "
@@ -333,6 +351,46 @@ KNOWN_MISSES = {
                                                    "explained (the bench's logits are the previous call's dlogits, the "
                                                    "step's are real logits: the online merge's branches may differ)",
     },
+    # the tree after the fifth session's kernels (main 1f4c85f), which the model was not fitted on
+    "h200_2026-11-28_1f4c85f": {
+        "class encoder forward": "24.6 us measured, 16.3 predicted: the 2ef5778 fixture's miss, the same kernel (see there)",
+        "class -ak 1 encoder forward": "as without -ak 1 (the same kernel)",
+        "class layernorm backward": "4.68 ms measured (4.52 the warp kernel, 0.16 the column sums), 1.71 predicted: " + LNB,
+        "class -ak 1 layernorm backward": "4.69 measured, 1.71 predicted: as without -ak 1 (the same kernels)",
+        "bench layernorm_backward": "0.128 ms measured, 0.020 predicted (B=8, 64 blocks): " + LNB,
+        "class encoder backward": "0.092 ms measured (dwte 0.071, dwpe 0.021), 0.051 predicted (dwte 0.031): the short "
+                                  "buckets a warp each (branch dwte) were predicted to halve dwte (0.07 -> 0.03) and "
+                                  "measured no faster than the 2ef5778 tree's dwte (0.07); the model's chain per wave "
+                                  "(the grid's mean block chain, 3-4 round trips) is not what sets the time; not found",
+        "class -ak 1 encoder backward": "as without -ak 1 (the same kernels)",
+        "bench encoder_backward (incl. host bucket sort)": "the host's bucket sort, as in the 2ef5778 fixture (0.224 ms "
+                                                           "measured, 0.02 predicted for the copy and the two kernels)",
+        "class grad norm": "0.104 ms measured (the partial kernel 0.102, 249 MB: 2.4 TB/s), 0.069 predicted (8 loads in "
+                           "flight per thread, issue 30's unrolled loop, priced near the best of the curve); the 2ef5778 "
+                           "tree's norm measured 0.21; not found (the bench row at B=8, the same 124M parameters, is "
+                           "0.086 measured, 0.078 predicted: the step's launch runs 1.2x the bench's)",
+        "class -ak 1 grad norm": "as without -ak 1 (the same kernel)",
+        "class -ak 1 attention forward sm_90a": "3.91 ms measured, 2.12 predicted: the sm_90a kernels are priced at "
+                                               "cuDNN's rate (wgmma_attention_fraction 0.37, calibrated on cuDNN's "
+                                               "forward, which overlaps its softmax with the products: pingpong between "
+                                               "its consumer warpgroups and within each); ours does neither "
+                                               "(llmc/attention_sm90.cuh: 'Each consumer here waits for its S before the "
+                                               "softmax and for P V before the next tile: simpler, slower') and reaches "
+                                               "0.18 of the dense peak (696 GFLOP issued in 3.91 ms). The model has no price yet for a kernel whose "
+                                               "products and softmax run in turn (their sum at the tensor cores', the SFUs' "
+                                               "and the FP32 pipes' rates, one CTA per SM, gives ~1.8 ms: still 0.47x, "
+                                               "so more than the missing overlap is slow: not found)",
+        "class -ak 1 attention dK/dV sm_90a": "8.33 ms measured, 5.11 predicted: the forward's cause (0.21 of the dense "
+                                             "peak, 1,740 GFLOP issued, where cuDNN's backward reached 0.33)",
+        "class -ak 1 attention dQ reduce": "2.18 ms measured, 1.60 predicted (6.0 GB of fp32 partials read once and dQ "
+                                          "written, 2.8 TB/s achieved; 128 threads a block, one per query row, 256 "
+                                          "bytes in flight each): not found",
+        "bench matmul_backward attproj (768->768)": "the 2ef5778 fixture's miss, the same cause (the dweight product's "
+                                                    "split at k = 8192, unmeasured): 0.0575 measured, 0.042 predicted",
+        "step B=32 ours-ak": "64.7 ms measured, 54.6 predicted: the sm_90a attention (5.6 ms short) and the layernorm "
+                             "backward (3.0 ms short) above",
+        "step B=32 ours-ak-cg": "64.5 ms measured, 54.6 predicted: as -ak 1 (-cg 1 gains nothing, measured)",
+    },
 }
 
 
@@ -341,12 +399,19 @@ def within(pred, meas, tol):
 
 
 def fixture_comparisons(fx, dev):
-    """[(key, measured, predicted, tolerance, note)] of every comparison the fixture supports."""
+    """[(key, measured, predicted, tolerance, note)] of every comparison the fixture supports: ncu's
+    classes at its batch (and with -ak 1 where the fixture has ncu_launches_ak1.csv), the steps of
+    steps.csv and steps_flags.csv (at the ncu batch: the step tolerance; elsewhere not fitted on),
+    the bench rows."""
     cmp = fixtures.compare(fx, dev)
     B = fx.meta["ncu"]["B"] if "ncu" in fx.meta else None
     out = [("class " + cls, m, p, CLASS_TOL, "B=%s" % B) for cls, m, p in cmp["classes"]]
+    out += [("class -ak 1 " + cls, m, p, CLASS_TOL, "B=%s, -ak 1" % B) for cls, m, p in cmp["classes_ak1"]]
     for b, m, p in cmp["steps"]:
         out.append(("step B=%d" % b, m, p, STEP_TOL if b == B else OUT_OF_FIT_TOL, "" if b == B else "not fitted on"))
+    for trainer, b, m, p in cmp["steps_flags"]:
+        out.append(("step B=%d %s" % (b, trainer), m, p, STEP_TOL if b == B else OUT_OF_FIT_TOL,
+                    "" if b == B else "not fitted on"))
     for row, m, p in cmp["bench"]:
         out.append(("bench " + row, m, p, OUT_OF_FIT_TOL, "B=%d, not fitted on" % fx.meta["bench"]["B"]))
     return out
@@ -378,7 +443,30 @@ MUTANTS = [
     ("launch_gap", "no time between launches"),
     ("bench_queued_launches", "a bench row's every launch waiting a host gap (the step's), not only its first"),
     ("bench_l2_resident", "a bench row's repeats from DRAM although its buffers fit the L2"),
+    # model (the 1f4c85f run, not fitted on): each caught only where the fixture's tree has what it prices
+    ("bgradb_kernel", "cuBLASLt's BGRADB epilogue folded into the product (no kernel re-reading dout)"),
+    ("serial_phases", "one block per SM overlapping its loads, arithmetic and stores (the larger, not the sum)"),
 ]
+
+
+def tree_has(fx, cause):
+    """Whether the fixture's tree has what the mutant of `cause` takes away (a mutant of a kernel the
+    tree does not launch cannot be caught by its fixture): the classifier's DRAM second pass only in
+    the two-pass kernel (issue 30), the BGRADB kernel only with the epilogue, the serial phases only
+    in the held-packs classifier."""
+    ops = fx.inputs["step_ops"]
+    version = kc.DERIVED_FROM["llmc/fused_classifier.cuh"].get(fx.inputs["headers"].get("llmc/fused_classifier.cuh"))
+    if cause == "classifier_dram_pass2":
+        return version in ("2e0af91", "issue 22", "issue 30")
+    if cause == "bgradb_kernel":
+        return any(op.get("bgradb") for op in ops)
+    if cause == "serial_phases":
+        return version == "issue 30 held"
+    if cause == "stack_charge":  # a kernel the step launches with a stack frame (2ef5778's AdamW; none since vec4)
+        res = fx.inputs["resources"].get("sm_90", {})
+        launched = {op["name"] for op in ops if op["op"] == "kernel"}
+        return any(e["stack"] for k in launched for e in res.get(k, []))
+    return True
 
 for path in fixtures.fixtures():
     fx = fixtures.Fixture(path)
@@ -401,6 +489,9 @@ for path in fixtures.fixtures():
             check(within(p, m, tol), what)
     base = fixture_failures(fx, dev_fx)  # a mutant must fail a comparison the model passes
     for cause, what in MUTANTS:
+        if not tree_has(fx, cause):
+            continue
+
         def run_mutant(cause=cause):
             pm.CAUSES[cause] = False
             try:
@@ -408,6 +499,18 @@ for path in fixtures.fixtures():
             finally:
                 pm.CAUSES[cause] = True
         mutant_caught("%s: %s" % (name, what), run_mutant)
+    # the constants the 1f4c85f run measured, set back to what they were before it
+    for key, old, what in (("graph_gap", 0.5e-6, "a CUDA graph's kernels 0.5 us apart (the blog's V100 figure, assumed before)"),
+                           ("launch", 3.0e-6, "a kernel's floor at 3.0 us (2008-2010 GPUs, before)")):
+        if fx.path.endswith("_1f4c85f"):
+            def run_constant(key=key, old=old):
+                saved = getattr(dev_fx, key)
+                setattr(dev_fx, key, old)
+                try:
+                    return not new_failures(base, fixture_failures(fx, dev_fx))
+                finally:
+                    setattr(dev_fx, key, saved)
+            mutant_caught("%s: %s" % (name, what), run_constant)
 
 # ----------------------------------------------------------------------------
 # 7. the warp-specialized TMA + wgmma cost (perf_model.wgmma_result, for the sm_90a attention of
@@ -529,6 +632,11 @@ rc, err = make_fixture("--out", "/tmp", "--card", "h200", "--date", "2026-11-28"
                        os.path.join(h200, "kernels_bench.csv"), "--no-trace")
 check(rc == 2 and len(err) == 1 and "kernels_bench.csv" in err[0] and "header" in err[0],
       "make_fixture.py: a steps file with the wrong header -> one line naming it, exit 2", str(err))
+
+flags = os.path.join(fixtures.MEASURED, "h200_2026-11-28_1f4c85f", "steps.csv")  # trainer "ours": not a flags row
+rc, err = make_fixture("--out", "/tmp", "--card", "h200", "--date", "2026-11-28", "--steps-flags", flags, "--no-trace")
+check(rc == 2 and len(err) == 1 and "steps.csv" in err[0] and "ours-ak" in err[0],
+      "make_fixture.py: a --steps-flags row whose trainer is not ours-ak/ours-cg/ours-ak-cg -> one line naming it, exit 2", str(err))
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -619,7 +619,8 @@ fi
 # each beside the plain build ("base") on this GPU: its kernel checks (test_kernels, the
 # families in VARIANT_ONLY, default all), the kernel bench at B = VARIANT_B (default 32; rows
 # "NAME kernel ms" in the log) and the trainer at that B, base and each variant alternating
-# twice (rows ours-NAME of steps_flags.csv). How a candidate change is measured before it is
+# twice (rows ours-NAME of variants.csv, in logs.tar and the table: LOGDIR keeps to the device
+# tool's 8 files, and steps_flags.csv to the flags make_fixture.py knows). How a candidate change is measured before it is
 # made the default (the layernorm backward's rows per chunk was chosen so, 2026-11-28).
 variant_build() { # variant_build NAME FLAGS: a copy of the sources, built with FLAGS added to nvcc's
     local dir="$work/v_$1" flags=${2//,/ }
@@ -641,12 +642,13 @@ variant_measure() {
         for v in base $VARIANTS; do
             n=${v%%:*}; tr="$work/v_$n/$(basename "$TRAIN")"
             [ -x "$tr" ] || continue
-            local steps_csv="$logdir/steps_flags.csv" TRAINER_NAME="ours-$n"
+            local steps_csv="$work/variants.csv" TRAINER_NAME="ours-$n"
             tmo "$tr" -e "$BENCH_MODEL" -b "$B" -t $BENCH_T -r 0 -x $BENCH_STEPS -v 0 -s 0 "${BENCH_VAL[@]}" > "$work/v_${n}_$round.txt" 2>&1 || { echo "$n exited $?"; rc=1; continue; }
             read -r ms cnt < <(median_ms "$work/v_${n}_$round.txt" '^step.*\(([0-9.]+) ms,.*')
             [ -n "$ms" ] && steps_row "$TRAINER_NAME" "$B" "$BENCH_T" 0 "$ms" "$cnt"
         done
     done
+    pack "$work/variants.csv"
     return $rc
 }
 if [ -z "${stop_early:-}" ] && want variants; then
@@ -681,6 +683,7 @@ table() {
                  for (j = 1; j <= n; j++) {printf "%-16s", order[j]; for (i = 1; i <= nb; i++) printf " %10s", ((order[j], b[i]) in ms) ? ms[order[j], b[i]] : "-"; print ""}}' "$steps_csv"
     fi
     [ -s "$logdir/steps_flags.csv" ] && { echo "-- ours with flags (steps_flags.csv)"; cat "$logdir/steps_flags.csv"; }
+    [ -s "$work/variants.csv" ] && { echo "-- ours built with VARIANTS' flags (variants.csv)"; cat "$work/variants.csv"; }
     [ -s "$work/ncu_table.txt" ] && { echo "-- ncu, ours: the largest kernels"; head -12 "$work/ncu_table.txt"; }
     [ -s "$work/ncu_table_ak.txt" ] && { echo "-- ncu, ours -ak 1: the largest kernels"; head -12 "$work/ncu_table_ak.txt"; }
     echo "LOGDIR $logdir: $(cd "$logdir" && ls | tr '\n' ' ')"

@@ -283,7 +283,10 @@ static inline int layernorm_backward_lane_packs(int C) {
     (void)C;
     return LAYERNORM_BWD_LANE_PACKS + 1;
 #else
-    return ceil_div(ceil_div(C, PACKX_SIZE), 32);
+    // whole packs only: a C that is not a multiple of the pack goes to the block kernel, so the
+    // warp kernel has no element-by-element path (load_pack's fallback and its bounds checks: with
+    // it this file's PTX for sm_90a held 897 branches and 386 2-byte loads, without it 157 and 66)
+    return C % PACKX_SIZE == 0 ? ceil_div(C / PACKX_SIZE, 32) : LAYERNORM_BWD_LANE_PACKS + 1;
 #endif
 }
 
@@ -297,13 +300,12 @@ layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout,
     int lane = threadIdx.x % 32;
     int chunk = blockIdx.x * LAYERNORM_BWD_WARPS + threadIdx.x / 32;
     if (chunk * LAYERNORM_BWD_ROWS >= N) { return; } // the whole warp: no barrier follows
-    int packs = (int)packs_of(C);
-    bool aligned = C % PACKX_SIZE == 0;
+    int packs = C / PACKX_SIZE; // whole packs (the launcher sends other C to the block kernel)
     float(*dw)[32] = sums[threadIdx.x / 32][0], (*db)[32] = sums[threadIdx.x / 32][1]; // dw[k][lane]
     PackX w[P];
     for (int p = 0; p < P; p++) {
         int g = lane + 32 * p;
-        if (g < packs) { w[p] = load_pack(weight, g, C, true); }
+        if (g < packs) { w[p] = load128(weight + (size_t)g * PACKX_SIZE); }
         for (int j = 0; j < PACKX_SIZE; j++) { dw[p * PACKX_SIZE + j][lane] = db[p * PACKX_SIZE + j][lane] = 0.0f; }
     }
     int r0 = chunk * LAYERNORM_BWD_ROWS, r1 = min(N, r0 + LAYERNORM_BWD_ROWS);
@@ -314,15 +316,15 @@ layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout,
         for (int p = 0; p < P; p++) {
             int g = lane + 32 * p;
             if (g < packs) {
-                xp[p] = load_pack(inp + base, g, C, aligned);
-                dp[p] = load_pack(dout + base, g, C, aligned);
-                gp[p] = load_pack(dinp + base, g, C, aligned);
+                xp[p] = load128(inp + base + (size_t)g * PACKX_SIZE);
+                dp[p] = load128(dout + base + (size_t)g * PACKX_SIZE);
+                gp[p] = load128(dinp + base + (size_t)g * PACKX_SIZE);
             }
         }
         float dnorm_sum = 0.0f, dnorm_norm_sum = 0.0f;
         for (int p = 0; p < P; p++) {
             int g = lane + 32 * p;
-            for (int j = 0; j < PACKX_SIZE && g < packs && g * PACKX_SIZE + j < C; j++) {
+            for (int j = 0; j < PACKX_SIZE && g < packs; j++) {
                 float norm = layernorm_norm(to_float(xp[p].v[j]), m, s);
                 float dnorm = to_float(w[p].v[j]) * to_float(dp[p].v[j]);
                 dnorm_sum += dnorm;
@@ -343,13 +345,13 @@ layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout,
                 dw[p * PACKX_SIZE + j][lane] += norm * d;
                 db[p * PACKX_SIZE + j][lane] += d;
             }
-            store_pack(dinp + base, g, C, aligned, gp[p]);
+            store128(dinp + base + (size_t)g * PACKX_SIZE, gp[p]);
         }
     }
     float* out = partial + (size_t)chunk * 2 * C;
     for (int p = 0; p < P; p++) {
         int first = (lane + 32 * p) * PACKX_SIZE;
-        for (int j = 0; j < PACKX_SIZE && first + j < C; j++) {
+        for (int j = 0; j < PACKX_SIZE && first < C; j++) {
             out[first + j] = dw[p * PACKX_SIZE + j][lane];
             out[C + first + j] = db[p * PACKX_SIZE + j][lane];
         }

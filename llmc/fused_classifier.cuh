@@ -14,6 +14,9 @@ reads it again (fused_classifier_reread_kernel).
 
 One block per row. Each thread folds its own logits into a state, then the block merges the
 threads' states in a fixed butterfly order: no atomics, the same bits on every run.
+Where the device has the shared memory for two rows, the launcher takes a persistent variant of
+the held kernel instead (fused_classifier_streamed_kernel, at the end: read the two above first):
+one block per SM walks rows, copying the next row into shared memory while it computes this one.
 The per-element math (the merge, the loss, one dlogit) and the per-thread loops are
 __host__ __device__ functions, tested on the host against the CPU by dev/test/test_update_host.cu.
 */
@@ -23,6 +26,7 @@ __host__ __device__ functions, tested on the host against the CPU by dev/test/te
 #include <math.h>
 #include <stdint.h>
 #include "cuda_common.cuh"
+#include "mma.cuh" // cp_async_16, cp_async_commit, smem_addr (the streamed kernel)
 
 // ----------------------------------------------------------------------------
 // the online softmax state
@@ -240,7 +244,8 @@ __device__ inline SoftmaxState warp_softmax_state(SoftmaxState st) {
 }
 
 // The state of the whole block (blockDim.x a multiple of 32); every thread gets it.
-// `shared` holds 32 states and is used once per kernel (no barrier before writing it).
+// `shared` holds 32 states and is used once per row: a kernel that reduces a second row must not
+// write it before every thread has read the first (fused_classifier_streamed_kernel alternates two).
 __device__ inline SoftmaxState block_softmax_state(SoftmaxState st, SoftmaxState* shared) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     st = warp_softmax_state(st);
@@ -301,22 +306,148 @@ static inline int classifier_rows_held(int Vp) {
     return Vp / PACKX_SIZE <= CLASSIFIER_HELD_PACKS * CLASSIFIER_THREADS;
 }
 
-// As fused_classifier below, with the kernel named: held 1 = fused_classifier_kernel (needs
-// classifier_rows_held(Vp)), 0 = fused_classifier_reread_kernel. For test_kernels, which checks
-// that both give the same bits.
-static void fused_classifier_with(int held, floatX* logits, float* losses, const int* targets, float dloss, int BT,
-                                  int V, int Vp, int write_dlogits, cudaStream_t stream) {
+// ----------------------------------------------------------------------------
+// the persistent kernel: the next row's read overlapped with this row's arithmetic
+//
+// Why. fused_classifier_kernel measured 3.25 ms on an H200 (ncu, 2026-11-28, B=32 T=1024: 32,768
+// rows of Vp = 50304 bf16), where the bytes alone (each row read once, its dlogits written once,
+// 6.6 GB at ~4.3 TB/s) take ~1.5 ms and llm.c's kernel 1.99 ms. Its 1024 threads at 62 registers
+// fill an SM's register file, so an SM holds ONE block, and that block's phases run one after
+// the other: every thread's 7 loads land, then the arithmetic of pass 1 (IEEE expf per logit),
+// the block reduction, then pass 2's arithmetic (expf per logit again) between its stores. While
+// the block computes, the SM reads nothing; while it waits for its row, it computes nothing. The
+// calibrated model (dev/perf/kernel_costs.py, fused_classifier_kernel_held, serial_phases) puts
+// the launch at its DRAM time plus its arithmetic (~1.93 + ~1.28 ms), as measured.
+//
+// What overlaps what. Here the grid is one block per SM (the registers allow no second one) and
+// block b takes rows b, b + gridDim.x, b + 2 gridDim.x, ... Shared memory holds two rows
+// (2 x 100,608 bytes at GPT-2's Vp in bf16; the launcher raises the block's limit, H100/H200
+// allow 227 KB). At the top of row r's iteration each thread issues the cp.async copies of ITS
+// packs of row r + gridDim.x into the other buffer, then waits only for its copies of row r
+// (cp.async.wait_group 1: every group but the newest has landed), takes its packs of row r from
+// shared memory into registers, and computes row r exactly as fused_classifier_kernel does
+// (classifier_thread_load_state, block_softmax_state, classifier_thread_store_dlogits: the same
+// packs per thread, the same fold order, the same bits), storing dlogits to global memory with
+// streaming stores. So the next row's DRAM read runs under this row's arithmetic and stores; the
+// launch should take about the larger of the two, not their sum (a prediction: dev/cuda/NOTES.md).
+//
+// The barriers, and why so few. Every thread copies exactly the packs it later reads (packs
+// tid + i nthreads of the row, as classifier_thread_load_state reads them), so a copy is made
+// visible to its reader by that thread's own cp.async.wait_group; no barrier is needed between
+// the copy and the read. A buffer is overwritten (copy of row r + 1 step, at iteration it) only by
+// the thread that read it two rows before (iteration it - 1), after that thread used the values
+// and passed the block reduction's barrier of that row. The 32 warp states of the block reduction
+// alternate between two arrays: a warp's lane 0 writes array it % 2 only after the barrier of
+// iteration it - 1, which every thread passes after reading array (it - 2) % 2 = it % 2.
+// The target's logit is read from global memory by thread 0, before the reduction's barrier that
+// orders it before the row's dlogit stores, as in fused_classifier_kernel.
+
+// cp.async.wait_group 1: all but this thread's newest group of copies have landed
+__device__ inline void classifier_cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+// This thread's packs of row (Vp) copied into buf (a row of shared memory, the same layout), without
+// a commit: packs tid + i nthreads, i < CLASSIFIER_HELD_PACKS, the ones classifier_thread_load_state reads.
+__device__ inline void classifier_copy_row_async(floatX* buf, const floatX* row, int Vp, int tid, int nthreads) {
+    int packs = Vp / PACKX_SIZE;
+#pragma unroll
+    for (int i = 0; i < CLASSIFIER_HELD_PACKS; i++) {
+        int k = tid + i * nthreads;
+        if (k < packs) { cp_async_16(smem_addr(buf + (size_t)k * PACKX_SIZE), row + (size_t)k * PACKX_SIZE); }
+    }
+}
+
+// grid <= BT blocks of CLASSIFIER_THREADS, dynamic shared memory classifier_streamed_smem(Vp): block b
+// handles rows b, b + gridDim.x, ... as fused_classifier_kernel handles its one row.
+// Vp / PACKX_SIZE <= CLASSIFIER_HELD_PACKS * CLASSIFIER_THREADS.
+__global__ void __launch_bounds__(CLASSIFIER_THREADS)
+fused_classifier_streamed_kernel(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
+                                 int write_dlogits) {
+    extern __shared__ uint4 classifier_rows[]; // [2][Vp] floatX, 16-byte aligned
+    __shared__ SoftmaxState warp_states[2][32];
+    floatX* buf[2] = {(floatX*)classifier_rows, (floatX*)classifier_rows + Vp};
+    int tid = threadIdx.x, nthreads = blockDim.x;
+
+    classifier_copy_row_async(buf[0], logits + (size_t)blockIdx.x * Vp, Vp, tid, nthreads); // the first row
+    cp_async_commit();
+    int it = 0;
+    for (int bt = blockIdx.x; bt < BT; bt += gridDim.x, it++) {
+        // the next row's copies start now and land while this row computes (an empty group past the last)
+        int next = bt + gridDim.x;
+        if (next < BT) { classifier_copy_row_async(buf[(it + 1) % 2], logits + (size_t)next * Vp, Vp, tid, nthreads); }
+        cp_async_commit();
+        classifier_cp_async_wait_prior(); // this thread's packs of row bt have landed in buf[it % 2]
+
+        floatX* row = logits + (size_t)bt * Vp;
+        int target = targets[bt];
+        int target_ok = target >= 0 && target < V;
+        float target_logit = classifier_target_logit(row, target, target_ok);
+
+        ClassifierHeld held;
+        SoftmaxState st = classifier_thread_load_state(&held, buf[it % 2], V, Vp, tid, nthreads);
+        st = block_softmax_state(st, warp_states[it % 2]);
+        if (tid == 0) { losses[bt] = target_ok ? crossentropy_loss(st, target_logit) : NAN; }
+        if (write_dlogits) { classifier_thread_store_dlogits(&held, row, st, target, dloss, V, Vp, tid, nthreads); }
+    }
+}
+
+// the streamed kernel's dynamic shared memory: two rows of Vp logits
+static inline size_t classifier_streamed_smem(int Vp) { return 2 * (size_t)Vp * sizeof(floatX); }
+
+// 1 if the streamed kernel can run a row of Vp logits on the current device: the row fits the
+// threads' registers (as fused_classifier_kernel's) and two rows plus the kernel's static shared
+// memory fit what the device allows one block (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KB on
+// H100/H200, 163 KB on A100: GPT-2's 201,216 bytes fit both)
+static inline int classifier_streamed_fits(int Vp) {
+    if (Vp <= 0 || !classifier_rows_held(Vp)) { return 0; }
+    int device = 0, optin = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return classifier_streamed_smem(Vp) + 2 * 32 * sizeof(SoftmaxState) <= (size_t)optin;
+}
+
+// The streamed kernel's grid: one block per SM, as many as there are rows. One block is all an SM
+// holds: its 1024 threads at 62 registers (ptxas, sm_90) take the SM's 65,536 registers.
+static inline int classifier_streamed_grid(int BT) {
+    int device = 0, sms = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return BT < sms ? BT : sms;
+}
+
+// The classifier's kernels, for fused_classifier_with
+enum { CLASSIFIER_REREAD = 0, CLASSIFIER_HELD = 1, CLASSIFIER_STREAMED = 2 };
+
+// As fused_classifier below, with the kernel named: CLASSIFIER_HELD = fused_classifier_kernel (needs
+// classifier_rows_held(Vp)), CLASSIFIER_REREAD = fused_classifier_reread_kernel, CLASSIFIER_STREAMED
+// = fused_classifier_streamed_kernel (needs classifier_streamed_fits(Vp)) on `grid` blocks (0: one
+// per SM, at most BT). For test_kernels, which checks that all give the same bits.
+static void fused_classifier_with(int kernel, int grid, floatX* logits, float* losses, const int* targets, float dloss,
+                                  int BT, int V, int Vp, int write_dlogits, cudaStream_t stream) {
     if (V <= 0 || V > Vp || Vp % PACKX_SIZE != 0) {
         fail("fused_classifier: needs 0 < V <= Vp and Vp a multiple of %d, so that every row starts 16-byte "
              "aligned (V %d, Vp %d)", PACKX_SIZE, V, Vp);
     }
-    if (held && !classifier_rows_held(Vp)) {
+    if (kernel != CLASSIFIER_REREAD && !classifier_rows_held(Vp)) {
         fail("fused_classifier: a row of Vp %d logits is over %d packs per thread of %d", Vp, CLASSIFIER_HELD_PACKS,
              CLASSIFIER_THREADS);
     }
+    if (kernel == CLASSIFIER_STREAMED && !classifier_streamed_fits(Vp)) {
+        fail("fused_classifier: two rows of Vp %d logits (%zu bytes) are over the device's shared memory per block",
+             Vp, classifier_streamed_smem(Vp));
+    }
     check_aligned16(logits, "logits", "fused_classifier");
     if (BT <= 0) { return; }
-    if (held) {
+    if (kernel == CLASSIFIER_STREAMED) {
+        if (grid <= 0) { grid = classifier_streamed_grid(BT); }
+        if (grid > BT) { fail("fused_classifier: a grid of %d blocks for %d rows (at most one block a row)", grid, BT); }
+        size_t smem = classifier_streamed_smem(Vp);
+        if (smem > 48 * 1024) {
+            cudaCheck(cudaFuncSetAttribute(fused_classifier_streamed_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)smem));
+        }
+        fused_classifier_streamed_kernel<<<grid, CLASSIFIER_THREADS, smem, stream>>>(logits, losses, targets, dloss, BT, V,
+                                                                                    Vp, write_dlogits);
+    } else if (kernel == CLASSIFIER_HELD) {
         fused_classifier_kernel<<<BT, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, targets, dloss, V, Vp, write_dlogits);
     } else {
         fused_classifier_reread_kernel<<<BT, CLASSIFIER_THREADS, 0, stream>>>(logits, losses, targets, dloss, V, Vp,
@@ -330,12 +461,15 @@ static void fused_classifier_with(int held, floatX* logits, float* losses, const
 // dlogits = (p - onehot(target)) * dloss, padded columns [V, Vp) set to 0. One pass computes the
 // row's max and sum together (online), a second writes dlogits: no (BT, Vp) probabilities buffer.
 // The row is read from memory once where each thread can hold its packs in registers (GPT-2's Vp
-// in bf16), else twice. targets (BT) on the device. dloss = the gradient of the mean loss per
-// position (e.g. 1/(B*T)).
+// in bf16), else twice; where the device also has the shared memory for two rows, by the streamed
+// kernel (the next row's read under this row's arithmetic). targets (BT) on the device. dloss =
+// the gradient of the mean loss per position (e.g. 1/(B*T)).
 static void fused_classifier(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
                              int write_dlogits, cudaStream_t stream) {
-    fused_classifier_with(Vp > 0 && classifier_rows_held(Vp), logits, losses, targets, dloss, BT, V, Vp, write_dlogits,
-                          stream);
+    int kernel = classifier_streamed_fits(Vp)                  ? CLASSIFIER_STREAMED
+                 : Vp > 0 && classifier_rows_held(Vp)          ? CLASSIFIER_HELD
+                                                               : CLASSIFIER_REREAD;
+    fused_classifier_with(kernel, 0, logits, losses, targets, dloss, BT, V, Vp, write_dlogits, stream);
 }
 
 #endif // LLMC_FUSED_CLASSIFIER_CUH

@@ -1202,10 +1202,16 @@ static void check_gelu(size_t N) {
 typedef struct { int BT, V, Vp; } ClassifierShape;
 
 static const ClassifierShape CLASSIFIER_SHAPES[] = {
-    {128, 50257, 50304}, // GPT-2: 47 padded columns (bf16: held in registers; fp32: over 7 packs a thread, reread)
+    {128, 50257, 50304}, // GPT-2: 47 padded columns (bf16: held in registers, streamed; fp32: over 7 packs a thread, reread)
     {7, 100, 128},
+    {1, 100, 128},       // a single row
     {3, 60000, 60032},   // over 7 packs a thread in bf16 too: the reread kernel
 };
+
+// The streamed kernel's grids besides the default (one block per SM, at most BT): each block
+// walks rows b, b + grid, ...; grids that do not divide BT leave the blocks unequal work, 1 block
+// walks every row; only those <= BT apply
+static const int CLASSIFIER_STREAMED_GRIDS[] = {1, 2, 3, 5, 50};
 
 static void check_classifier(const ClassifierShape* s) {
     int BT = s->BT, V = s->V, Vp = s->Vp;
@@ -1251,17 +1257,37 @@ static void check_classifier(const ClassifierShape* s) {
         dlogits_bits[run] = snapshot_floatX(d_logits, n);
         losses_bits[run] = download_bytes(d_losses, BT * sizeof(float));
     }
-    // where the row fits in the registers, the reread kernel (pass 2 reads the logits again) gives
-    // the same bits: the same per-pack math in the same order, only where pass 2's logits come from
+    // where the row fits in the registers, every kernel gives the same bits: the reread kernel
+    // (pass 2 reads the logits again), the held kernel (one block a row, from registers) and the
+    // streamed kernel at several grids (a block walks rows, each copied into shared memory while
+    // the one before computes): the same per-pack math in the same order, only where the logits come from
     if (classifier_rows_held(Vp)) {
-        upload_floatX(d_logits, logits, n);
-        fill_nan(d_losses, BT * sizeof(float));
-        fused_classifier_with(0, d_logits, d_losses, d_targets, dloss, BT, V, Vp, 1, g_stream);
-        void* reread_dlogits = snapshot_floatX(d_logits, n);
-        void* reread_losses = download_bytes(d_losses, BT * sizeof(float));
-        check_same_bits(what, "dlogits: the reread kernel's bits", dlogits_bits[0], reread_dlogits, n * sizeof(floatX));
-        check_same_bits(what, "losses: the reread kernel's bits", losses_bits[0], reread_losses, BT * sizeof(float));
-        free(reread_dlogits); free(reread_losses);
+        const char* names[] = {"the reread kernel", "the held kernel", "the streamed kernel"};
+        for (int kernel = CLASSIFIER_REREAD; kernel <= CLASSIFIER_STREAMED; kernel++) {
+            if (kernel == CLASSIFIER_STREAMED && !classifier_streamed_fits(Vp)) { continue; }
+            int ngrids = kernel == CLASSIFIER_STREAMED ? (int)(sizeof(CLASSIFIER_STREAMED_GRIDS) / sizeof(int)) + 1 : 1;
+            for (int g = 0; g < ngrids; g++) {
+                int grid = g == 0 ? 0 : CLASSIFIER_STREAMED_GRIDS[g - 1]; // 0: the launcher's
+                if (grid > BT) { continue; }
+                upload_floatX(d_logits, logits, n);
+                fill_nan(d_losses, BT * sizeof(float));
+                fused_classifier_with(kernel, grid, d_logits, d_losses, d_targets, dloss, BT, V, Vp, 1, g_stream);
+                void* other_dlogits = snapshot_floatX(d_logits, n);
+                void* other_losses = download_bytes(d_losses, BT * sizeof(float));
+                char which[96], label[128];
+                if (kernel == CLASSIFIER_STREAMED) {
+                    snprintf(which, sizeof(which), "the streamed kernel's bits, grid %d%s",
+                             grid ? grid : classifier_streamed_grid(BT), grid ? "" : " (the launcher's)");
+                } else {
+                    snprintf(which, sizeof(which), "%s's bits", names[kernel]);
+                }
+                snprintf(label, sizeof(label), "dlogits: %s", which);
+                check_same_bits(what, label, dlogits_bits[0], other_dlogits, n * sizeof(floatX));
+                snprintf(label, sizeof(label), "losses: %s", which);
+                check_same_bits(what, label, losses_bits[0], other_losses, BT * sizeof(float));
+                free(other_dlogits); free(other_losses);
+            }
+        }
     }
     check_close(what, "losses", (const float*)losses_bits[0], losses_ref, BT, TOL_FP32_STATS);
     check_same_bits(what, "losses: same bits on a second run", losses_bits[0], losses_bits[1], BT * sizeof(float));

@@ -362,20 +362,21 @@ __device__ inline void classifier_copy_row_async(floatX* buf, const floatX* row,
 __global__ void __launch_bounds__(CLASSIFIER_THREADS)
 fused_classifier_streamed_kernel(floatX* logits, float* losses, const int* targets, float dloss, int BT, int V, int Vp,
                                  int write_dlogits) {
-    extern __shared__ uint4 classifier_rows[]; // [2][Vp] floatX, 16-byte aligned
+    extern __shared__ uint4 classifier_rows[]; // [2][Vp] floatX, 16-byte aligned: buffer b at rows + b Vp
     __shared__ SoftmaxState warp_states[2][32];
-    floatX* buf[2] = {(floatX*)classifier_rows, (floatX*)classifier_rows + Vp};
+    floatX* rows = (floatX*)classifier_rows; // (an offset, not an array of two pointers: that would be a stack frame)
     int tid = threadIdx.x, nthreads = blockDim.x;
 
-    classifier_copy_row_async(buf[0], logits + (size_t)blockIdx.x * Vp, Vp, tid, nthreads); // the first row
+    classifier_copy_row_async(rows, logits + (size_t)blockIdx.x * Vp, Vp, tid, nthreads); // the first row, buffer 0
     cp_async_commit();
     int it = 0;
     for (int bt = blockIdx.x; bt < BT; bt += gridDim.x, it++) {
         // the next row's copies start now and land while this row computes (an empty group past the last)
         int next = bt + gridDim.x;
-        if (next < BT) { classifier_copy_row_async(buf[(it + 1) % 2], logits + (size_t)next * Vp, Vp, tid, nthreads); }
+        floatX* buf = rows + (size_t)(it % 2) * Vp, *next_buf = rows + (size_t)((it + 1) % 2) * Vp;
+        if (next < BT) { classifier_copy_row_async(next_buf, logits + (size_t)next * Vp, Vp, tid, nthreads); }
         cp_async_commit();
-        classifier_cp_async_wait_prior(); // this thread's packs of row bt have landed in buf[it % 2]
+        classifier_cp_async_wait_prior(); // this thread's packs of row bt have landed in buf
 
         floatX* row = logits + (size_t)bt * Vp;
         int target = targets[bt];
@@ -383,7 +384,7 @@ fused_classifier_streamed_kernel(floatX* logits, float* losses, const int* targe
         float target_logit = classifier_target_logit(row, target, target_ok);
 
         ClassifierHeld held;
-        SoftmaxState st = classifier_thread_load_state(&held, buf[it % 2], V, Vp, tid, nthreads);
+        SoftmaxState st = classifier_thread_load_state(&held, buf, V, Vp, tid, nthreads);
         st = block_softmax_state(st, warp_states[it % 2]);
         if (tid == 0) { losses[bt] = target_ok ? crossentropy_loss(st, target_logit) : NAN; }
         if (write_dlogits) { classifier_thread_store_dlogits(&held, row, st, target, dloss, V, Vp, tid, nthreads); }

@@ -6,7 +6,8 @@
 # takes four elements a thread; its bf16 params are an 8-byte store). AdamW's kernel (both gradient types):
 # no stack frame and no spills (its tensor table once cost a 112-byte copy in local memory per
 # thread, issue 30). The layernorm backward's warp kernel, each of its P = 1..4: no stack, no
-# spills, and the blocks per SM its launch bounds ask for (4 at GPT-2's C = 768).
+# spills, and the blocks per SM its launch bounds ask for (4 at GPT-2's C = 768). The persistent
+# classifier (fused_classifier_streamed_kernel): cp.async in, no stack, no spills, <= 64 registers.
 # usage: dev/test/test_ptx_16byte.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -60,6 +61,22 @@ for prec in BF16 FP32; do
         [ "$(printf '%s\n' "$frames" | grep -c '^0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads$')" = $nk ] \
             && ok "$prec sm_$arch adamw_kernel ($nk gradient type(s)): no stack frame, no spills" \
             || bad "$prec sm_$arch adamw_kernel: ptxas says '$(echo $frames)'"
+        # fused_classifier_streamed_kernel (the persistent classifier): its row comes in by 16-byte
+        # cp.async into shared memory (no ld.global.v4: not in the loop above), goes to registers by
+        # ld.shared.v4 and out by st.global.cs.v4; no stack frame (two buffer pointers in an array
+        # were one), no spills, and at most 64 registers so that its block of 1024 threads fits an SM
+        k=fused_classifier_streamed_kernel
+        body=$(awk -v k="$k" '/^\.visible \.entry/ { inside = index($0, k "P") > 0 } inside' "$ptx")
+        cp=$(grep -c 'cp\.async\.cg\.shared\.global' <<< "$body")
+        lds=$(grep -cE 'ld\.shared(\.[a-z0-9]+)*\.v4' <<< "$body")
+        st=$(grep -cE 'st\.global\.cs(\.[a-z0-9]+)*\.v4' <<< "$body")
+        read -r regs frame < <(awk -v k="$k" '/Compiling entry function/ { inside = index($0, k "P") > 0 }
+            inside && /bytes stack frame/ { match($0, /[0-9]+ bytes stack frame, [0-9]+ bytes spill stores, [0-9]+ bytes spill loads/); frame = substr($0, RSTART, RLENGTH) }
+            inside && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print substr($0, RSTART + 5, RLENGTH - 15), frame; exit }' "$tmp/ptxas_${prec}_$arch.txt")
+        if [ "$cp" -ge 1 ] && [ "$lds" -ge 1 ] && [ "$st" -ge 1 ] && [ -n "$regs" ] && [ "$regs" -le 64 ] \
+            && [ "$frame" = "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" ]; then
+            ok "$prec sm_$arch $k: $cp cp.async, $lds ld.shared.v4, $st st.global.cs.v4, $regs registers, no stack, no spills"
+        else bad "$prec sm_$arch $k: cp.async $cp, ld.shared.v4 $lds, st.global.cs.v4 $st, registers '$regs' (<= 64), ptxas '$frame'"; fi
     done
 done
 summary ptx_16byte

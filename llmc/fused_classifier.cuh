@@ -320,12 +320,13 @@ static inline int classifier_rows_held(int Vp) {
 // the launch at its DRAM time plus its arithmetic (~1.93 + ~1.28 ms), as measured.
 //
 // What overlaps what. Here the grid is one block per SM (the registers allow no second one) and
-// block b takes rows b, b + gridDim.x, b + 2 gridDim.x, ... Shared memory holds two rows
-// (2 x 100,608 bytes at GPT-2's Vp in bf16; the launcher raises the block's limit, H100/H200
-// allow 227 KB). At the top of row r's iteration each thread issues the cp.async copies of ITS
-// packs of row r + gridDim.x into the other buffer, then waits only for its copies of row r
-// (cp.async.wait_group 1: every group but the newest has landed), takes its packs of row r from
-// shared memory into registers, and computes row r exactly as fused_classifier_kernel does
+// block b takes rows b, b + gridDim.x, b + 2 gridDim.x, ... Shared memory holds two rows (2 x
+// 100,608 bytes at GPT-2's Vp in bf16; the launcher raises the block's limit; H100/H200 allow
+// 227 KB, and where two rows do not fit, A100's 163 KB, the launcher takes fused_classifier_kernel).
+// At the top of each iteration every thread issues the cp.async copies of ITS packs of the block's
+// next row into the other buffer, then waits only for its copies of this row (cp.async.wait_group
+// 1: every group but the newest has landed), takes its packs of this row from shared memory into
+// registers, and computes the row exactly as fused_classifier_kernel does
 // (classifier_thread_load_state, block_softmax_state, classifier_thread_store_dlogits: the same
 // packs per thread, the same fold order, the same bits), storing dlogits to global memory with
 // streaming stores. So the next row's DRAM read runs under this row's arithmetic and stores; the
@@ -334,13 +335,14 @@ static inline int classifier_rows_held(int Vp) {
 // The barriers, and why so few. Every thread copies exactly the packs it later reads (packs
 // tid + i nthreads of the row, as classifier_thread_load_state reads them), so a copy is made
 // visible to its reader by that thread's own cp.async.wait_group; no barrier is needed between
-// the copy and the read. A buffer is overwritten (copy of row r + 1 step, at iteration it) only by
-// the thread that read it two rows before (iteration it - 1), after that thread used the values
-// and passed the block reduction's barrier of that row. The 32 warp states of the block reduction
-// alternate between two arrays: a warp's lane 0 writes array it % 2 only after the barrier of
-// iteration it - 1, which every thread passes after reading array (it - 2) % 2 = it % 2.
+// the copy and the read. The buffer that iteration `it` copies into was last read in iteration
+// it - 1, by the same thread (its own packs), whose values it used and then passed that row's
+// reduction barrier before issuing the copy. The 32 warp states of the block reduction alternate
+// between two arrays: lane 0 of a warp writes array it % 2 only after the barrier of iteration
+// it - 1, which no thread passes before it has read that array in iteration it - 2.
 // The target's logit is read from global memory by thread 0, before the reduction's barrier that
-// orders it before the row's dlogit stores, as in fused_classifier_kernel.
+// orders it before the row's dlogit stores, as in fused_classifier_kernel. Under the emulator's
+// EMU_CHECK=1, a missing or too weak wait, or one array of warp states, is named (test_kernels).
 
 // cp.async.wait_group 1: all but this thread's newest group of copies have landed
 __device__ inline void classifier_cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
@@ -396,8 +398,8 @@ static inline size_t classifier_streamed_smem(int Vp) { return 2 * (size_t)Vp * 
 
 // 1 if the streamed kernel can run a row of Vp logits on the current device: the row fits the
 // threads' registers (as fused_classifier_kernel's) and two rows plus the kernel's static shared
-// memory fit what the device allows one block (cudaDevAttrMaxSharedMemoryPerBlockOptin: 227 KB on
-// H100/H200, 163 KB on A100: GPT-2's 201,216 bytes fit both)
+// memory fit what the device allows one block (cudaDevAttrMaxSharedMemoryPerBlockOptin). GPT-2's
+// 201,216 + 512 bytes fit H100/H200's 227 KB, not A100's 163 KB (there: fused_classifier_kernel).
 static inline int classifier_streamed_fits(int Vp) {
     if (Vp <= 0 || !classifier_rows_held(Vp)) { return 0; }
     int device = 0, optin = 0;

@@ -48,7 +48,7 @@ class Cost:
 
     def __init__(self, grid, block, dyn_smem=0, read=0, write=0, tc_flops=0, cc_flops=0, smem_wavefronts=0,
                  serial_trips=1, stream="triad", note="", inflight=None, block_trips=0, block_barriers=0,
-                 ieee=None, charge_stack=True, serial_phases=False):
+                 ieee=None, charge_stack=True, serial_phases=False, persistent=False):
         self.grid, self.block, self.dyn_smem = grid, block, dyn_smem
         self.read, self.write = read, write
         self.tc_flops, self.cc_flops = tc_flops, cc_flops
@@ -70,6 +70,11 @@ class Cost:
         # store after it ends (a barrier between): with one resident block per SM nothing overlaps
         # one phase with another, and the launch takes memory + compute (perf_model.memory_kernel_time)
         self.serial_phases = serial_phases
+        # persistent: grid counts work items (rows), not blocks; the launcher starts one block per
+        # resident slot (blocks per SM x SMs, at most the items) and each block walks its items in
+        # turn, so block_trips is the chain of a block's first item and block_barriers the barriers
+        # of ONE item, paid once per item the block walks (perf_model.memory_kernel_time)
+        self.persistent = persistent
 
     @property
     def dram(self):
@@ -636,6 +641,32 @@ def fused_classifier_kernel_held(S, ctx):
                 note="each thread's packs held in registers: the row read once, streaming stores")
 
 
+def fused_classifier_streamed_kernel(S, ctx):
+    # branch cls (issue 30 item 1): fused_classifier_kernel_held's rows, walked by a persistent grid
+    # of one block of 1024 threads per SM (ptxas: 64 registers on sm_90, the SM's whole register
+    # file; and two rows of dynamic shared memory, 201,216 bytes at Vp 50304); each block copies
+    # the next row into shared memory with cp.async (16 bytes per instruction) at the top of this
+    # row's iteration, then computes this row from shared memory -> registers as the held kernel
+    # does. DRAM: the row read once, dlogits written once (the byte floor), the same arithmetic and
+    # IEEE expf as fused_classifier_kernel_held; shared memory: per row the cp.async writes and
+    # the ld.shared.v4 reads, 16 bytes a lane (a warp's 32 consecutive packs, 512 bytes: 4
+    # wavefronts each way). Bytes in flight per thread: its packs of the next row (98 at Vp 50304).
+    # The chain: a block's first row waits one round trip; later rows were requested a whole row
+    # earlier; one barrier (the block reduction) per row.
+    # ASSUMED (not measured, the point of the kernel): with the next row's read in flight during
+    # this row's arithmetic and stores, the phases overlap across rows: no serial_phases, so the
+    # launch takes the larger of its DRAM time and its arithmetic (perf_model's roofline), not
+    # their sum. What could break it: the dlogit stores (100 KB per SM per row, issued in pass 2)
+    # back-pressuring the arithmetic; the next row's read not landing within one row's arithmetic
+    # (it has ~5 us for 100 KB per SM: ~20 GB/s per SM, 2.6 TB/s over 132 SMs, below the curve).
+    n = S.BT * S.Vp
+    packs = _packs(S.Vp)
+    return Cost(S.BT, 1024, dyn_smem=2 * S.Vp * X, read=n * X + 4 * S.BT, write=n * X + 4 * S.BT, cc_flops=9 * n,
+                smem_wavefronts=S.BT * 2 * cdiv(packs, 32) * 4, stream="scale", inflight=16 * packs / 1024,
+                block_trips=1, block_barriers=1, ieee={"exp": n + n * 9 // 8, "div": S.BT * 1024}, persistent=True,
+                note="persistent, one block per SM: the next row copied (cp.async) under this row's arithmetic")
+
+
 def encoder_backward_dwte_kernel_reordered(S, ctx):
     # branch classifier (issue 30 item 1, the encoder backward): as encoder_backward_dwte_kernel_30,
     # but the host lays the buckets out in the blocks' order, so block x reads start[x], start[x+1]
@@ -751,7 +782,7 @@ DERIVED_FROM = {
     # branch attbwd: only attention_backward_dq_reduce_kernel is costed from here (the sm_90a
     # forward and dK/dV kernels: the emulator's wgmma counters, perf_model.wgmma_result)
     "llmc/attention_sm90.cuh": {"a02fdad60f62": "issue 30"},
-    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30", "f6998a75056e": "issue 30 held"},
+    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30", "f6998a75056e": "issue 30 held", "e435fd1c2c29": "issue 30 streamed"},
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
     "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22", "0e7664ab0b07": "issue 22", "4bdb7e5fc6a8": "issue 30 vec4"},
@@ -795,6 +826,11 @@ VERSIONS = {"2e0af91": KERNELS, "issue 22": dict(KERNELS, **KERNELS_ISSUE22),
 # and issue 30's two-pass kernel kept under a new name for a Vp over 7 packs a thread
 VERSIONS["issue 30 held"] = {**VERSIONS["issue 30"], "fused_classifier_kernel": fused_classifier_kernel_held,
                              "fused_classifier_reread_kernel": fused_classifier_kernel_30}
+# branch cls's llmc/fused_classifier.cuh: the held kernel's rows walked by a persistent grid, the next
+# row copied into shared memory while this one computes (fused_classifier_streamed_kernel, where two
+# rows fit a block's shared memory); the held and reread kernels unchanged, the fallbacks
+VERSIONS["issue 30 streamed"] = {**VERSIONS["issue 30 held"],
+                                 "fused_classifier_streamed_kernel": fused_classifier_streamed_kernel}
 # llmc/adamw.cuh with four elements a thread (issue 30 item 1, fifth session)
 VERSIONS["issue 30 vec4"] = {**VERSIONS["issue 30"], "adamw_kernel": adamw_kernel_vec4}
 # llmc/global_norm.cuh with 8 loads in flight per thread (issue 30 item 1, fifth session)

@@ -174,6 +174,38 @@ check((w16.grid, w16.serial_trips, w16.block_trips) == (32 * 1024 // 16 // 4, 16
 adamw = [l.ctx["n"] for l in launches if l.name == "adamw_kernel"]
 check(sum(adamw) == pm.num_parameters(S) and pm.num_parameters(S) == Vp * C + 1024 * C + 2 * C + L * (12 * C * C + 13 * C),
       "AdamW's launches cover every parameter once: Vp C + maxT C + 2C + L (12 C^2 + 13 C)")
+# the persistent classifier (fused_classifier_streamed_kernel): the tree's launcher takes it where two
+# rows fit a block's shared memory (the emulator's 227 KB, as the H200's). Priced at GPT-2's shape,
+# B=32, with ptxas' resources as test_ptx_16byte.sh reads them (64 registers, 512 bytes static; the
+# held kernel 62, 256): its DRAM bytes are the byte floor (logits read once, dlogits written once,
+# targets and losses); on the H200 a grid of one block per SM walking ceil(32768 / 132) = 249 rows,
+# one barrier each, priced at the larger of its DRAM time and its arithmetic (the overlap it is built
+# for), not their sum as the held kernel is; on the A100 (163 KB a block) the launcher's fallback,
+# the held kernel, with the held kernel's time
+if "fused_classifier_streamed_kernel" in names:
+    Sc = kc.Shape(32, 1024)
+    fn_cls = kc.cost_function("fused_classifier_streamed_kernel", counts["headers"]["llmc/fused_classifier.cuh"])
+    c_cls = fn_cls(Sc, {})
+    check(c_cls.dram == 2 * 32 * 1024 * Vp * 2 + 8 * 32 * 1024 and c_cls.dyn_smem == 2 * Vp * 2,
+          "classifier, streamed: DRAM = the byte floor 2 BT Vp bf16 + targets and losses; two rows of shared memory",
+          str((c_cls.dram, c_cls.dyn_smem)))
+    res_cls = {"template": "", "smem": 512, "stack": 0, "spill_stores": 0, "spill_loads": 0, "load_bytes": 16}
+    fake_cls = {"headers": counts["headers"], "resources": {arch: {
+        "fused_classifier_streamed_kernel": [dict(res_cls, regs=64)],
+        "fused_classifier_kernel": [dict(res_cls, regs=62, smem=256)]} for arch in ("sm_80", "sm_90")}}
+    price = lambda key, name: pm.kernel_result(pm.Launch("kernel", name, "forward", {}), Sc, pm.Device(devices, key), fake_cls)  # noqa: E731
+    st, held = price("h200", "fused_classifier_streamed_kernel"), price("h200", "fused_classifier_kernel")
+    check(st.cost.grid == 132 and st.cost.block_barriers == 249 and st.occ["blocks_per_sm"] == 1
+          and st.time == max(v for k, v in st.parts.items()) and st.time < held.time
+          and abs(st.time - max(st.parts["memory"], st.parts["compute"])) < 1e-12
+          and abs(held.time - (held.parts["memory"] + held.parts["compute"])) < 1e-12,
+          "classifier, streamed, H200 B=32: 132 blocks of 249 rows, one per SM, priced max(memory, compute) "
+          "(%.3f ms), the held kernel memory + compute (%.3f)" % (st.time * 1e3, held.time * 1e3),
+          str((st.cost.grid, st.cost.block_barriers, st.parts)))
+    a100 = price("a100-sxm-80gb", "fused_classifier_streamed_kernel")
+    check(a100.launch.name == "fused_classifier_kernel"
+          and a100.time == price("a100-sxm-80gb", "fused_classifier_kernel").time,
+          "classifier, streamed, A100 (163 KB a block): priced as the launcher's fallback, the held kernel")
 check(pm.flops_per_token(kc.Shape(1, 1024)) == 6 * 124475904 + 6 * 12 * 768 * 1024,
       "MFU's FLOPs per token for GPT-2 124M, T=1024 = 6 N + 6 L C T, N = 124,475,904 (llm.c)")
 

@@ -409,7 +409,8 @@ static inline int classifier_streamed_fits(int Vp) {
 }
 
 // The streamed kernel's grid: one block per SM, as many as there are rows. One block is all an SM
-// holds: its 1024 threads at 62 registers (ptxas, sm_90) take the SM's 65,536 registers.
+// holds: its 1024 threads at 64 registers (ptxas, sm_80 and sm_90) take the SM's 65,536 registers,
+// and its two rows of shared memory (at GPT-2's Vp) more than half the SM's.
 static inline int classifier_streamed_grid(int BT) {
     int device = 0, sms = 0;
     cudaCheck(cudaGetDevice(&device));

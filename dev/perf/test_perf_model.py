@@ -182,6 +182,8 @@ check(sum(adamw) == pm.num_parameters(S) and pm.num_parameters(S) == Vp * C + 10
 # one barrier each, priced at the larger of its DRAM time and its arithmetic (the overlap it is built
 # for), not their sum as the held kernel is; on the A100 (163 KB a block) the launcher's fallback,
 # the held kernel, with the held kernel's time
+check("fused_classifier_streamed_kernel" in names and "fused_classifier_kernel" not in names,
+      "the step (d2, on the emulator's 227 KB a block) launches the streamed classifier, not the held one")
 if "fused_classifier_streamed_kernel" in names:
     Sc = kc.Shape(32, 1024)
     fn_cls = kc.cost_function("fused_classifier_streamed_kernel", counts["headers"]["llmc/fused_classifier.cuh"])

@@ -183,19 +183,22 @@ def main(argv=None):
             die("%s: the fixture is of %s %s, not %s %s" % (a.out, meta["card"], meta["date"], a.card, a.date))
     cmd = "python3 dev/perf/make_fixture.py " + " ".join(
         ("'%s'" % x if " " in x else x) for x in (argv if argv is not None else sys.argv[1:]))
-    if a.ncu:
-        spans, sha, n_all = read_ncu(a.ncu, a.ncu_steps, a.step_first)
-        with open(os.path.join(a.out, "ncu_launches.csv"), "w", newline="") as fp:
+    def keep_ncu(path, key, out_name):  # an ncu file's kept steps, one row per launch, and meta[key]
+        spans, sha, n_all = read_ncu(path, a.ncu_steps, a.step_first)
+        with open(os.path.join(a.out, out_name), "w", newline="") as fp:
             w = csv.writer(fp)
             w.writerow(["step", "index", "kernel", "grid", "block", "regs", "smem_static", "smem_dynamic", "ns"])
             for s, span in enumerate(spans, 1):
                 for i, l in enumerate(span):
                     w.writerow([s, i, l["kernel"], l["grid"], l["block"], l["regs"], l["smem_static"], l["smem_dynamic"],
                                 "%.0f" % l["ns"]])
-        meta["ncu"] = {"steps": a.ncu_steps, "B": a.ncu_batch, "T": a.ncu_seq, "launches_per_step": len(spans[0]),
-                       "launches_in_file": n_all,
-                       "kernel_ms_per_step": [round(sum(l["ns"] for l in s) / 1e6, 4) for s in spans]}
-        meta["inputs"]["ncu"] = {"file": os.path.basename(a.ncu), "sha256": sha}
+        meta[key] = {"steps": a.ncu_steps, "B": a.ncu_batch, "T": a.ncu_seq, "launches_per_step": len(spans[0]),
+                     "launches_in_file": n_all,
+                     "kernel_ms_per_step": [round(sum(l["ns"] for l in s) / 1e6, 4) for s in spans]}
+        meta["inputs"][key] = {"file": os.path.basename(path), "sha256": sha}
+
+    if a.ncu:
+        keep_ncu(a.ncu, "ncu", "ncu_launches.csv")
     if a.steps:
         rows, text, sha = read_csv_checked(a.steps, STEPS_HEADER, "median wall-clock ms per step")
         for r in rows[1:]:
@@ -209,18 +212,7 @@ def main(argv=None):
             fp.write(text)
         meta["inputs"]["steps"] = {"file": os.path.basename(a.steps), "sha256": sha}
     if a.ncu_ak1:
-        spans, sha, n_all = read_ncu(a.ncu_ak1, a.ncu_steps, a.step_first)
-        with open(os.path.join(a.out, "ncu_launches_ak1.csv"), "w", newline="") as fp:
-            w = csv.writer(fp)
-            w.writerow(["step", "index", "kernel", "grid", "block", "regs", "smem_static", "smem_dynamic", "ns"])
-            for s, span in enumerate(spans, 1):
-                for i, l in enumerate(span):
-                    w.writerow([s, i, l["kernel"], l["grid"], l["block"], l["regs"], l["smem_static"], l["smem_dynamic"],
-                                "%.0f" % l["ns"]])
-        meta["ncu_ak1"] = {"steps": a.ncu_steps, "B": a.ncu_batch, "T": a.ncu_seq, "launches_per_step": len(spans[0]),
-                           "launches_in_file": n_all,
-                           "kernel_ms_per_step": [round(sum(l["ns"] for l in s) / 1e6, 4) for s in spans]}
-        meta["inputs"]["ncu_ak1"] = {"file": os.path.basename(a.ncu_ak1), "sha256": sha}
+        keep_ncu(a.ncu_ak1, "ncu_ak1", "ncu_launches_ak1.csv")
     need_ak1 = bool(a.ncu_ak1)
     if a.steps_flags:
         rows, text, sha = read_csv_checked(a.steps_flags, STEPS_HEADER, "median wall-clock ms per step, ours with flags")

@@ -31,7 +31,7 @@ CLASSES = [
     ("attention dK/dV sm_90a", ("attention_backward_dkdv_sm90_kernel",)),
     ("attention dQ reduce", ("attention_backward_dq_reduce_kernel",)),
     ("AdamW", ("adamw_kernel",)),
-    ("classifier + loss", ("fused_classifier_kernel",)),
+    ("classifier + loss", ("fused_classifier_kernel", "fused_classifier_streamed_kernel", "fused_classifier_reread_kernel")),
     ("layernorm backward", ("layernorm_backward_kernel", "layernorm_backward_warp_kernel", "layernorm_backward_dweight_kernel")),
     ("layernorm forward", ("layernorm_forward_kernel",)),
     ("encoder backward", ("encoder_backward_dwte_kernel", "encoder_backward_dwpe_kernel")),

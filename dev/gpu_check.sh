@@ -621,7 +621,8 @@ fi
 # "NAME kernel ms" in the log) and the trainer at that B, base and each variant alternating
 # twice (rows ours-NAME of variants.csv, in logs.tar and the table: LOGDIR keeps to the device
 # tool's 8 files, and steps_flags.csv to the flags make_fixture.py knows). How a candidate change is measured before it is
-# made the default (the layernorm backward's rows per chunk was chosen so, 2026-11-28).
+# made the default (the layernorm backward's rows per chunk was chosen so, 2026-11-28). E.g.
+# VARIANTS="held:-DCLASSIFIER_NO_STREAMED r32:-DLAYERNORM_BWD_ROWS=32" VARIANT_ONLY=... .
 variant_build() { # variant_build NAME FLAGS: a copy of the sources, built with FLAGS added to nvcc's
     local dir="$work/v_$1" flags=${2//,/ }
     mkdir -p "$dir" && cp -a Makefile llmc train_gpt2.c train_gpt2.cu dev "$dir/" || return 1

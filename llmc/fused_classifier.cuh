@@ -473,6 +473,9 @@ static void fused_classifier(floatX* logits, float* losses, const int* targets, 
     int kernel = classifier_streamed_fits(Vp)                  ? CLASSIFIER_STREAMED
                  : Vp > 0 && classifier_rows_held(Vp)          ? CLASSIFIER_HELD
                                                                : CLASSIFIER_REREAD;
+#ifdef CLASSIFIER_NO_STREAMED // (-D, to measure the held kernel beside it: dev/gpu_check.sh's VARIANTS)
+    if (kernel == CLASSIFIER_STREAMED) { kernel = CLASSIFIER_HELD; }
+#endif
     fused_classifier_with(kernel, 0, logits, losses, targets, dloss, BT, V, Vp, write_dlogits, stream);
 }
 

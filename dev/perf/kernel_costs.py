@@ -782,7 +782,7 @@ DERIVED_FROM = {
     # branch attbwd: only attention_backward_dq_reduce_kernel is costed from here (the sm_90a
     # forward and dK/dV kernels: the emulator's wgmma counters, perf_model.wgmma_result)
     "llmc/attention_sm90.cuh": {"a02fdad60f62": "issue 30"},
-    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30", "f6998a75056e": "issue 30 held", "08183a38dbf5": "issue 30 streamed"},
+    "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30", "f6998a75056e": "issue 30 held", "08183a38dbf5": "issue 30 streamed", "bc12ffb823bd": "issue 30 streamed"},  # bc12ffb823bd: CLASSIFIER_NO_STREAMED (-D only) added, the kernels unchanged
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
     "llmc/adamw.cuh": {"ecde8542e0cf": "2e0af91", "c802bcd4e58e": "issue 22", "0e7664ab0b07": "issue 22", "4bdb7e5fc6a8": "issue 30 vec4"},

@@ -112,7 +112,9 @@ class Shape:
 # The launch constants the cost functions read from the tree's header (Shape.defines), with the
 # value every header version registered in DERIVED_FROM had before the defines were recorded (a
 # traced step from before then, e.g. the 2ef5778 fixture's, carries none).
-DEFINE_DEFAULTS = {"LAYERNORM_BWD_ROWS": 32, "LAYERNORM_BWD_WARPS": 4}
+DEFINE_DEFAULTS = {"LAYERNORM_BWD_ROWS": 32, "LAYERNORM_BWD_WARPS": 4,
+                   # issue 29: a header without ATT90_FWD_OVERLAP has only the serial forward loop
+                   "ATT90_FWD_OVERLAP": 0}
 
 
 def define(S, name):
@@ -796,6 +798,17 @@ KERNEL_DERIVED_FROM = {
     "attention_backward_rowdot_kernel": {"9b8e04fd5dda": "b654100 (kernel and launch unchanged)",
                                          "c3e96622e206": "6f2061f (kernel and launch unchanged)",
                                          "237eab970e7c": "465beb5 (a comment rewrapped; kernel and launch unchanged)"},
+}
+# issue 29 (attmodel): the sm_90a kernels' consumer loop per thread and trip, as
+# step_counts.att90_mix counts it from nvcc 13.0's PTX (-O3, sm_90a), recorded per fingerprint of
+# llmc/attention_sm90.cuh for a tree priced where no nvcc is (or not the working tree: a fixture's)
+ATT90_MIX = {
+    "a02fdad60f62": {  # main 1f4c85f (the second H200 run's tree): the serial forward
+        "attention_forward_sm90_kernel": {"alu": 401, "fp32": 226, "mufu": 66, "cvt": 32, "shfl": 4, "lsu": 0,
+                                          "wgmma_waits": {0: 2}},
+        "attention_backward_dkdv_sm90_kernel": {"alu": 511, "fp32": 144, "mufu": 32, "cvt": 32, "shfl": 0, "lsu": 64,
+                                                "wgmma_waits": {0: 2}},
+    },
 }
 HEADER_OF = {
     "attention_backward_dq_reduce": "llmc/attention_sm90.cuh",  # (before "attention_": the first match wins)

@@ -65,6 +65,9 @@ CAUSES = {
     # model (issue 29, the 1f4c85f fixture): what the second H200 run showed
     "bgradb_kernel": True,          # cuBLASLt's BGRADB epilogue runs as a kernel of its own re-reading dout; off: hidden
     "serial_phases": True,          # one block per SM whose loads, arithmetic and stores the code orders: their sum
+    # attmodel (issue 29): our sm_90a attention priced from its consumer loop, not at cuDNN's rate
+    "att90_chain": True,            # a tile's products, softmax and waits in the order the code runs them; off: cuDNN's rate
+    "att90_overlap_read": True,     # the forward's loop as the header's ATT90_FWD_OVERLAP builds it; off: always overlapped
 }
 kc.CAUSES.update(CAUSES)
 CAUSES = kc.CAUSES  # one dict: kernel_costs.py reads the classifier's switch from it
@@ -110,6 +113,12 @@ class Device:
         # perfmodel (issue 30): the achieved whole-kernel rate of a warp-specialized TMA + wgmma
         # attention kernel (sm_90a)
         self.wgmma_att = v(d["wgmma_attention_fraction"]) if "wgmma_attention_fraction" in d else None
+        # attmodel (issue 29): the CUDA-core pipes of a consumer warpgroup's loop (programming guide's
+        # throughput table) and the clocks a wgmma.wait_group exposes in a serial chain (FITTED)
+        self.alu_per_clk = v(d["alu_per_clk_per_sm"]) if "alu_per_clk_per_sm" in d else None
+        self.cvt_per_clk = v(d["cvt_per_clk_per_sm"]) if "cvt_per_clk_per_sm" in d else None
+        self.shfl_per_clk = v(d["shfl_per_clk_per_sm"]) if "shfl_per_clk_per_sm" in d else None
+        self.wgmma_wait = v(d["wgmma_wait_ns"]) * 1e-9 if "wgmma_wait_ns" in d else None
         # the L2 as a bench row's repeats see it (published, gpu-benches): the largest footprint still
         # served at the L2's full rate, that rate, and an L2 round trip as a share of a DRAM one
         self.l2_resident = v(d["l2_resident_mb"]) * 1e6 if v(d.get("l2_resident_mb")) is not None else None
@@ -408,6 +417,126 @@ def wgmma_resources(counts, dev, name, S):
     return resources_for(counts, dev, name, S, arch="sm_90a" if sm90a else None)
 
 
+def att90_tiles(S, name):
+    """The tiles (one trip of the consumer loop) each block of our sm_90a kernels walks, in launch
+    order, from llmc/attention_sm90.cuh: the forward's block of 128 queries (heaviest first) walks
+    the 128-key tiles up to its diagonal; the dK/dV block kb of 128 keys walks the 64-query stages
+    from 128 kb to T."""
+    nb = kc.cdiv(S.T, 128)
+    if name == "attention_backward_dkdv_sm90_kernel":
+        per_head = [kc.cdiv(S.T - 128 * kb, 64) for kb in range(nb)]
+    else:
+        per_head = [nb - x for x in range(nb)]
+    return per_head * (S.B * S.NH)
+
+
+def att90_mix_for(counts, name):
+    """The consumer loop's instruction mix of kernel `name` for the tree counts describes: nvcc's
+    PTX of the working tree when it is that tree (step_counts.att90_mix), else the mix recorded for
+    the header's fingerprint (kernel_costs.ATT90_MIX)."""
+    fp = (counts.get("headers") or {}).get("llmc/attention_sm90.cuh")
+    mine = None
+    with open(os.path.join(REPO, "llmc/attention_sm90.cuh"), "rb") as f:
+        import hashlib
+        mine = hashlib.sha256(f.read()).hexdigest()[:12]
+    mix = None
+    if fp is None or fp == mine:
+        mix = (step_counts.att90_mix(REPO) or {}).get(name)
+        fp = fp or mine
+    if mix is None:
+        mix = kc.ATT90_MIX.get(fp, {}).get(name)
+    if mix is None:
+        raise SystemExit("dev/perf: kernel %s: no instruction mix for llmc/attention_sm90.cuh %s (no nvcc here to count it "
+                         "from the PTX, and kernel_costs.ATT90_MIX has none recorded for it)" % (name, fp))
+    return mix
+
+
+def att90_chain(name, dev, flops_tile, mix, overlap):
+    """Seconds of one tile (one trip of the consumer loop) of our sm_90a kernels, both consumer
+    warpgroups of the block in lockstep (they wait on the same full[s] barrier and release the same
+    empty[s]): {"tensor": both warpgroups' products at the SM's dense rate (they share its 4 tensor
+    cores), "cuda": the loop's CUDA-core instructions of the two consumer warps an SM sub-partition
+    holds (one of each warpgroup), at the slowest of the scheduler's issue (1 a clock) and each pipe
+    (programming guide, per SM per clock: fp32 128, compare/select/integer 64, ex2 16 and bf16
+    conversions 16 sharing the SFU, shuffles 32, shared-memory accesses 128 bytes = 32 lanes),
+    "waits": the wgmma.wait_group the trip exposes x wgmma_wait_ns (FITTED), "chain": the tile}.
+    Serial (the code waits for each product before the next step): chain = tensor + cuda + waits.
+    Overlapped (FlashAttention-3's intra-warpgroup overlap, ATT90_FWD_OVERLAP 1: S_j issued with
+    P_{j-1} V_{j-1} behind it, the softmax of S_j beside the latter): chain = S's half of the
+    products + max(cuda, P V's half) + the one wait for S_j (wait_group 1; its wait_group 0 falls
+    after the softmax that runs beside the product it waits for)."""
+    clk = dev.clock
+    # clocks of a warp instruction on one sub-partition: 32 lanes / (a quarter of the per-SM rate)
+    fp32_clk = dev.fp32 / (2 * dev.sms * clk)
+    pipes = {
+        "issue": sum(mix[k] for k in ("alu", "fp32", "mufu", "cvt", "shfl", "lsu")),
+        "alu": mix["alu"] * 32 / (dev.alu_per_clk / 4),
+        "fp32": mix["fp32"] * 32 / (fp32_clk / 4),
+        "sfu": (mix["mufu"] / dev.sfu_per_clk + mix["cvt"] / dev.cvt_per_clk) * 32 * 4,
+        "shfl": mix["shfl"] * 32 / (dev.shfl_per_clk / 4),
+        "lsu": mix["lsu"] * 32 / (dev.smem_bpc / 4 / 4),
+    }
+    warps = 2  # consumer warps per sub-partition: warp w of each consumer warpgroup
+    cuda = warps * max(pipes.values()) / clk
+    tensor = flops_tile / (dev.tc / dev.sms)
+    waits = mix["wgmma_waits"]
+    if overlap:
+        exposed = sum(n for k, n in waits.items() if k > 0)
+        chain = tensor / 2 + max(cuda, tensor / 2) + exposed * dev.wgmma_wait
+    else:
+        exposed = sum(waits.values())
+        chain = tensor + cuda + exposed * dev.wgmma_wait
+    return {"tensor": tensor, "cuda": cuda, "waits": exposed * dev.wgmma_wait, "chain": chain,
+            "bound_pipe": max(pipes, key=pipes.get)}
+
+
+def att90_result(launch, S, dev, sl, counts):
+    """Our sm_90a attention kernels (llmc/attention_sm90.cuh, the trainer's -ak 1): one block of
+    384 threads per SM (ptxas' 168 registers x 384), each tile a chain (att90_chain) and a block's
+    tiles one after another; the busiest SM's tiles (the causal blocks over the SMs, heaviest first:
+    makespan) x the chain, plus one loaded DRAM round trip per block after an SM's first (its Q and
+    first K, V land before its first product), and the longest of that and the TMA and DRAM pipes.
+    Which forward loop runs: the header's ATT90_FWD_OVERLAP (the serial one where it is absent)."""
+    if dev.wgmma_wait is None or dev.alu_per_clk is None:
+        raise SystemExit("dev/perf: kernel %s: device %s has no wgmma_wait_ns / alu_per_clk_per_sm (devices.json)" % (
+            launch.name, dev.key))
+    scale = S.B * S.NH
+    tiles = att90_tiles(S, launch.name)
+    per_bh = sum(tiles[:len(tiles) // scale])
+    flops_tile = sl["wgmma_flops"] / per_bh
+    overlap = launch.name == "attention_forward_sm90_kernel" and (
+        kc.define(S, "ATT90_FWD_OVERLAP") == 1 or not CAUSES["att90_overlap_read"])
+    mix = att90_mix_for(counts, launch.name)
+    ch = att90_chain(launch.name, dev, flops_tile, mix, overlap)
+    threads = sl.get("block") or 384
+    res = wgmma_resources(counts, dev, launch.name, S)
+    o = occ.occupancy(dev.limits, threads, res["regs"], res["smem"] + sl.get("dyn_smem", 0))
+    slots = max(1, o["blocks_per_sm"]) * dev.sms
+    key = (launch.name, "att90", S.B, S.T, S.NH, slots)
+    if key not in _TAILS:
+        _TAILS[key] = makespan(tiles, slots)
+    busiest = _TAILS[key]
+    tma = sl.get("tma_bytes", 0) * scale
+    if sl.get("dram_read_sectors") or sl.get("dram_write_sectors"):
+        io = (sl.get("dram_read_sectors", 0) * 32 * scale, sl.get("dram_write_sectors", 0) * 32 * scale)
+    else:
+        io = kc.attention_io(S, launch.name)
+    cost = kc.Cost(len(tiles), threads, read=io[0], write=io[1], tc_flops=sl["wgmma_flops"] * scale, stream="read",
+                   note="sm_90a chain per tile: tensor %.0f ns, CUDA cores %.0f ns (%s), waits %.0f ns%s" % (
+                       ch["tensor"] * 1e9, ch["cuda"] * 1e9, ch["bound_pipe"], ch["waits"] * 1e9,
+                       ", overlapped" if overlap else ", serial"))
+    fill = (math.ceil(len(tiles) / slots) - 1) * dev.chain_latency
+    phases = {"chain (tensor + softmax + waits)": busiest * ch["chain"] + fill,
+              "TMA from L2": tma / dev.l2_read_bw,
+              "memory": cost.dram / (dev.bw * dev.bw_best("read"))}
+    bound = max(phases, key=phases.get)
+    parts = {bound: phases[bound], "launch": dev.launch}
+    t, bound = pick(parts)
+    r = Result(launch, t, bound, parts, cost, res, o)
+    r.phases, r.tail, r.l2_bytes, r.chain = phases, busiest / (sum(tiles) / slots), tma, ch
+    return r
+
+
 def wgmma_result(launch, S, dev, sl, counts):
     """A warp-specialized TMA + wgmma kernel (sm_90a, FlashAttention-3's structure: a producer warp
     issues TMA copies into a ring of shared-memory stages guarded by mbarriers, consumer warpgroups
@@ -481,6 +610,8 @@ def wgmma_result(launch, S, dev, sl, counts):
 def kernel_result(launch, S, dev, counts):
     sl = counts.get("attention_slice", {}).get(launch.name)
     if sl and sl.get("wgmma_flops", 0) > 0:
+        if CAUSES["att90_chain"] and launch.name in step_counts.ATT90_KERNELS:
+            return att90_result(launch, S, dev, sl, counts)
         return wgmma_result(launch, S, dev, sl, counts)
     if sl and sl["mma_flops"] > 0:
         return tensor_core_result(launch, S, dev, sl, counts)

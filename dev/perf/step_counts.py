@@ -558,3 +558,108 @@ if __name__ == "__main__":
         kinds[k] = kinds.get(k, 0) + 1
     for k in sorted(kinds):
         print("%6d  %s" % (kinds[k], k))
+
+
+# ----------------------------------------------------------------------------
+# 5. issue 29: the sm_90a attention kernels' consumer loop, counted from nvcc's PTX (perf_model.att90_chain)
+
+ATT90_KERNELS = ("attention_forward_sm90_kernel", "attention_backward_dkdv_sm90_kernel")
+ATT90_MIX_HEADERS = ("llmc/attention_sm90.cuh", "llmc/attention.cuh", "llmc/wgmma.cuh", "llmc/mma.cuh")
+
+
+def ptx_op_class(op):
+    """The pipe a PTX instruction issues to (one SASS instruction each, as counted here; nvcc's
+    register moves and branches are left out: ptxas folds most of them): fp32 (add/sub/mul/fma .f32,
+    128 lanes per clock per SM), mufu (ex2: the SFU, 16), cvt (cvt to bf16x2: a conversion, 16),
+    shfl, lsu (shared and global loads and stores), alu (compares, min/max, selects, logic, integer
+    arithmetic: 64). None: not an instruction of the loop's CUDA-core work (wgmma, mbarrier, moves)."""
+    if op.startswith(("mov.", "bra", "wgmma", "mbarrier", "trap", "fence", "ld.param", "ret", "exit")):
+        return None
+    if op.startswith("ex2"):
+        return "mufu"
+    if op.startswith("cvt.rn.bf16x2"):
+        return "cvt"
+    if re.match(r"(add|sub|mul|fma)\.(rn\.)?f32\b", op):
+        return "fp32"
+    if op.startswith("shfl"):
+        return "shfl"
+    if op.startswith(("ld.shared", "st.shared", "ld.global", "st.global")):
+        return "lsu"
+    return "alu"
+
+
+def ptx_loop_mix(body):
+    """The instruction mix per thread of one trip of the kernel's consumer loop: the largest loop
+    (a label and a later branch back to it) of the entry's PTX that issues wgmma. {class: count}
+    (ptx_op_class), plus wgmma_waits: the wgmma.wait_group in the trip, by their N ({0: n, 1: n})."""
+    lines = body.splitlines()
+    labels = {}
+    best = None
+    for i, line in enumerate(lines):
+        m = PTX_LABEL.match(line.strip())
+        if m:
+            labels[m.group(1)] = i
+        m = PTX_BRANCH.search(line)
+        if m and m.group(1) in labels and labels[m.group(1)] < i:
+            a = labels[m.group(1)]
+            if any("wgmma.mma_async" in l for l in lines[a:i]) and (best is None or i - a > best[1] - best[0]):
+                best = (a, i)
+    if best is None:
+        return None
+    mix = {"alu": 0, "fp32": 0, "mufu": 0, "cvt": 0, "shfl": 0, "lsu": 0, "wgmma_waits": {}}
+    for line in lines[best[0]:best[1] + 1]:
+        s = line.strip().lstrip("{").strip()
+        if not s or s.startswith(("//", "$", "}", ".reg")):
+            continue
+        if s.startswith("@"):
+            s = s.split(None, 1)[1]
+        op = s.split()[0].rstrip(";")
+        if op.startswith("wgmma.wait_group"):
+            n = int(re.search(r"(\d+)\s*;", s).group(1))
+            mix["wgmma_waits"][n] = mix["wgmma_waits"].get(n, 0) + 1
+        k = ptx_op_class(op)
+        if k:
+            mix[k] += 1
+    return mix
+
+
+def att90_mix(root=REPO):
+    """{kernel: ptx_loop_mix} of the sm_90a forward and dK/dV kernels of the tree at root, from
+    nvcc's PTX for sm_90a (one small translation unit: ~2 s), cached by the headers' contents; None
+    without nvcc (perf_model then uses kernel_costs.ATT90_MIX, recorded per header fingerprint)."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return None
+    h = hashlib.sha256(b"att90_mix v1")
+    for f in ATT90_MIX_HEADERS:
+        with open(os.path.join(root, f), "rb") as fp:
+            h.update(fp.read())
+    path = os.path.join(CACHE, "att90_mix_%s.json" % h.hexdigest()[:16])
+    if os.path.exists(path):
+        with open(path) as fp:
+            return {k: dict(v, wgmma_waits={int(n): c for n, c in v["wgmma_waits"].items()}) for k, v in json.load(fp).items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "att90.cu")
+        with open(src, "w") as fp:
+            fp.write('#include "llmc/attention.cuh"\n'
+                     "void att90_instantiate(floatX* out, float* lse, const floatX* qkv, float* D, floatX* dqkv,\n"
+                     "                       const floatX* dout, int B, int T, int C, int NH, cudaStream_t s) {\n"
+                     "    attention_forward(out, lse, qkv, B, T, C, NH, s);\n"
+                     "    attention_backward(dqkv, D, dout, qkv, out, lse, B, T, C, NH, s);\n}\n")
+        ptx = os.path.join(tmp, "att90.ptx")
+        run([nvcc, "-O3", "-std=c++17", "-I" + root, "-DENABLE_BF16", "-gencode", "arch=compute_90a,code=sm_90a", "--ptx",
+             src, "-o", ptx], cwd=root, what="nvcc --ptx (the sm_90a attention)")
+        with open(ptx) as fp:
+            text = fp.read()
+    starts = [(m.start(), m.group(1)) for m in PTX_ENTRY.finditer(text)]
+    out = {}
+    for k, (pos, name) in enumerate(starts):
+        base = next((b for b in ATT90_KERNELS if re.match(r"_Z\d+%s" % b, name)), None)
+        if base:
+            mix = ptx_loop_mix(text[pos:starts[k + 1][0] if k + 1 < len(starts) else len(text)])
+            if mix:
+                out[base] = mix
+    os.makedirs(CACHE, exist_ok=True)
+    with open(path, "w") as fp:
+        json.dump(out, fp, indent=1, sort_keys=True)
+    return out

@@ -538,7 +538,9 @@ def att90_result(launch, S, dev, sl, counts):
 
 
 def wgmma_result(launch, S, dev, sl, counts):
-    """A warp-specialized TMA + wgmma kernel (sm_90a, FlashAttention-3's structure: a producer warp
+    """A warp-specialized TMA + wgmma kernel that overlaps its pipes as cuDNN's does (since issue 29's
+    attmodel: cuDNN's own kernels in test_perf_model.py, and ours with CAUSES["att90_chain"] off; ours
+    are priced by att90_result from their loop). A warp-specialized TMA + wgmma kernel (sm_90a, FlashAttention-3's structure: a producer warp
     issues TMA copies into a ring of shared-memory stages guarded by mbarriers, consumer warpgroups
     issue wgmma on them), from the emulator's counters for one (b, h) at the full T (attention_slice:
     wgmma_flops, tma_bytes, the launch's grid, block and dynamic shared memory, and its unique DRAM
@@ -1176,7 +1178,7 @@ def main(argv=None):
     ap.add_argument("--attention", default="mma", choices=sorted(step_counts.ATTENTION),
                     help="the attention kernels of 'after', as the trainer's -ak picks them: mma (default, the "
                          "trainer's default -ak 0: the mma.sync kernels) or sm90 (-ak 1: the sm_90a wgmma/TMA kernels, "
-                         "priced with wgmma_attention_fraction, CALIBRATED on cuDNN's kernel); 'before' keeps mma")
+                         "priced from their consumer loop: att90_chain, with wgmma_wait_ns FITTED on the forward); 'before' keeps mma")
     ap.add_argument("--no-zero", action="store_true", help="skip the ZeRO stages at N = 8")
     ap.add_argument("--no-llmc", action="store_true", help="skip the check against llm.c's published run")
     ap.add_argument("--bench-table", action="store_true",

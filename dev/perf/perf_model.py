@@ -1043,9 +1043,17 @@ def bench_rows(S, traced=()):
             if bias:
                 back += [K("dbias_partial_kernel", OC=OC), K("dbias_finish_kernel", OC=OC)]
         rows["matmul_backward %s (%d->%d)" % (name, Kin, OC)] = back
-    rows["attention_forward"] = [K("attention_forward_kernel")]
-    rows["attention_backward"] = [K("attention_backward_rowdot_kernel"), K("attention_backward_dkdv_kernel"),
-                                  K("attention_backward_dq_kernel")]
+    if "attention_forward_sm90_kernel" in traced:
+        # attmodel (issue 29): test_kernels leaves attention_sm90_mode at -1, so a build with sm_90a
+        # code on a compute capability 9.0 card benches the sm_90a kernels (a tree traced with -ak 1
+        # stands for that build: fixtures.compare)
+        rows["attention_forward"] = [K("attention_forward_sm90_kernel")]
+        rows["attention_backward"] = [K("attention_backward_rowdot_kernel"), K("attention_backward_dkdv_sm90_kernel"),
+                                      K("attention_backward_dq_reduce_kernel")]
+    else:
+        rows["attention_forward"] = [K("attention_forward_kernel")]
+        rows["attention_backward"] = [K("attention_backward_rowdot_kernel"), K("attention_backward_dkdv_kernel"),
+                                      K("attention_backward_dq_kernel")]
     rows["gelu_forward"] = [K("gelu_forward_kernel")]
     rows["gelu_backward"] = [K("gelu_backward_kernel")]
     rows["fused_classifier (loss + dlogits)"] = [K("fused_classifier_streamed_kernel" if "fused_classifier_streamed_kernel"

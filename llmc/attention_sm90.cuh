@@ -22,14 +22,18 @@ Beside the FlashAttention-3 paper (J. Shah et al., 2024, arXiv:2407.08608):
   - warp specialization (its section 3.1, Algorithm 1): warpgroup 0 is the producer (one thread
     issues the TMA copies, the rest idle with few registers: setmaxnreg.dec), warpgroups 1 and 2
     are consumers (setmaxnreg.inc) with 64 query rows each: 128 query rows per block (Br = 128).
-    The producer stays up to 2 key tiles ahead (a 2-stage circular buffer of K_j, V_j).
-  - what is NOT here yet: the paper's pingpong scheduling between the two consumer warpgroups and
-    its intra-warpgroup overlap of softmax with the next S = Q K^T (3.2), and FP8. Each consumer
-    here waits for its S before the softmax and for P V before the next tile: simpler, slower.
-  - the loop per key tile j (Algorithm 1, consumer side): wait full[j%2]; S = Q_i K_j^T
+    The producer stays up to 3 key tiles ahead (a 3-stage circular buffer of K_j, V_j).
+  - the loop per key tile j (Algorithm 1, consumer side): wait full[j%3]; S = Q_i K_j^T
     (wgmma, 4 k-steps of 16 dims, m64n128); mask (diagonal tile only), online softmax in
     registers (attention.cuh's functions, base 2); O = diag(alpha) O + P V_j (wgmma with P from
-    registers, 8 k-steps of 16 keys, m64n64); arrive on empty[j%2].
+    registers, 8 k-steps of 16 keys, m64n64); arrive on empty[j%3].
+  - the paper's intra-warpgroup overlap (its section 3.2, "2-stage pipelining"): the loop above,
+    software-pipelined so that the tensor cores never wait for the softmax: step j issues S_j and
+    then P_{j-1} V_{j-1}, waits for S_j only, runs the softmax of S_j while P_{j-1} V_{j-1} is in
+    flight, then waits for it and scales O. Same operations on O in the same order: same bits.
+    (-DATT90_FWD_OVERLAP=0 builds the plain loop, with 2 stages, for a side-by-side measurement.)
+  - what is NOT here yet: the paper's pingpong scheduling between the two consumer warpgroups
+    (named barriers that let one warpgroup's softmax run under the other's products), and FP8.
 
 The backward (further down) is one pass over S and dP per key block (dK, dV, and each key block's
 share of dQ, written as a partial sum), then a small kernel that adds each query row's partials in
@@ -37,12 +41,13 @@ a fixed order: FlashAttention-3 instead adds dQ with atomics (an order the hardw
 mma.sync kernels recompute S and dP in a second pass per query block. See the comment there.
 
 Tiles of the forward (hs 64 only; other head sizes keep the mma.sync kernels): Br = 128 query rows per block,
-Bc = 128 keys per stage. Shared memory: Q 16 KB + 2 stages x (K, V) 16 KB each = 80 KB, plus 5
+Bc = 128 keys per stage. Shared memory: Q 16 KB + 3 stages x (K, V) 16 KB each = 112 KB, plus 7
 mbarriers, aligned up to 1 KB (the 128B swizzle repeats every 8 rows x 128 B = 1024 B and its
-XOR reads address bits 7-9, so every tile starts on a 1024-byte boundary). Two blocks per SM fit
-(228 KB). Registers: 384 threads; ptxas may give at most 168 each (65536 / 384), then the
-producer drops to 24 and the consumers rise to 240 (24 x 128 + 240 x 256 = 64512 <= 65536).
-A consumer holds S (64 fp32), O (32 fp32), P (32 bf16x2).
+XOR reads address bits 7-9, so every tile starts on a 1024-byte boundary). One block per SM (the
+registers allow no more). Registers: 384 threads; ptxas may give at most 168 each (65536 / 384),
+then the producer drops to 24 and the consumers rise to 240 (24 x 128 + 240 x 256 = 64512 <=
+65536). A consumer holds S (64 fp32), O (32 fp32), P of the tile in flight and of the next
+(2 x 32 bf16x2).
 
 Causality: the key tiles of a block are 0 .. q0/128 (the last one, k0 = q0, is the diagonal and
 the only one masked); on the diagonal, consumer warpgroup 0 (rows q0..q0+63) still multiplies all
@@ -68,7 +73,17 @@ there, as on a GPU, it is used only where attention_sm90_available() says so.
 constexpr int ATT90_HS = 64;             // the only head size of this kernel (GPT-2, every size)
 constexpr int ATT90_BR = 128;            // query rows per block: 2 consumer warpgroups x 64
 constexpr int ATT90_BC = 128;            // keys per stage
-constexpr int ATT90_STAGES = 2;          // K, V stages in the circular buffer
+constexpr int ATT90_STAGES = 2;          // the backward's stages of the streamed side
+// The forward's loop (below): 1 = FlashAttention-3's intra-warpgroup overlap (the softmax of key
+// tile j beside the tensor cores' S_j and P_{j-1} V_{j-1}), 0 = the serial first version, kept so
+// that one build of each can be measured side by side (dev/gpu_check.sh VARIANTS)
+#ifndef ATT90_FWD_OVERLAP
+#define ATT90_FWD_OVERLAP 1
+#endif
+// K, V stages of the forward's circular buffer. The overlapped loop releases stage j - 1 only once
+// P_{j-1} V_{j-1} has landed, in tile j's step: with 2 stages the producer could start K_{j+1} only
+// then, and tile j + 1 would wait for its copy from L2; a third stage keeps one tile's copy ahead.
+constexpr int ATT90_FWD_STAGES = ATT90_FWD_OVERLAP ? 3 : 2;
 constexpr int ATT90_THREADS = 3 * 128;   // warpgroup 0 producer, 1 and 2 consumers
 constexpr int ATT90_CONSUMERS = 2 * 128; // consumer threads: empty[s]'s arrival count
 constexpr int ATT90_ROW_BYTES = ATT90_HS * 2;               // one staged row: 128 bytes = the swizzle's width
@@ -78,8 +93,8 @@ static_assert(ATT90_ROW_BYTES == 128, "a row must be exactly one 128-byte swizzl
 
 // shared memory: [Q][K0][V0][K1][V1] tiles, then the mbarriers (8 bytes each); +1 KB to align
 // the dynamic shared memory's start up to 1024 bytes
-constexpr int ATT90_BAR_OFFSET = (1 + 2 * ATT90_STAGES) * ATT90_TILE_BYTES;
-constexpr size_t ATT90_SMEM = ATT90_BAR_OFFSET + 8 * (1 + 2 * ATT90_STAGES) + 1024;
+constexpr int ATT90_BAR_OFFSET = (1 + 2 * ATT90_FWD_STAGES) * ATT90_TILE_BYTES;
+constexpr size_t ATT90_SMEM = ATT90_BAR_OFFSET + 8 * (1 + 2 * ATT90_FWD_STAGES) + 1024;
 
 // The shared-memory descriptors (PTX ISA, "Matrix Descriptor Format"; wgmma_desc in wgmma.cuh),
 // for a tile of rows of 128 bytes written by TMA with the 128B swizzle:
@@ -117,6 +132,37 @@ __device__ inline void att90_c_to_a(uint32_t (&a)[4], const float* acc, int kc) 
     a[3] = pack_bf16x2(hi[2], hi[3]);
 }
 
+// One key tile's online softmax for a consumer warpgroup, in registers: S's accumulators (sacc,
+// m64n128, keys k0 ..) are masked (the diagonal tile only) and scaled into base-2 units as
+// attention.cuh does, the running max and sum of each of the thread's two rows (st) take the tile
+// in, alpha[half] is the factor by which the caller must scale its O rows, and pf holds the
+// weights P rounded to bf16 as the A operand of O += P V.
+__device__ inline void att90_softmax_tile(float (&sacc)[ATT90_BC / 2], OnlineSoftmax (&st)[2], float (&alpha)[2],
+                                          uint32_t (&pf)[ATT90_BC / 16][4], int k0, int row_lo, int lane,
+                                          float scale_log2) {
+    bool diagonal = k0 + ATT90_BC - 1 > row_lo;
+    float tile_max[2] = {-INFINITY, -INFINITY};
+    #pragma unroll
+    for (int n8 = 0; n8 < ATT90_BC / 8; n8++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int key = k0 + 8 * n8 + mma_c_col(lane, e), row = row_lo + mma_c_row(lane, e);
+            float x = sacc[4 * n8 + e];
+            x = diagonal && key > row ? -INFINITY : x * scale_log2;
+            sacc[4 * n8 + e] = x;
+            tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+        }
+    }
+    #pragma unroll
+    for (int half = 0; half < 2; half++) {
+        alpha[half] = online_softmax_rescale_log2(&st[half], att_tc_quad_max(tile_max[half]));
+    }
+    #pragma unroll
+    for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = online_softmax_weight_log2(&st[(i % 4) / 2], sacc[i]); }
+    #pragma unroll
+    for (int kc = 0; kc < ATT90_BC / 16; kc++) { att90_c_to_a(pf[kc], sacc, kc); }
+}
+
 // out (B,T,C), lse (B,NH,T) from qkv (B,T,3C) through qkv_map (2D tensor map over qkv as B*T rows
 // of 3C bf16, box 128 rows x 64 columns, 128B swizzle). Block (query tile, h, b), heaviest first.
 __global__ void __launch_bounds__(ATT90_THREADS, 1)
@@ -128,7 +174,9 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
     auto tile = [&](int i) { return base + i * ATT90_TILE_BYTES; }; // 0: Q; 1 + 2s: K_s; 2 + 2s: V_s
     uint32_t bar_q = base + ATT90_BAR_OFFSET;
     auto bar_full = [&](int s) { return bar_q + 8 * (1 + s); };
-    auto bar_empty = [&](int s) { return bar_q + 8 * (1 + ATT90_STAGES + s); };
+    auto bar_empty = [&](int s) { return bar_q + 8 * (1 + ATT90_FWD_STAGES + s); };
+    auto k_tile = [&](int s) { return tile(1 + 2 * s); };
+    auto v_tile = [&](int s) { return tile(2 + 2 * s); };
     int b = blockIdx.z, h = blockIdx.y, q0 = (gridDim.x - 1 - blockIdx.x) * ATT90_BR; // heaviest first
     int n_tiles = q0 / ATT90_BC + 1; // keys 0 .. q0 + 127: the last tile (k0 = q0) is the diagonal
     int row0 = b * T;                // this sequence's first row in the tensor map
@@ -136,7 +184,7 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
 
     if (threadIdx.x == 0) {
         mbar_init(bar_q, 1);
-        for (int s = 0; s < ATT90_STAGES; s++) {
+        for (int s = 0; s < ATT90_FWD_STAGES; s++) {
             mbar_init(bar_full(s), 1);
             mbar_init(bar_empty(s), ATT90_CONSUMERS);
         }
@@ -151,12 +199,12 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
             mbar_arrive_expect_tx(bar_q, ATT90_TILE_BYTES);
             tma_load_2d(tile(0), &qkv_map, h * ATT90_HS, row0 + q0, bar_q);
             for (int j = 0; j < n_tiles; j++) {
-                int s = j % ATT90_STAGES;
+                int s = j % ATT90_FWD_STAGES;
                 // the stage's previous tile (j - STAGES) must be released by every consumer
-                if (j >= ATT90_STAGES) { mbar_wait(bar_empty(s), (j / ATT90_STAGES - 1) & 1); }
+                if (j >= ATT90_FWD_STAGES) { mbar_wait(bar_empty(s), (j / ATT90_FWD_STAGES - 1) & 1); }
                 mbar_arrive_expect_tx(bar_full(s), 2 * ATT90_TILE_BYTES);
-                tma_load_2d(tile(1 + 2 * s), &qkv_map, C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
-                tma_load_2d(tile(2 + 2 * s), &qkv_map, 2 * C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
+                tma_load_2d(k_tile(s), &qkv_map, C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
+                tma_load_2d(v_tile(s), &qkv_map, 2 * C + h * ATT90_HS, row0 + j * ATT90_BC, bar_full(s));
             }
         }
         return;
@@ -176,66 +224,108 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
     OnlineSoftmax st[2] = {online_softmax_init(), online_softmax_init()};
 
     mbar_wait(bar_q, 0);
-    for (int j = 0; j < n_tiles; j++) {
-        int s = j % ATT90_STAGES, k0 = j * ATT90_BC;
-        mbar_wait(bar_full(s), (j / ATT90_STAGES) & 1);
-        { // (with Br = Bc every tile has a key <= some row of every warpgroup: none is skipped)
-            // S = Q_i K_j^T: 64 x 128, 4 k-steps of 16 dims, both operands from shared memory
-            float sacc[ATT90_BC / 2];
-            #pragma unroll
-            for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = 0.0f; }
-            wgmma_fence_operand(sacc);
-            wgmma_fence();
-            #pragma unroll
-            for (int ks = 0; ks < ATT90_HS / 16; ks++) {
-                uint64_t da = wgmma_desc(q_tile + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B);
-                uint64_t db = wgmma_desc(tile(1 + 2 * s) + att90_kmajor_offset(0, ks), 16, ATT90_SBO, ATT90_SWIZZLE_128B);
-                wgmma_ss<ATT90_BC, 0, 0>(sacc, da, db, 1);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_operand(sacc); // nvcc must not move the reads below above the wait
-            // mask (the diagonal tile only) and scale into base-2 units, as attention.cuh
-            bool diagonal = k0 + ATT90_BC - 1 > row_lo;
-            float tile_max[2] = {-INFINITY, -INFINITY};
-            #pragma unroll
-            for (int n8 = 0; n8 < ATT90_BC / 8; n8++) {
-                #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int key = k0 + 8 * n8 + mma_c_col(lane, e), row = row_lo + mma_c_row(lane, e);
-                    float x = sacc[4 * n8 + e];
-                    x = diagonal && key > row ? -INFINITY : x * scale_log2;
-                    sacc[4 * n8 + e] = x;
-                    tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
-                }
-            }
-            float alpha[2];
-            #pragma unroll
-            for (int half = 0; half < 2; half++) {
-                alpha[half] = online_softmax_rescale_log2(&st[half], att_tc_quad_max(tile_max[half]));
-            }
-            #pragma unroll
-            for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = online_softmax_weight_log2(&st[(i % 4) / 2], sacc[i]); }
-            #pragma unroll
-            for (int i = 0; i < ATT90_HS / 2; i++) { o[i] *= alpha[(i % 4) / 2]; }
-            // O += P V_j: 8 k-steps of 16 keys, P from registers (bf16), V transposed from shared
-            uint32_t pf[ATT90_BC / 16][4];
-            #pragma unroll
-            for (int kc = 0; kc < ATT90_BC / 16; kc++) { att90_c_to_a(pf[kc], sacc, kc); }
-            wgmma_fence_operand(o);
-            wgmma_fence(); // o and pf were written by ordinary instructions
-            #pragma unroll
-            for (int kc = 0; kc < ATT90_BC / 16; kc++) {
-                uint64_t db = wgmma_desc(tile(2 + 2 * s) + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO,
-                                         ATT90_SWIZZLE_128B);
-                wgmma_rs<ATT90_HS, 1>(o, pf[kc], db, 1);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_operand(o);
+    auto s_zero = [&](float (&sacc)[ATT90_BC / 2]) {
+        #pragma unroll
+        for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = 0.0f; }
+        wgmma_fence_operand(sacc); // nvcc must not move these writes below the wgmma_fence that follows
+    };
+    auto s_issue = [&](float (&sacc)[ATT90_BC / 2], int j) { // S = Q_i K_j^T: 4 k-steps of 16 dims, both from smem
+        #pragma unroll
+        for (int ks = 0; ks < ATT90_HS / 16; ks++) {
+            uint64_t da = wgmma_desc(q_tile + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B);
+            uint64_t db = wgmma_desc(k_tile(j % ATT90_FWD_STAGES) + att90_kmajor_offset(0, ks), 16, ATT90_SBO,
+                                     ATT90_SWIZZLE_128B);
+            wgmma_ss<ATT90_BC, 0, 0>(sacc, da, db, 1);
         }
-        mbar_arrive(bar_empty(s)); // this thread is done reading stage s
+        wgmma_commit();
+    };
+    auto pv_issue = [&](const uint32_t (&pf)[ATT90_BC / 16][4], int j) { // O += P V_j: 8 k-steps of 16 keys
+        #pragma unroll
+        for (int kc = 0; kc < ATT90_BC / 16; kc++) {
+            uint64_t db = wgmma_desc(v_tile(j % ATT90_FWD_STAGES) + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO,
+                                     ATT90_SWIZZLE_128B);
+            wgmma_rs<ATT90_HS, 1>(o, pf[kc], db, 1);
+        }
+        wgmma_commit();
+    };
+    // (with Br = Bc every tile has a key <= some row of every warpgroup: none is skipped)
+#if ATT90_FWD_OVERLAP
+    // FlashAttention-3's intra-warpgroup overlap (its section 3.2): while the tensor cores compute
+    // S_j and then O += P_{j-1} V_{j-1}, nothing waits for the second; the softmax of S_j runs on
+    // the SFU and the FP32 pipes beside it. O sees the same operations in the same order as in the
+    // serial loop (O *= alpha_0, O += P_0 V_0, O *= alpha_1, ...): the same bits.
+    uint32_t pf[ATT90_BC / 16][4]; // P_{j-1}: the A operand of the product in flight
+    { // tile 0: nothing to overlap yet
+        mbar_wait(bar_full(0), 0);
+        float sacc[ATT90_BC / 2];
+        s_zero(sacc);
+        wgmma_fence();
+        s_issue(sacc, 0);
+        wgmma_wait<0>();
+        wgmma_fence_operand(sacc);
+        float alpha[2];
+        att90_softmax_tile(sacc, st, alpha, pf, 0, row_lo, lane, scale_log2);
+        #pragma unroll
+        for (int i = 0; i < ATT90_HS / 2; i++) { o[i] *= alpha[(i % 4) / 2]; }
     }
+    for (int j = 1; j < n_tiles; j++) {
+        mbar_wait(bar_full(j % ATT90_FWD_STAGES), (j / ATT90_FWD_STAGES) & 1);
+        float sacc[ATT90_BC / 2];
+        s_zero(sacc);
+        wgmma_fence_operand(o);
+        wgmma_fence_operand(pf);
+        wgmma_fence(); // o, pf and sacc were written by ordinary instructions
+        s_issue(sacc, j);
+        pv_issue(pf, j - 1);
+        wgmma_wait<1>(); // S_j has landed (groups retire in order); P_{j-1} V_{j-1} may still run
+        wgmma_fence_operand(sacc);
+        float alpha[2];
+        uint32_t pn[ATT90_BC / 16][4];
+        att90_softmax_tile(sacc, st, alpha, pn, j * ATT90_BC, row_lo, lane, scale_log2);
+        wgmma_wait<0>(); // P_{j-1} V_{j-1} has landed: O and P_{j-1}'s registers are free
+        wgmma_fence_operand(o);
+        wgmma_fence_operand(pf);
+        mbar_arrive(bar_empty((j - 1) % ATT90_FWD_STAGES)); // K_{j-1} and V_{j-1} are read
+        #pragma unroll
+        for (int i = 0; i < ATT90_HS / 2; i++) { o[i] *= alpha[(i % 4) / 2]; }
+        #pragma unroll
+        for (int kc = 0; kc < ATT90_BC / 16; kc++) {
+            #pragma unroll
+            for (int r = 0; r < 4; r++) { pf[kc][r] = pn[kc][r]; }
+        }
+    }
+    wgmma_fence_operand(o);
+    wgmma_fence_operand(pf);
+    wgmma_fence();
+    pv_issue(pf, n_tiles - 1);
+    wgmma_wait<0>();
+    wgmma_fence_operand(o);
+    wgmma_fence_operand(pf);
+    mbar_arrive(bar_empty((n_tiles - 1) % ATT90_FWD_STAGES));
+#else
+    // the serial loop (the first version; -DATT90_FWD_OVERLAP=0 builds it for a side-by-side
+    // measurement): each product is waited for before the next step
+    for (int j = 0; j < n_tiles; j++) {
+        mbar_wait(bar_full(j % ATT90_FWD_STAGES), (j / ATT90_FWD_STAGES) & 1);
+        float sacc[ATT90_BC / 2];
+        s_zero(sacc);
+        wgmma_fence();
+        s_issue(sacc, j);
+        wgmma_wait<0>();
+        wgmma_fence_operand(sacc); // nvcc must not move the reads below above the wait
+        float alpha[2];
+        uint32_t pf[ATT90_BC / 16][4];
+        att90_softmax_tile(sacc, st, alpha, pf, j * ATT90_BC, row_lo, lane, scale_log2);
+        #pragma unroll
+        for (int i = 0; i < ATT90_HS / 2; i++) { o[i] *= alpha[(i % 4) / 2]; }
+        wgmma_fence_operand(o);
+        wgmma_fence(); // o and pf were written by ordinary instructions
+        pv_issue(pf, j);
+        wgmma_wait<0>();
+        wgmma_fence_operand(o);
+        mbar_arrive(bar_empty(j % ATT90_FWD_STAGES)); // this thread is done reading stage j
+    }
+#endif
 
     // O_i = diag(l)^-1 O and L_i = m + log(l), written for rows < T
     #pragma unroll

@@ -193,6 +193,17 @@ __device__ __forceinline__ void wgmma_fence_operand(float (&d)[R]) {
     for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 
+// the same for the A operand of wgmma_rs (fragments of 4 registers): a product in flight reads them
+// until the wait that covers it, so nvcc must not reuse or rewrite them before that
+template <int R>
+__device__ __forceinline__ void wgmma_fence_operand(uint32_t (&a)[R][4]) {
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) asm volatile("" : "+r"(a[i][j]) :: "memory");
+    }
+}
+
 // D = A B + (scale_d ? D : 0), A (64x16) and B (16xN) from shared memory through descriptors.
 // TRANS_A = 1: A is stored MN-major (K x M); TRANS_B = 1: B is stored MN-major (K x N, e.g. V).
 template <int N, int TRANS_A, int TRANS_B>

@@ -771,8 +771,10 @@ static const AttentionShape ATTENTION_SHAPES[] = {
     {1, 200, 384, 3}, // hs 128
     {2, 37, 32, 2},   // hs 16 (the tiny test model's)
     {1, 130, 64, 4},  // hs 16, three key tiles, the last of 2 rows
-    {2, 300, 128, 2}, // hs 64: the sm_90a forward's third key tile refills stage 0 (its empty barrier's
-                      // first phase); its dK/dV kernel's 5 query tiles refill each stage twice (both parities)
+    {1, 520, 128, 2}, // hs 64: the sm_90a forward's 3-stage ring wraps (its last query block's 5 key tiles:
+                      // tiles 3 and 4 refill stages 0 and 1 once P V of tiles 0 and 1 has landed, the empty
+                      // barriers' first phase); its dK/dV kernel's 9 query stages refill each of its 2
+                      // stages 3-4 times (both parities); the last query block holds 8 rows
 };
 
 // lse (B,NH,T) = log sum_{j <= t} exp(q_t . k_j / sqrt(hs)) in double: the reference for the
@@ -868,7 +870,7 @@ static void attention_backward_out_correction(float* dqkv, const float* att, con
 // and where the value lies that close to the midpoint between two bf16 numbers the kernel rounds
 // the other way: that term then moves by one bf16 ulp (0.4-0.8% of itself). Measured once
 // (H200, 2026-11-28, `dev/gpu_check.sh`): dv elements 1.00 and 1.05 of TOL_ATT_BWD at B=2 T=65
-// hs=128 and (sm_90a) B=2 T=300 hs=64, each a key's sum over ~60-300 queries, small itself, where
+// hs=128 and (sm_90a) B=2 T=300 hs=64 (a shape of this test then), each a key's sum over ~60-300 queries, small itself, where
 // one weight near 0.85 rounded the other way; the emulator, whose exp2f and adds are the host's,
 // had stayed at 0.35. So the check allows, per output element, one bf16 ulp times the term's
 // multiplier for each rounding whose fp32 value lies within a bound of the GPU's possible

@@ -777,14 +777,22 @@ static bool resolve_warpgroup_op(Worker* w, Block* b, EmuThread* t) {
     return true;
 }
 
-// No thread can run: threads wait at warpgroup instructions, mbarriers or barriers. Lands the
-// bulk copies in flight, wakes the mbarrier waiters whose phase completed, completes warpgroup
-// instructions; true if a thread can run again.
+// wgmma.wait_group completes as late as the rules allow: a wgmma may read its shared operands at
+// any time before the wait that covers it (PTX ISA), so every other thread that can run, and every
+// mbarrier waiter that can wake, runs first. A store or a bulk copy into those bytes that the
+// program lets happen before the wait (a stage released to the producer too early) then lands
+// before it, and the wait's check (ptx.cpp: the bytes changed since the issue) names it.
+static bool waits_late(const EmuThread* t) { return strncmp(t->warp.what, "wgmma.wait_group", 16) == 0; }
+
+// No thread can run: threads wait at warpgroup instructions, mbarriers or barriers. Completes the
+// warpgroup instructions but wgmma.wait_group, lands the bulk copies in flight, wakes the mbarrier
+// waiters whose phase completed, and only then completes the wgmma waits; true if a thread can run
+// again.
 static bool resolve_async(Worker* w, Block* b) {
     bool any = false;
     for (int i = 0; i < b->nthreads; i++) {
         EmuThread* t = &w->threads[i];
-        if (t->state == AT_WARPGROUP_OP && resolve_warpgroup_op(w, b, t)) { any = true; }
+        if (t->state == AT_WARPGROUP_OP && !waits_late(t) && resolve_warpgroup_op(w, b, t)) { any = true; }
     }
     if (any) { return true; }
     ptx_block_idle(); // the copies in flight land (their phases may complete)
@@ -794,6 +802,11 @@ static bool resolve_async(Worker* w, Block* b) {
             t->state = RUNNABLE;
             any = true;
         }
+    }
+    if (any) { return true; }
+    for (int i = 0; i < b->nthreads; i++) {
+        EmuThread* t = &w->threads[i];
+        if (t->state == AT_WARPGROUP_OP && waits_late(t) && resolve_warpgroup_op(w, b, t)) { any = true; }
     }
     if (any) { return true; }
     for (int i = 0; i < b->nthreads; i++) {
@@ -917,7 +930,9 @@ static void run_block(Worker* w, const Grid* g, uint3 idx) {
                 for (int l : lanes) {
                     EmuThread* t = &w->threads[first + l];
                     if (l < n && t->state == AT_WARP_OP && resolve_warp_op(w, &b, t)) { again = true; }
-                    if (l < n && t->state == AT_WARPGROUP_OP && resolve_warpgroup_op(w, &b, t)) { again = woke = true; }
+                    if (l < n && t->state == AT_WARPGROUP_OP && !waits_late(t) && resolve_warpgroup_op(w, &b, t)) {
+                        again = woke = true;
+                    }
                 }
             }
         }

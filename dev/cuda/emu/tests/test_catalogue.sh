@@ -1077,6 +1077,14 @@ checks_wgmma_ok() {
     check "wgmma_ok: a read after releasing the stage (lateread): racecheck names it and warp 5's store, past the mbarriers" \
         fatal_case wgmma_ok EMU_CHECK=1 -- lateread ::: "racecheck" "static __shared__ rows" \
         "wgmma_ok.cu:$(marker wgmma_ok "// BUG-late")" "no mbarrier phase"
+    # the wgmma's wait completes after every thread that can run (kernel.cpp waits_late): the
+    # producer, released early, copies into the stage the wgmma still reads, and the wait names it
+    local how
+    for how in EMU_THREAD_ORDER=forward EMU_THREAD_ORDER=reverse; do
+        check "wgmma_ok: a stage released before the wgmma's wait (earlyrelease, $how): the wait names the wgmma and the changed bytes" \
+            fatal_case wgmma_ok "$how" -- earlyrelease ::: "wgmma_ok.cu:$(marker wgmma_ok "// BUG-early-wait")" \
+            "changed before this wgmma.wait_group" "wgmma_ok.cu:$(marker wgmma_ok "// BUG-early-wgmma")"
+    done
     check "wgmma_ok: the pipeline right under EMU_CHECK=1 in reverse order (mbarriers order warp 5's stores)" \
         eval 'run wgmma_ok EMU_CHECK=1 EMU_THREAD_ORDER=reverse -- pipeline && want_status 0 && want_out "result: right" && want_quiet'
     # the dS^T exchange of llmc/attention_sm90.cuh's dK/dV kernel: each warpgroup stores half a tile

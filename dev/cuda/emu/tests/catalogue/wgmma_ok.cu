@@ -1,4 +1,4 @@
-// CORRECT: llmc/wgmma.cuh on the emulator: 64x64 products (K 32 or 64) by wgmma from shared memory (ss: A and B each K-major or MN-major, with no swizzle or the 128B swizzle, stored by hand with fence.proxy.async) and with A from registers (rs), one with both tiles brought by TMA (128B swizzle, A's last 4 rows out of the tensor: zeros), and a producer/consumer pipeline (a TMA warpgroup and a wgmma warpgroup, 2 stages, full/empty mbarriers, setmaxnreg) over K = 256; each checked exactly against the host's fp32 product (small-integer inputs: every sum is exact in any order). Prints "result: right" and exits 0; any mismatch prints "result: WRONG" and exits 1. Argument "lateread" (BROKEN): the consumers read warp 5's row after arriving on the stage's empty barrier: racecheck (EMU_CHECK=1) must name the read and warp 5's next store; and two warpgroups each storing half of a B tile (fence.proxy.async, an mbarrier of 256 arrivals that both wait on) for both warpgroups' wgmma ("exchange"). Argument "nodswait" (BROKEN): the exchange without the mbarrier wait: racecheck (EMU_CHECK=1) must name the other warpgroup's store and the wgmma.
+// CORRECT: llmc/wgmma.cuh on the emulator: 64x64 products (K 32 or 64) by wgmma from shared memory (ss: A and B each K-major or MN-major, with no swizzle or the 128B swizzle, stored by hand with fence.proxy.async) and with A from registers (rs), one with both tiles brought by TMA (128B swizzle, A's last 4 rows out of the tensor: zeros), and a producer/consumer pipeline (a TMA warpgroup and a wgmma warpgroup, 2 stages, full/empty mbarriers, setmaxnreg) over K = 256; each checked exactly against the host's fp32 product (small-integer inputs: every sum is exact in any order). Prints "result: right" and exits 0; any mismatch prints "result: WRONG" and exits 1. Argument "lateread" (BROKEN): the consumers read warp 5's row after arriving on the stage's empty barrier: racecheck (EMU_CHECK=1) must name the read and warp 5's next store; and two warpgroups each storing half of a B tile (fence.proxy.async, an mbarrier of 256 arrivals that both wait on) for both warpgroups' wgmma ("exchange"). Argument "nodswait" (BROKEN): the exchange without the mbarrier wait: racecheck (EMU_CHECK=1) must name the other warpgroup's store and the wgmma. Argument "earlyrelease" (BROKEN): the consumers arrive on the stage's empty barrier before the wgmma.wait_group that covers their wgmma, so the producer's next copy into that stage may land while the wgmma still reads it: the wait must name the wgmma and the change (no EMU_CHECK needed).
 // NVCC_FLAGS: -gencode arch=compute_90a,code=sm_90a
 // Also compiled by the real nvcc for sm_90a where it exists (dev/cuda/emu/tests/wgmma_nvcc.sh).
 #include <cuda_runtime.h>
@@ -178,17 +178,18 @@ __global__ void __launch_bounds__(256) gemm_pipeline(const __grid_constant__ CUt
     for (int kt = 0; kt < KTILES; kt++) {
         int s = kt % 2;
         mbar_wait(smem_addr_of(&full[s]), (kt / 2) & 1);
-        if (!late) { e += rows[s][tid % 32]; }
+        if (late != 1) { e += rows[s][tid % 32]; }
         wgmma_fence();
         for (int kk = 0; kk < 4; kk++) {
-            wgmma_ss<64, 0, 0>(d, wgmma_desc(smem_addr_of(sa[s]) + 32 * kk, 16, 1024, 1),
+            wgmma_ss<64, 0, 0>(d, wgmma_desc(smem_addr_of(sa[s]) + 32 * kk, 16, 1024, 1), // BUG-early-wgmma
                                wgmma_desc(smem_addr_of(sb[s]) + 32 * kk, 16, 1024, 1), kt > 0 || kk > 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
+        if (late == 2) { mbar_arrive(smem_addr_of(&empty[s])); } // BUG-early: released before the wgmma's wait
+        wgmma_wait<0>(); // BUG-early-wait
         wgmma_fence_operand(d);
-        mbar_arrive(smem_addr_of(&empty[s]));
-        if (late) { e += rows[s][tid % 32]; } // BUG-late: read after releasing the stage (a race with warp 5)
+        if (late != 2) { mbar_arrive(smem_addr_of(&empty[s])); }
+        if (late == 1) { e += rows[s][tid % 32]; } // BUG-late: read after releasing the stage (a race with warp 5)
     }
     for (int i = 0; i < 32; i++) { D[wgmma_d_row(tid, i) * 64 + wgmma_d_col(tid, i)] = d[i]; }
     E[tid] = e;
@@ -332,14 +333,15 @@ int main(int argc, char** argv) {
         bad += compare("exchange: ... warpgroup 1's wgmma", hD2 + 64 * 64, hA32, hB, 32, 64, 32);
         CHECK(cudaFree(dD2));
     }
-    if (!strcmp(only, "all") || !strcmp(only, "tma") || !strcmp(only, "pipeline") || !strcmp(only, "lateread")) {
+    if (!strcmp(only, "all") || !strcmp(only, "tma") || !strcmp(only, "pipeline") || !strcmp(only, "lateread") ||
+        !strcmp(only, "earlyrelease")) {
         CUtensorMap map_a, map_b, map_a60, map_bt;
         if (tma_map_2d_bf16(&map_a60, dA, 60, K, K * 2, 64, 64) || tma_map_2d_bf16(&map_b, dB, K, 64, 128, 64, 64) ||
             tma_map_2d_bf16(&map_a, dA, 64, K, K * 2, 64, 64) || tma_map_2d_bf16(&map_bt, dBt, 64, K, K * 2, 64, 64)) {
             printf("result: WRONG (tensor maps)\n");
             return 1;
         }
-        if (strcmp(only, "pipeline") && strcmp(only, "lateread")) {
+        if (strcmp(only, "pipeline") && strcmp(only, "lateread") && strcmp(only, "earlyrelease")) {
             CHECK(cudaMemset(dD, 0, 64 * 64 * 4));
             gemm_tma<<<1, 128>>>(map_a60, map_b, dD);
             CHECK(cudaGetLastError());
@@ -348,7 +350,7 @@ int main(int argc, char** argv) {
         }
         if (strcmp(only, "tma")) {
             CHECK(cudaMemset(dD, 0, 64 * 64 * 4));
-            gemm_pipeline<<<1, 256>>>(map_a, map_bt, dD, dE, !strcmp(only, "lateread"));
+            gemm_pipeline<<<1, 256>>>(map_a, map_bt, dD, dE, !strcmp(only, "lateread") ? 1 : !strcmp(only, "earlyrelease") ? 2 : 0);
             CHECK(cudaGetLastError());
             CHECK(cudaMemcpy(hD, dD, sizeof(hD), cudaMemcpyDeviceToHost));
             bad += compare("pipeline: TMA warpgroup + wgmma warpgroup, 2 stages, K = 256", hD, hA, hB, K, 64, K);

@@ -809,6 +809,12 @@ ATT90_MIX = {
         "attention_backward_dkdv_sm90_kernel": {"alu": 511, "fp32": 144, "mufu": 32, "cvt": 32, "shfl": 0, "lsu": 64,
                                                 "wgmma_waits": {0: 2}},
     },
+    "4f891bd1c8f2": {  # main 35d0f25: the overlapped forward (ATT90_FWD_OVERLAP 1, 3 stages); dK/dV unchanged
+        "attention_forward_sm90_kernel": {"alu": 429, "fp32": 226, "mufu": 66, "cvt": 32, "shfl": 4, "lsu": 0,
+                                          "wgmma_waits": {1: 1, 0: 1}},
+        "attention_backward_dkdv_sm90_kernel": {"alu": 511, "fp32": 144, "mufu": 32, "cvt": 32, "shfl": 0, "lsu": 64,
+                                                "wgmma_waits": {0: 2}},
+    },
 }
 HEADER_OF = {
     "attention_backward_dq_reduce": "llmc/attention_sm90.cuh",  # (before "attention_": the first match wins)

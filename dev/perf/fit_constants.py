@@ -15,6 +15,8 @@ out of the fit.
   l2_staging_tb_s, mma_sync_fraction  on: attention forward, dK/dV, dQ (barrier_ns fixed)
   wgmma_attention_fraction  on: cuDNN's wgmma flash attention forward in the same run (llm.c +
                      cuDNN, run/ncu_llmc_cudnn.csv.xz): not a kernel of ours (none such was measured)
+  wgmma_wait_ns      on: our sm_90a forward (-ak 1), a fixture measured with -ak 1 (the 1f4c85f
+                     run: `python3 dev/perf/fit_constants.py dev/perf/measured/h200_2026-11-28_1f4c85f`)
 """
 import math
 import os
@@ -61,6 +63,39 @@ def _product(grids):
     for x in grids[0]:
         for rest in _product(grids[1:]):
             yield (x,) + rest
+
+
+WGMMA_WAIT_CLASS = "attention forward sm_90a"  # our serial sm_90a forward (2 waits a tile), -ak 1
+
+
+def fit_wgmma_wait(fx, dev):
+    """wgmma_wait_ns (perf_model.att90_chain) on the fixture's -ak 1 ncu time of our sm_90a forward:
+    the value whose prediction equals the measurement (the prediction grows with it: bisection to
+    1 ns). None where the fixture has no -ak 1 measurement. Returns (ns, predicted/measured of the
+    dK/dV kernel at that value: not fitted on)."""
+    meas, _ = fx.measured_classes(ak1=True)
+    if meas is None or fx.inputs_ak1 is None or WGMMA_WAIT_CLASS not in meas:
+        return None
+    B, T = fx.meta["ncu_ak1"]["B"], fx.meta["ncu_ak1"]["T"]
+    saved = dev.wgmma_wait
+
+    def pred(ns):
+        dev.wgmma_wait = ns * 1e-9
+        _, _, results, _ = pm.predict(fx.inputs_ak1, dev, B, T)
+        return fixtures.predicted_classes(results)
+    try:
+        lo, hi = 0.0, 5000.0
+        while hi - lo > 1.0:
+            mid = (lo + hi) / 2
+            if pred(mid)[WGMMA_WAIT_CLASS] < meas[WGMMA_WAIT_CLASS]:
+                lo = mid
+            else:
+                hi = mid
+        ns = round((lo + hi) / 2)
+        p = pred(ns)
+        return ns, p["attention dK/dV sm_90a"] / meas["attention dK/dV sm_90a"]
+    finally:
+        dev.wgmma_wait = saved
 
 
 def cudnn_wgmma_fraction(path, dev, T=1024, hs=64, B=32, NH=12, L=12, first=552, last=987):
@@ -125,6 +160,10 @@ def main():
                           [[x * 1e11 for x in range(20, 81, 2)], [x / 100 for x in range(30, 101, 5)]], ATTENTION_CLASSES)
     print("l2_staging_tb_s = %.1f, mma_sync_fraction = %.2f (fitted on %s at B=%d: predicted/measured %s)" % (
         vals[0] / 1e12, vals[1], ", ".join(ATTENTION_CLASSES), B, ", ".join("%.2f" % e for e in err.values())))
+    fit = fit_wgmma_wait(fx, dev)
+    if fit is not None:
+        print("wgmma_wait_ns = %d (fitted on our sm_90a forward, -ak 1, at B=%d; the dK/dV kernel, not fitted on: "
+              "predicted/measured %.2f)" % (fit[0], fx.meta["ncu_ak1"]["B"], fit[1]))
     w = cudnn_wgmma_fraction(path, dev)
     if w is not None:
         print("wgmma_attention_fraction = %.2f (calibrated on cuDNN's wgmma flash forward, not ours: %.0f GFLOP issued in "

@@ -593,6 +593,15 @@ check(cal is not None and abs(cal["forward"] - dev200.wgmma_att) < 0.01,
       "wgmma_attention_fraction in devices.json = cuDNN's measured forward rate from the run's ncu file (%.3f)" % (
           cal["forward"] if cal else -1))
 
+# attmodel (issue 29): our sm_90a attention's one fitted constant, wgmma_wait_ns, is what the -ak 1
+# fixture's forward gives (fit_constants.fit_wgmma_wait), and the dK/dV kernel at that value is
+# within the class tolerance (not fitted on; the comparison itself is the fixture loop's above)
+fx_ak = fixtures.Fixture(os.path.join(fixtures.MEASURED, "h200_2026-11-28_1f4c85f"))
+fit_w = fit_constants.fit_wgmma_wait(fx_ak, fixtures.device_for(fx_ak, devices))
+check(fit_w is not None and abs(fit_w[0] * 1e-9 - dev200.wgmma_wait) <= 2e-9 and within(fit_w[1], 1.0, CLASS_TOL),
+      "wgmma_wait_ns in devices.json (%.0f) = the fit on our sm_90a forward at B=32, -ak 1 (%s); dK/dV at it %.2fx" % (
+          dev200.wgmma_wait * 1e9, fit_w and fit_w[0], fit_w[1] if fit_w else 0))
+
 
 def cudnn_prediction(kind):
     """cuDNN's sdpa kernels as the emulator would count them for one (b, h): issued wgmma FLOPs over

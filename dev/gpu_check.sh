@@ -623,6 +623,9 @@ fi
 # tool's 8 files, and steps_flags.csv to the flags make_fixture.py knows). How a candidate change is measured before it is
 # made the default (the layernorm backward's rows per chunk was chosen so, 2026-11-28). E.g.
 # VARIANTS="held:-DCLASSIFIER_NO_STREAMED r32:-DLAYERNORM_BWD_ROWS=32" VARIANT_ONLY=... .
+# VARIANT_TRAIN_FLAGS: trainer flags for every build's steps (base and variants), e.g. "-ak 1" for
+# a change to the sm_90a attention (VARIANTS="serial:-DATT90_FWD_OVERLAP=0": the forward's
+# overlapped loop against the serial one); test_kernels uses the sm_90a kernels wherever it can.
 variant_build() { # variant_build NAME FLAGS: a copy of the sources, built with FLAGS added to nvcc's
     local dir="$work/v_$1" flags=${2//,/ }
     mkdir -p "$dir" && cp -a Makefile llmc train_gpt2.c train_gpt2.cu dev "$dir/" || return 1
@@ -643,8 +646,9 @@ variant_measure() {
         for v in base $VARIANTS; do
             n=${v%%:*}; tr="$work/v_$n/$(basename "$TRAIN")"
             [ -x "$tr" ] || continue
-            local steps_csv="$work/variants.csv" TRAINER_NAME="ours-$n"
-            tmo "$tr" -e "$BENCH_MODEL" -b "$B" -t $BENCH_T -r 0 -x $BENCH_STEPS -v 0 -s 0 "${BENCH_VAL[@]}" > "$work/v_${n}_$round.txt" 2>&1 || { echo "$n exited $?"; rc=1; continue; }
+            local steps_csv="$work/variants.csv" TRAINER_NAME="ours-$n${VARIANT_TRAIN_FLAGS:+ ${VARIANT_TRAIN_FLAGS}}"
+            # shellcheck disable=SC2086 # VARIANT_TRAIN_FLAGS: several words
+            tmo "$tr" -e "$BENCH_MODEL" -b "$B" -t $BENCH_T -r 0 -x $BENCH_STEPS -v 0 -s 0 "${BENCH_VAL[@]}" ${VARIANT_TRAIN_FLAGS:-} > "$work/v_${n}_$round.txt" 2>&1 || { echo "$n exited $?"; rc=1; continue; }
             read -r ms cnt < <(median_ms "$work/v_${n}_$round.txt" '^step.*\(([0-9.]+) ms,.*')
             [ -n "$ms" ] && steps_row "$TRAINER_NAME" "$B" "$BENCH_T" 0 "$ms" "$cnt"
         done

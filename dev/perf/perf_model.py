@@ -527,8 +527,9 @@ def att90_result(launch, S, dev, sl, counts):
                        ", overlapped" if overlap else ", serial"))
     fill = (math.ceil(len(tiles) / slots) - 1) * dev.chain_latency
     phases = {"chain (tensor + softmax + waits)": busiest * ch["chain"] + fill,
-              "TMA from L2": tma / dev.l2_read_bw,
               "memory": cost.dram / (dev.bw * dev.bw_best("read"))}
+    if dev.l2_read_bw is not None:  # (the H100 entry has no published L2 read rate: the chain and DRAM only)
+        phases["TMA from L2"] = tma / dev.l2_read_bw
     bound = max(phases, key=phases.get)
     parts = {bound: phases[bound], "launch": dev.launch}
     t, bound = pick(parts)

@@ -68,6 +68,7 @@ there, as on a GPU, it is used only where attention_sm90_available() says so.
 #ifndef LLMC_ATTENTION_SM90_CUH
 #define LLMC_ATTENTION_SM90_CUH
 
+#include <type_traits>
 #include "wgmma.cuh"
 
 constexpr int ATT90_HS = 64;             // the only head size of this kernel (GPT-2, every size)
@@ -137,20 +138,38 @@ __device__ inline void att90_c_to_a(uint32_t (&a)[4], const float* acc, int kc) 
 // attention.cuh does, the running max and sum of each of the thread's two rows (st) take the tile
 // in, alpha[half] is the factor by which the caller must scale its O rows, and pf holds the
 // weights P rounded to bf16 as the A operand of O += P V.
+//
+// Per element this is a handful of instructions, and at hs 64 the softmax takes about as long as the
+// products, so two things are kept out of the per-element path:
+//  - the causal mask, needed only on the diagonal tile (the last tile of a query block; the
+//    warpgroup's rows all lie in it, so the branch is uniform over the warpgroup): the other tiles
+//    only scale. (The two comments in the PTX mark that path for dev/perf, which prices the loop
+//    from its PTX: it runs once per query block, not once per tile.)
+//  - online_softmax_weight_log2's test for a masked score (s = -inf, a branch per element in the
+//    PTX): here every row of every tile sees a key (key k0 <= q0 <= row), so after the rescale m is
+//    finite and exp2f(-inf - m) = exp2f(-inf) = +0, which is what the test returns: same bits.
 __device__ inline void att90_softmax_tile(float (&sacc)[ATT90_BC / 2], OnlineSoftmax (&st)[2], float (&alpha)[2],
                                           uint32_t (&pf)[ATT90_BC / 16][4], int k0, int row_lo, int lane,
                                           float scale_log2) {
-    bool diagonal = k0 + ATT90_BC - 1 > row_lo;
     float tile_max[2] = {-INFINITY, -INFINITY};
-    #pragma unroll
-    for (int n8 = 0; n8 < ATT90_BC / 8; n8++) {
+    if (k0 + ATT90_BC - 1 > row_lo) { // the diagonal tile
+        asm volatile("// att90: rare path {");
         #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            int key = k0 + 8 * n8 + mma_c_col(lane, e), row = row_lo + mma_c_row(lane, e);
-            float x = sacc[4 * n8 + e];
-            x = diagonal && key > row ? -INFINITY : x * scale_log2;
-            sacc[4 * n8 + e] = x;
-            tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+        for (int n8 = 0; n8 < ATT90_BC / 8; n8++) {
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = k0 + 8 * n8 + mma_c_col(lane, e), row = row_lo + mma_c_row(lane, e);
+                float x = key > row ? -INFINITY : sacc[4 * n8 + e] * scale_log2;
+                sacc[4 * n8 + e] = x;
+                tile_max[e / 2] = fmaxf(tile_max[e / 2], x);
+            }
+        }
+        asm volatile("// att90: rare path }");
+    } else {
+        #pragma unroll
+        for (int i = 0; i < ATT90_BC / 2; i++) {
+            sacc[i] *= scale_log2;
+            tile_max[(i % 4) / 2] = fmaxf(tile_max[(i % 4) / 2], sacc[i]);
         }
     }
     #pragma unroll
@@ -158,7 +177,11 @@ __device__ inline void att90_softmax_tile(float (&sacc)[ATT90_BC / 2], OnlineSof
         alpha[half] = online_softmax_rescale_log2(&st[half], att_tc_quad_max(tile_max[half]));
     }
     #pragma unroll
-    for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = online_softmax_weight_log2(&st[(i % 4) / 2], sacc[i]); }
+    for (int i = 0; i < ATT90_BC / 2; i++) { // online_softmax_weight_log2 without its test (above)
+        OnlineSoftmax* row = &st[(i % 4) / 2];
+        sacc[i] = exp2f(sacc[i] - row->m);
+        row->l += sacc[i];
+    }
     #pragma unroll
     for (int kc = 0; kc < ATT90_BC / 16; kc++) { att90_c_to_a(pf[kc], sacc, kc); }
 }
@@ -554,22 +577,37 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
             // past T; dS^T = P^T o (dP^T - D)
             // (16 queries at a time, each packed at once into the A fragments of dV's and dK's
             // products, so that S^T and dP^T die as P and dS are born: fewer live registers)
-            bool mask = q0 < key_lo + 15 || q0 + ATT90_BWD_STAGE > T;
+            // The mask is needed only where some query of the stage precedes some key of the warp,
+            // or the stage runs past T (a few stages of a key block): the other stages take the
+            // path without it (a branch uniform over the warp; the PTX comments mark the masked
+            // path for dev/perf, which prices the loop from its PTX per stage)
             uint32_t pA[ATT90_BWD_STAGE / 16][4], dsA[ATT90_BWD_STAGE / 16][4];
-            #pragma unroll
-            for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) {
+            auto probs = [&](auto masked) {
                 #pragma unroll
-                for (int i = 8 * kc; i < 8 * kc + 8; i++) {
-                    int ql = 8 * (i / 4) + mma_c_col(lane, i % 4), q = q0 + ql, key = key_lo + mma_c_row(lane, i % 4);
-                    // (L past T: zeros from TMA's out-of-range fill; those queries are masked)
-                    float p = attention_prob_log2(sT[i] * scale_log2, t.rows(smem_rows, s, 0)[ql] * 1.4426950408889634f);
-                    p = mask && (q < key || q >= T) ? 0.0f : p;
-                    dpT[i] = attention_dscore(p, dpT[i], t.rows(smem_rows, s, 1)[ql]);
-                    sT[i] = p;
+                for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) {
+                    #pragma unroll
+                    for (int i = 8 * kc; i < 8 * kc + 8; i++) {
+                        int ql = 8 * (i / 4) + mma_c_col(lane, i % 4);
+                        // (L past T: zeros from TMA's out-of-range fill; those queries are masked)
+                        float p = attention_prob_log2(sT[i] * scale_log2, t.rows(smem_rows, s, 0)[ql] * 1.4426950408889634f);
+                        if (decltype(masked)::value) {
+                            int q = q0 + ql, key = key_lo + mma_c_row(lane, i % 4);
+                            p = q < key || q >= T ? 0.0f : p;
+                        }
+                        dpT[i] = attention_dscore(p, dpT[i], t.rows(smem_rows, s, 1)[ql]);
+                        sT[i] = p;
+                    }
+                    // dV_j += P^T dO_i, dK_j += dS^T Q_i (scale at the end): their A operands
+                    att90_c_to_a(pA[kc], sT, kc);
+                    att90_c_to_a(dsA[kc], dpT, kc);
                 }
-                // dV_j += P^T dO_i, dK_j += dS^T Q_i (scale at the end): their A operands
-                att90_c_to_a(pA[kc], sT, kc);
-                att90_c_to_a(dsA[kc], dpT, kc);
+            };
+            if (q0 < key_lo + 15 || q0 + ATT90_BWD_STAGE > T) {
+                asm volatile("// att90: rare path {");
+                probs(std::true_type());
+                asm volatile("// att90: rare path }");
+            } else {
+                probs(std::false_type());
             }
             // dS^T (the same bf16 as dK's A operand) into the stage's buffer, for both warpgroups'
             // dQ^T: this thread's keys 64 cw + 16 warp + g (+8), queries 16 kc + 2t (+1, +8, +9)

@@ -252,22 +252,21 @@ attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, float
         for (int i = 0; i < ATT90_BC / 2; i++) { sacc[i] = 0.0f; }
         wgmma_fence_operand(sacc); // nvcc must not move these writes below the wgmma_fence that follows
     };
+    uint64_t q_desc = wgmma_desc(q_tile, 16, ATT90_SBO, ATT90_SWIZZLE_128B);
     auto s_issue = [&](float (&sacc)[ATT90_BC / 2], int j) { // S = Q_i K_j^T: 4 k-steps of 16 dims, both from smem
+        uint64_t k_desc = wgmma_desc(k_tile(j % ATT90_FWD_STAGES), 16, ATT90_SBO, ATT90_SWIZZLE_128B);
         #pragma unroll
         for (int ks = 0; ks < ATT90_HS / 16; ks++) {
-            uint64_t da = wgmma_desc(q_tile + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B);
-            uint64_t db = wgmma_desc(k_tile(j % ATT90_FWD_STAGES) + att90_kmajor_offset(0, ks), 16, ATT90_SBO,
-                                     ATT90_SWIZZLE_128B);
-            wgmma_ss<ATT90_BC, 0, 0>(sacc, da, db, 1);
+            wgmma_ss<ATT90_BC, 0, 0>(sacc, wgmma_desc_advance(q_desc, 32 * ks),
+                                     wgmma_desc_advance(k_desc, att90_kmajor_offset(0, ks)), 1);
         }
         wgmma_commit();
     };
     auto pv_issue = [&](const uint32_t (&pf)[ATT90_BC / 16][4], int j) { // O += P V_j: 8 k-steps of 16 keys
+        uint64_t v_desc = wgmma_desc(v_tile(j % ATT90_FWD_STAGES), ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B);
         #pragma unroll
         for (int kc = 0; kc < ATT90_BC / 16; kc++) {
-            uint64_t db = wgmma_desc(v_tile(j % ATT90_FWD_STAGES) + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO,
-                                     ATT90_SWIZZLE_128B);
-            wgmma_rs<ATT90_HS, 1>(o, pf[kc], db, 1);
+            wgmma_rs<ATT90_HS, 1>(o, pf[kc], wgmma_desc_advance(v_desc, att90_vtile_offset(kc)), 1);
         }
         wgmma_commit();
     };
@@ -501,10 +500,10 @@ __device__ inline void att90_bwd_produce(const Att90Bwd& t, const CUtensorMap* m
 // two such products made ptxas wait for the first one: warning C7517). The caller has executed
 // wgmma_fence().
 __device__ inline void att90_rows_x_rows(float (&acc)[ATT90_BWD_STAGE / 2], uint32_t a, uint32_t b) {
+    uint64_t da = wgmma_desc(a, 16, ATT90_SBO, ATT90_SWIZZLE_128B), db = wgmma_desc(b, 16, ATT90_SBO, ATT90_SWIZZLE_128B);
     #pragma unroll
     for (int ks = 0; ks < ATT90_HS / 16; ks++) {
-        wgmma_ss<ATT90_BWD_STAGE, 0, 0>(acc, wgmma_desc(a + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B),
-                                        wgmma_desc(b + 32 * ks, 16, ATT90_SBO, ATT90_SWIZZLE_128B), ks > 0);
+        wgmma_ss<ATT90_BWD_STAGE, 0, 0>(acc, wgmma_desc_advance(da, 32 * ks), wgmma_desc_advance(db, 32 * ks), ks > 0);
     }
 }
 
@@ -512,9 +511,10 @@ __device__ inline void att90_rows_x_rows(float (&acc)[ATT90_BWD_STAGE / 2], uint
 // rows (MN-major: V in the forward's P V)
 __device__ inline void att90_weights_x_rows(float (&acc)[ATT90_HS / 2], const uint32_t (&w)[ATT90_BWD_STAGE / 16][4],
                                             uint32_t b) {
+    uint64_t db = wgmma_desc(b, ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B);
     #pragma unroll
     for (int kc = 0; kc < ATT90_BWD_STAGE / 16; kc++) {
-        wgmma_rs<ATT90_HS, 1>(acc, w[kc], wgmma_desc(b + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B), 1);
+        wgmma_rs<ATT90_HS, 1>(acc, w[kc], wgmma_desc_advance(db, att90_vtile_offset(kc)), 1);
     }
 }
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
@@ -638,12 +638,12 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
             // dims x 128 keys) is the own K tile read MN-major (keys = k, the 64 dims = m one
             // 128-byte swizzle atom, as V is read as B in the forward's P V; not from registers:
             // 32 more live registers per thread spilled under ptxas's 168-register cap)
+            uint64_t kT_desc = wgmma_desc(t.own(0), ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B);
+            uint64_t ds_desc = wgmma_desc(t.ds(j % 2) + 4 * cw * ATT90_DS_SBO, ATT90_DS_LBO, ATT90_DS_SBO, 0);
             #pragma unroll
             for (int kc = 0; kc < ATT90_BR / 16; kc++) {
-                wgmma_ss<ATT90_BWD_STAGE / 2, 1, 1>(dqT,
-                    wgmma_desc(t.own(0) + att90_vtile_offset(kc), ATT90_TILE_BYTES, ATT90_SBO, ATT90_SWIZZLE_128B),
-                    wgmma_desc(t.ds(j % 2) + 4 * cw * ATT90_DS_SBO + 2 * kc * ATT90_DS_LBO, ATT90_DS_LBO, ATT90_DS_SBO, 0),
-                    kc > 0);
+                wgmma_ss<ATT90_BWD_STAGE / 2, 1, 1>(dqT, wgmma_desc_advance(kT_desc, att90_vtile_offset(kc)),
+                                                    wgmma_desc_advance(ds_desc, 2 * kc * ATT90_DS_LBO), kc > 0);
             }
             wgmma_commit();
             wgmma_wait<0>();

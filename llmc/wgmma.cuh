@@ -132,6 +132,16 @@ __host__ __device__ constexpr uint64_t wgmma_desc(uint32_t smem_addr, uint32_t l
            ((uint64_t)((sbo_bytes >> 4) & 0x3FFFu) << 32) | ((uint64_t)(swizzle & 3) << 62);
 }
 
+// The descriptor of the same layout `bytes` further on (a multiple of 16), from `desc`: only the
+// start address moves (bits 0-13, address >> 4), by an add on the low word, which cannot carry out
+// of the field while both addresses lie in shared memory (below 228 KB: address >> 4 < 2^14).
+// A loop of products over k-steps builds one descriptor per operand and advances it (one add per
+// k-step, where wgmma_desc takes four or five instructions: CUTLASS's descriptor iterator does
+// the same).
+__host__ __device__ constexpr uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
+    return (desc & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)desc + (bytes >> 4));
+}
+
 // ----------------------------------------------------------------------------
 // the tensor map (host)
 

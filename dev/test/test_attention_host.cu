@@ -717,6 +717,28 @@ static void test_sm90_layouts() {
     }
     report("sm_90a forward: the mask's and the softmax's (row, key) of each accumulator are wgmma's", bad == 0, detail);
 
+    // wgmma_desc_advance (the kernels' k-steps): the descriptor of base + off built by advancing base's,
+    // for every 16-byte-aligned base and offset the kernels can form (both within 228 KB of shared
+    // memory), with each layout's LBO, SBO and swizzle = wgmma_desc of the address itself
+    {
+        const uint32_t lbo[3] = {16, ATT90_TILE_BYTES, ATT90_DS_LBO}, sbo[3] = {ATT90_SBO, ATT90_SBO, ATT90_DS_SBO};
+        const int sw[3] = {ATT90_SWIZZLE_128B, ATT90_SWIZZLE_128B, 0};
+        long checked = 0, wrong = 0;
+        for (int l = 0; l < 3; l++) {
+            for (uint32_t base = 0; base < 228 * 1024; base += 1024 + 16) {
+                for (uint32_t off = 0; base + off < 228 * 1024; off += 16 * 37) {
+                    checked++;
+                    if (wgmma_desc_advance(wgmma_desc(base, lbo[l], sbo[l], sw[l]), off) != wgmma_desc(base + off, lbo[l], sbo[l], sw[l]) &&
+                        wrong++ == 0) {
+                        snprintf(detail, sizeof(detail), "base %u + %u, layout %d", base, off, l);
+                    }
+                }
+            }
+        }
+        if (wrong == 0) { snprintf(detail, sizeof(detail), "%ld (base, offset) pairs", checked); }
+        report("sm_90a: wgmma_desc_advance(wgmma_desc(a), off) = wgmma_desc(a + off) across shared memory", wrong == 0, detail);
+    }
+
     // shared memory: 1 KB-aligned tiles, within the opt-in maximum (227 KB on sm_90). One block per
     // SM is what the registers allow anyway (384 threads x 168 at launch; __launch_bounds__(384, 1)),
     // so the overlapped loop's third K, V stage (ATT90_FWD_STAGES) costs no blocks.

@@ -746,18 +746,20 @@ static void backward_blocks(GPT2* model, int reduce) {
         if (model->recompute >= 1) { matmul_forward_gelu(fch_gelu, fch, ln2, w.fcw, w.fcb, (int)BT, C, 4 * C, s); }
         // dresidual holds d(loss)/d(residual3 of layer l); the residual adds pass it through
         // unchanged, and each layernorm branch adds its part into it.
+        // The two projections that write into the residual stream (fcproj above ln2, attproj
+        // below it) have as bias gradient the column sums of dresidual as ln2's backward reads it
+        // and as it writes it: that kernel sums them (LAYERNORM_SUMS_RESIDUAL), so their products
+        // take no bias gradient of their own (no pass over dresidual for it).
         floatX* dfch = a->dbt4c; // GELU's backward is the DGELU epilogue of the product (aux = fch)
-        matmul_backward(dfch, dw.fcprojw, dw.fcprojb, a->dbias_scratch, dresidual, fch_gelu, w.fcprojw, (int)BT, 4 * C, C, s,
-                        fch);
+        matmul_backward(dfch, dw.fcprojw, NULL, NULL, dresidual, fch_gelu, w.fcprojw, (int)BT, 4 * C, C, s, fch);
         floatX* dln2 = a->dbtc;
         matmul_backward(dln2, dw.fcw, dw.fcb, a->dbias_scratch, dfch, ln2, w.fcw, (int)BT, C, 4 * C, s);
         layernorm_backward(dresidual, dw.ln2w, dw.ln2b, a->ln_scratch, dln2, a->residual2 + l * BTC, w.ln2w,
-                           ln2_mean, ln2_rstd, (int)BT, C, s);
+                           ln2_mean, ln2_rstd, (int)BT, C, s, dw.fcprojb, dw.attprojb);
         // dresidual is now d(loss)/d(residual2)
         floatX* datty = a->dbtc;
         floatX* dqkv = a->dbt4c; // dfch is done with
-        matmul_backward(datty, dw.attprojw, dw.attprojb, a->dbias_scratch, dresidual, a->atty + l * BTC, w.attprojw,
-                        (int)BT, C, C, s);
+        matmul_backward(datty, dw.attprojw, NULL, NULL, dresidual, a->atty + l * BTC, w.attprojw, (int)BT, C, C, s);
         attention_backward(dqkv, a->att_scratch, datty, a->qkv + l * BTC * 3, a->atty + l * BTC,
                            a->att_lse + (size_t)l * B * NH * T, B, T, C, NH, s);
         floatX* dln1 = a->dbtc; // datty is done with

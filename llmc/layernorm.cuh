@@ -23,9 +23,13 @@ Pack128 in cuda_common.cuh), and a block has one thread per pack, rounded up to 
             chunks in a fixed order (32 lanes per column, each summing every 32nd chunk, then
             the lanes in order). No atomics, so two runs give the same bits (and the same bits
             on any GPU: the chunking depends on N and C only, not on the number of SMs).
+            With the residual's two sums (LAYERNORM_SUMS_RESIDUAL, below) the same pass also
+            gives the column sums of dinp as read and as written: the bias gradients of the two
+            projections that write into the residual stream beside the layernorm (the trainer's
+            fcproj and attproj, beside ln2), so no other kernel reads dinp for them.
 Bytes moved per row (floatX = 2 bytes in bf16): forward 2C read + 2C written (+2C read and 2C
 written fused with the residual); backward 6C read (dout, inp, dinp) + 2C written, plus the
-chunk sums, 2 x 4C bytes per LAYERNORM_BWD_ROWS rows.
+chunk sums, NS x 4C bytes per LAYERNORM_BWD_ROWS rows (NS = 2 sums, or 4 with the residual's).
 
 Every reduction has a fixed order: each thread sums its pack's columns in increasing order (its
 packs in increasing order, in the warp version), then block_sum's (warp_sum's) butterflies
@@ -187,9 +191,22 @@ static void fused_residual_layernorm_forward(floatX* residual, floatX* normed, f
 // ----------------------------------------------------------------------------
 // backward
 
+// The column sums a chunk of the backward keeps (NS, a template argument of both kernels):
+// LAYERNORM_SUMS = 2, sums[0] of norm * dout (dweight) and sums[1] of dout (dbias); or
+// LAYERNORM_SUMS_RESIDUAL = 4, also sums[2] of dinp as it comes in and sums[3] of dinp as it goes
+// out. dinp is the residual stream's gradient: where a projection's output joins the stream just
+// above this layernorm (GPT-2's fcproj above ln2) its bias gradient is the column sum of dinp as it
+// comes in, and where one joins just below (attproj below ln2) it is the column sum of dinp as it
+// goes out, so the kernel that reads and writes dinp anyway gives both, and the two products'
+// bias gradients need no pass over dout of their own (issue 30 item 2; train_gpt2.cu's backward).
+// The sums are of the floatX values read and written, in the same order as the others.
+#define LAYERNORM_SUMS 2
+#define LAYERNORM_SUMS_RESIDUAL 4
+
 // grid layernorm_backward_chunks(N), block layernorm_threads(C). Block b takes the rows
 // [b * LAYERNORM_BWD_ROWS, ...) in order; thread t owns pack t of each (see the top). dinp (N,C) +=;
-// partial[b][0][col] = the chunk's sum of norm * dout (dweight), partial[b][1][col] = of dout (dbias).
+// partial[b][k][col] = the chunk's sum k of column col (the NS sums above).
+template <int NS>
 __global__ void __launch_bounds__(LAYERNORM_MAX_THREADS)
 layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, const floatX* inp, const floatX* weight,
                           const float* mean, const float* rstd, int N, int C) {
@@ -197,8 +214,11 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
     int t = threadIdx.x, first = t * PACKX_SIZE;
     bool aligned = C % PACKX_SIZE == 0, mine = first < C;
     float w[PACKX_SIZE];
-    float dw[PACKX_SIZE], db[PACKX_SIZE]; // this thread's columns, summed over the chunk's rows in order
-    for (int j = 0; j < PACKX_SIZE; j++) { w[j] = dw[j] = db[j] = 0.0f; }
+    float sums[NS][PACKX_SIZE]; // this thread's columns, summed over the chunk's rows in order
+    for (int j = 0; j < PACKX_SIZE; j++) {
+        w[j] = 0.0f;
+        for (int k = 0; k < NS; k++) { sums[k][j] = 0.0f; }
+    }
     if (mine) {
         PackX wp = load_pack(weight, t, C, true);
         for (int j = 0; j < PACKX_SIZE; j++) { w[j] = to_float(wp.v[j]); }
@@ -229,17 +249,21 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
         if (mine) {
             for (int j = 0; j < PACKX_SIZE; j++) {
                 float dx = layernorm_dinp(dnorm[j], norm[j], dnorm_mean, dnorm_norm_mean, s);
-                gp.v[j] = from_float(to_float(gp.v[j]) + dx);
-                dw[j] += norm[j] * d[j];
-                db[j] += d[j];
+                float g_in = to_float(gp.v[j]);
+                gp.v[j] = from_float(g_in + dx);
+                sums[0][j] += norm[j] * d[j];
+                sums[1][j] += d[j];
+                if (NS == LAYERNORM_SUMS_RESIDUAL) {
+                    sums[NS - 2][j] += g_in;
+                    sums[NS - 1][j] += to_float(gp.v[j]);
+                }
             }
             store_pack(dinp + base, t, C, aligned, gp);
         }
     }
-    float* p = partial + (size_t)blockIdx.x * 2 * C;
+    float* p = partial + (size_t)blockIdx.x * NS * C;
     for (int j = 0; j < PACKX_SIZE && first + j < C; j++) {
-        p[first + j] = dw[j];
-        p[C + first + j] = db[j];
+        for (int k = 0; k < NS; k++) { p[k * C + first + j] = sums[k][j]; }
     }
 }
 
@@ -269,8 +293,13 @@ layernorm_backward_kernel(floatX* dinp, float* partial, const floatX* dout, cons
 // access hit 32 consecutive words, one per bank (no conflicts), and only the lane that owns a word
 // touches it, so no barrier or __syncwarp is needed. The terms and their order are unchanged (one
 // fp32 sum per column, row after row), so the bits are those of the register version.
+// With the residual's two sums too (NS = 4), 4 warps' sums at P = 4 would take 64 KB, past the 48 KB
+// of static shared memory a block may have: that instance has 2 warps a block (layernorm_bwd_warps).
 #define LAYERNORM_BWD_LANE_PACKS 4
 #define LAYERNORM_BWD_WARPS 4
+__host__ __device__ constexpr int layernorm_bwd_warps(int P, int NS) {
+    return NS * P * PACKX_SIZE * 32 * 4 * LAYERNORM_BWD_WARPS > 48 * 1024 ? LAYERNORM_BWD_WARPS / 2 : LAYERNORM_BWD_WARPS;
+}
 // Blocks per SM asked of ptxas (the register cap 65536 / (128 x blocks)), each checked with
 // ptxas -v to need no spill, sm_80 and sm_90, bf16 and fp32 (dev/test/test_ptx_16byte.sh):
 // P = 1: 6 (<= 80 registers); P = 2, 3: 4 (<= 128); P = 4 (C in (768, 1024] in bf16): 3 (<= 168).
@@ -290,23 +319,27 @@ static inline int layernorm_backward_lane_packs(int C) {
 #endif
 }
 
-template <int P>
-__global__ void __launch_bounds__(32 * LAYERNORM_BWD_WARPS, LAYERNORM_BWD_MIN_BLOCKS(P))
+template <int P, int NS>
+__global__ void __launch_bounds__(32 * layernorm_bwd_warps(P, NS), LAYERNORM_BWD_MIN_BLOCKS(P))
 layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout, const floatX* inp,
                                const floatX* weight, const float* mean, const float* rstd, int N, int C) {
-    // the column sums of each warp's lanes (see above): sums[warp][0] dweight, [1] dbias; word
-    // [p * PACKX_SIZE + j][lane] is lane `lane`'s column j of its pack p, summed over the rows in order
-    __shared__ float sums[LAYERNORM_BWD_WARPS][2][P * PACKX_SIZE][32];
+    // the column sums of each warp's lanes (see above): sums[warp][k] the NS sums (dweight, dbias,
+    // and the residual's in and out); word [p * PACKX_SIZE + j][lane] is lane `lane`'s column j of
+    // its pack p, summed over the rows in order
+    constexpr int W = layernorm_bwd_warps(P, NS);
+    __shared__ float sums[W][NS][P * PACKX_SIZE][32];
     int lane = threadIdx.x % 32;
-    int chunk = blockIdx.x * LAYERNORM_BWD_WARPS + threadIdx.x / 32;
+    int chunk = blockIdx.x * W + threadIdx.x / 32;
     if (chunk * LAYERNORM_BWD_ROWS >= N) { return; } // the whole warp: no barrier follows
     int packs = C / PACKX_SIZE; // whole packs (the launcher sends other C to the block kernel)
-    float(*dw)[32] = sums[threadIdx.x / 32][0], (*db)[32] = sums[threadIdx.x / 32][1]; // dw[k][lane]
+    float(*cs)[P * PACKX_SIZE][32] = sums[threadIdx.x / 32]; // cs[k][column][lane]
     PackX w[P];
     for (int p = 0; p < P; p++) {
         int g = lane + 32 * p;
         if (g < packs) { w[p] = load128(weight + (size_t)g * PACKX_SIZE); }
-        for (int j = 0; j < PACKX_SIZE; j++) { dw[p * PACKX_SIZE + j][lane] = db[p * PACKX_SIZE + j][lane] = 0.0f; }
+        for (int j = 0; j < PACKX_SIZE; j++) {
+            for (int k = 0; k < NS; k++) { cs[k][p * PACKX_SIZE + j][lane] = 0.0f; }
+        }
     }
     int r0 = chunk * LAYERNORM_BWD_ROWS, r1 = min(N, r0 + LAYERNORM_BWD_ROWS);
     for (int row = r0; row < r1; row++) {
@@ -341,87 +374,121 @@ layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout,
                 float norm = layernorm_norm(to_float(xp[p].v[j]), m, s);
                 float dnorm = to_float(w[p].v[j]) * d;
                 float dx = layernorm_dinp(dnorm, norm, dnorm_mean, dnorm_norm_mean, s);
-                gp[p].v[j] = from_float(to_float(gp[p].v[j]) + dx);
-                dw[p * PACKX_SIZE + j][lane] += norm * d;
-                db[p * PACKX_SIZE + j][lane] += d;
+                float g_in = to_float(gp[p].v[j]);
+                gp[p].v[j] = from_float(g_in + dx);
+                int col = p * PACKX_SIZE + j;
+                cs[0][col][lane] += norm * d;
+                cs[1][col][lane] += d;
+                if (NS == LAYERNORM_SUMS_RESIDUAL) {
+                    cs[NS - 2][col][lane] += g_in;
+                    cs[NS - 1][col][lane] += to_float(gp[p].v[j]);
+                }
             }
             store128(dinp + base + (size_t)g * PACKX_SIZE, gp[p]);
         }
     }
-    float* out = partial + (size_t)chunk * 2 * C;
+    float* out = partial + (size_t)chunk * NS * C;
     for (int p = 0; p < P; p++) {
         int first = (lane + 32 * p) * PACKX_SIZE;
         for (int j = 0; j < PACKX_SIZE && first < C; j++) {
-            out[first + j] = dw[p * PACKX_SIZE + j][lane];
-            out[C + first + j] = db[p * PACKX_SIZE + j][lane];
+            for (int k = 0; k < NS; k++) { out[k * C + first + j] = cs[k][p * PACKX_SIZE + j][lane]; }
         }
     }
 }
 
-// grid ceil(C / 32), block (32, LAYERNORM_CHUNK_LANES): dweight[col], dbias[col] += the chunks'
-// partial sums. Chunk lane y sums chunks y, y + 32, ... in order (a warp reads 32 neighbouring
-// columns of a chunk: 128 bytes), then the 32 lanes are added in order. With one thread per column
-// and 1024 chunks (GPT-2 124M, B*T = 32768) only C threads would walk 1024 loads each.
+// grid ceil(C / 32), block (32, LAYERNORM_CHUNK_LANES): out[k][col] += the chunks' partial sums k
+// (k < nsums: dweight, dbias, and with the residual's sums the two projections' bias gradients).
+// Chunk lane y sums chunks y, y + 32, ... in order (a warp reads 32 neighbouring columns of a
+// chunk: 128 bytes), then the 32 lanes are added in order. With one thread per column and 1024
+// chunks (GPT-2 124M, B*T = 32768) only C threads would walk 1024 loads each.
 #define LAYERNORM_CHUNK_LANES 32
+struct LayernormSumsOut { floatX* out[LAYERNORM_SUMS_RESIDUAL]; };
 __global__ void __launch_bounds__(32 * LAYERNORM_CHUNK_LANES)
-layernorm_backward_dweight_kernel(floatX* dweight, floatX* dbias, const float* partial, int chunks, int C) {
-    __shared__ float dw_lanes[LAYERNORM_CHUNK_LANES][32];
-    __shared__ float db_lanes[LAYERNORM_CHUNK_LANES][32];
+layernorm_backward_dweight_kernel(LayernormSumsOut sums, const float* partial, int nsums, int chunks, int C) {
+    __shared__ float lanes[LAYERNORM_SUMS_RESIDUAL][LAYERNORM_CHUNK_LANES][32];
     int col = blockIdx.x * 32 + threadIdx.x;
-    float dw = 0.0f, db = 0.0f;
-    if (col < C) {
-        for (int chunk = threadIdx.y; chunk < chunks; chunk += LAYERNORM_CHUNK_LANES) {
-            dw += partial[(size_t)chunk * 2 * C + col];
-            db += partial[(size_t)chunk * 2 * C + C + col];
+    #pragma unroll // (whole: sums.out[k] with a constant k, else the struct goes to local memory)
+    for (int k = 0; k < LAYERNORM_SUMS_RESIDUAL; k++) {
+        if (k == nsums) { break; }
+        float acc = 0.0f;
+        if (col < C) {
+            for (int chunk = threadIdx.y; chunk < chunks; chunk += LAYERNORM_CHUNK_LANES) {
+                acc += partial[((size_t)chunk * nsums + k) * C + col];
+            }
         }
+        lanes[k][threadIdx.y][threadIdx.x] = acc;
     }
-    dw_lanes[threadIdx.y][threadIdx.x] = dw;
-    db_lanes[threadIdx.y][threadIdx.x] = db;
     __syncthreads();
     if (threadIdx.y == 0 && col < C) {
-        float dw_total = 0.0f, db_total = 0.0f;
-        for (int y = 0; y < LAYERNORM_CHUNK_LANES; y++) {
-            dw_total += dw_lanes[y][threadIdx.x];
-            db_total += db_lanes[y][threadIdx.x];
+        #pragma unroll
+        for (int k = 0; k < LAYERNORM_SUMS_RESIDUAL; k++) {
+            if (k == nsums) { break; }
+            float total = 0.0f;
+            for (int y = 0; y < LAYERNORM_CHUNK_LANES; y++) { total += lanes[k][y][threadIdx.x]; }
+            sums.out[k][col] = from_float(to_float(sums.out[k][col]) + total);
         }
-        dweight[col] = from_float(to_float(dweight[col]) + dw_total);
-        dbias[col] = from_float(to_float(dbias[col]) + db_total);
     }
 }
 
-// floats of device scratch that layernorm_backward needs: (chunks, 2, C) partial sums
+// floats of device scratch that layernorm_backward needs: (chunks, NS, C) partial sums, room for
+// the residual's sums too
 static size_t layernorm_backward_scratch_floats(int N, int C) {
-    return (size_t)layernorm_backward_chunks(N) * 2 * C;
+    return (size_t)layernorm_backward_chunks(N) * LAYERNORM_SUMS_RESIDUAL * C;
+}
+
+// one chunk kernel: a warp per chunk (P packs per lane) or, P = 0, a block per chunk
+template <int NS>
+static void layernorm_backward_chunks_launch(int P, floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
+                                             const floatX* weight, const float* mean, const float* rstd, int N, int C,
+                                             cudaStream_t stream) {
+    int chunks = layernorm_backward_chunks(N);
+    switch (P) { // a warp per chunk where a lane holds its packs of a row; else a block per chunk
+#define LAYERNORM_BWD_WARP_CASE(PP)                                                                                    \
+    case PP:                                                                                                           \
+        layernorm_backward_warp_kernel<PP, NS><<<ceil_div(chunks, layernorm_bwd_warps(PP, NS)),                        \
+                                                 32 * layernorm_bwd_warps(PP, NS), 0, stream>>>(                       \
+            dinp, scratch, dout, inp, weight, mean, rstd, N, C);                                                       \
+        break;
+    LAYERNORM_BWD_WARP_CASE(1)
+    LAYERNORM_BWD_WARP_CASE(2)
+    LAYERNORM_BWD_WARP_CASE(3)
+    LAYERNORM_BWD_WARP_CASE(4)
+#undef LAYERNORM_BWD_WARP_CASE
+    default:
+        layernorm_backward_kernel<NS><<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
+                                                                                   rstd, N, C);
+    }
+    static_assert(LAYERNORM_BWD_LANE_PACKS == 4, "the switch above instantiates P = 1..4");
+    cudaCheckLaunch();
 }
 
 // dinp (N,C) += ; dweight, dbias (C) += (they sum over micro-steps of gradient accumulation, and
 // dinp is the residual stream's gradient, which has two sources).
+// dbias_in, dbias_out (C) += the column sums of dinp as it comes in and as it goes out (both, or
+// both NULL): the bias gradients of the projections whose outputs join the residual stream just
+// above and just below this layernorm (see LAYERNORM_SUMS_RESIDUAL).
 // scratch: layernorm_backward_scratch_floats(N, C) floats of device memory.
 static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, float* scratch, const floatX* dout,
                                const floatX* inp, const floatX* weight, const float* mean, const float* rstd,
-                               int N, int C, cudaStream_t stream) {
+                               int N, int C, cudaStream_t stream, floatX* dbias_in = NULL, floatX* dbias_out = NULL) {
     const char* who = "layernorm_backward";
     layernorm_check_shape(N, C, who);
     check_aligned16(dinp, "dinp", who);
     check_aligned16(dout, "dout", who);
     check_aligned16(inp, "inp", who);
     check_aligned16(weight, "weight", who);
-    int chunks = layernorm_backward_chunks(N);
-    int lane_packs = layernorm_backward_lane_packs(C);
-    dim3 warps_grid(ceil_div(chunks, LAYERNORM_BWD_WARPS)), warps_block(32 * LAYERNORM_BWD_WARPS);
-    switch (lane_packs) { // a warp per chunk where a lane holds its packs of a row; else a block per chunk
-    case 1: layernorm_backward_warp_kernel<1><<<warps_grid, warps_block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C); break;
-    case 2: layernorm_backward_warp_kernel<2><<<warps_grid, warps_block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C); break;
-    case 3: layernorm_backward_warp_kernel<3><<<warps_grid, warps_block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C); break;
-    case 4: layernorm_backward_warp_kernel<4><<<warps_grid, warps_block, 0, stream>>>(dinp, scratch, dout, inp, weight, mean, rstd, N, C); break;
-    default:
-        layernorm_backward_kernel<<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
-                                                                               rstd, N, C);
+    if ((dbias_in == NULL) != (dbias_out == NULL)) { fail("internal: %s: dbias_in and dbias_out go together", who); }
+    int P = layernorm_backward_lane_packs(C);
+    if (P > LAYERNORM_BWD_LANE_PACKS) { P = 0; }
+    int nsums = dbias_in != NULL ? LAYERNORM_SUMS_RESIDUAL : LAYERNORM_SUMS;
+    if (nsums == LAYERNORM_SUMS_RESIDUAL) {
+        layernorm_backward_chunks_launch<LAYERNORM_SUMS_RESIDUAL>(P, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream);
+    } else {
+        layernorm_backward_chunks_launch<LAYERNORM_SUMS>(P, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream);
     }
-    static_assert(LAYERNORM_BWD_LANE_PACKS == 4, "the switch above instantiates P = 1..4");
-    cudaCheckLaunch();
+    LayernormSumsOut out = {{dweight, dbias, dbias_in, dbias_out}};
     dim3 lanes(32, LAYERNORM_CHUNK_LANES);
-    layernorm_backward_dweight_kernel<<<ceil_div(C, 32), lanes, 0, stream>>>(dweight, dbias, scratch, chunks, C);
+    layernorm_backward_dweight_kernel<<<ceil_div(C, 32), lanes, 0, stream>>>(out, scratch, nsums, layernorm_backward_chunks(N), C);
     cudaCheckLaunch();
 }
 

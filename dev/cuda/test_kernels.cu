@@ -512,6 +512,15 @@ static void check_layernorm(const LayernormShape* s) {
     floatX* d_dweight = (floatX*)device_alloc(C * sizeof(floatX));
     floatX* d_dbias = (floatX*)device_alloc(C * sizeof(floatX));
     float* d_scratch = (float*)device_alloc(layernorm_backward_scratch_floats(N, C) * sizeof(float));
+    // the second run also takes the residual's column sums (LAYERNORM_SUMS_RESIDUAL: dinp's as it
+    // comes in and as it goes out, the trainer's fcproj and attproj bias gradients), so "same bits
+    // on a second run" also says they change nothing else. Their references: exact theory, the
+    // column sums (in double) of the dinp given and of the dinp the GPU wrote, added to the values
+    // already there; one rounding to floatX of an fp32 sum, as dbias (TOL_OUT).
+    float* dsum_in0 = random_floatX(C, 0.0f, 1.0f);
+    float* dsum_out0 = random_floatX(C, 0.0f, 1.0f);
+    floatX* d_dsum_in = device_floatX(dsum_in0, C);
+    floatX* d_dsum_out = device_floatX(dsum_out0, C);
     void* dinp_bits[2];
     void* dweight_bits[2];
     void* dbias_bits[2];
@@ -520,14 +529,35 @@ static void check_layernorm(const LayernormShape* s) {
         upload_floatX(d_dweight, dweight0, C);
         upload_floatX(d_dbias, dbias0, C);
         layernorm_backward(d_dinp, d_dweight, d_dbias, d_scratch, d_dout, d_inp, d_weight, d_mean, d_rstd, N, C,
-                           g_stream);
+                           g_stream, run == 1 ? d_dsum_in : NULL, run == 1 ? d_dsum_out : NULL);
         dinp_bits[run] = snapshot_floatX(d_dinp, n);
         dweight_bits[run] = snapshot_floatX(d_dweight, C);
         dbias_bits[run] = snapshot_floatX(d_dbias, C);
     }
+    float* dinp_gpu = floats_of(dinp_bits[1], n); // (check_twice frees the snapshots)
     check_twice(bwd, "dinp", dinp_bits, dinp_ref, n, TOL_OUT);
     check_twice(bwd, "dweight", dweight_bits, dweight_ref, C, TOL_OUT);
     check_twice(bwd, "dbias", dbias_bits, dbias_ref, C, TOL_OUT);
+    {
+        float* dsum_in_ref = host_zeros(C);
+        float* dsum_out_ref = host_zeros(C);
+        for (int col = 0; col < C; col++) {
+            double sum_in = 0.0, sum_out = 0.0;
+            for (int r = 0; r < N; r++) {
+                sum_in += dinp0[(size_t)r * C + col];
+                sum_out += dinp_gpu[(size_t)r * C + col];
+            }
+            dsum_in_ref[col] = (float)(dsum_in0[col] + sum_in);
+            dsum_out_ref[col] = (float)(dsum_out0[col] + sum_out);
+        }
+        float* dsum_in = download_floatX(d_dsum_in, C);
+        float* dsum_out = download_floatX(d_dsum_out, C);
+        check_close(bwd, "dbias_in (the column sums of dinp given)", dsum_in, dsum_in_ref, C, TOL_OUT);
+        check_close(bwd, "dbias_out (the column sums of dinp written)", dsum_out, dsum_out_ref, C, TOL_OUT);
+        free(dinp_gpu); free(dsum_in_ref); free(dsum_out_ref); free(dsum_in); free(dsum_out);
+    }
+    device_free(d_dsum_in); device_free(d_dsum_out);
+    free(dsum_in0); free(dsum_out0);
 
     device_free(d_inp); device_free(d_weight); device_free(d_bias); device_free(d_out);
     device_free(d_mean); device_free(d_rstd); device_free(d_dout); device_free(d_dinp);

@@ -38,22 +38,24 @@ for prec in BF16 FP32; do
                 ok "$prec sm_$arch $k: $ld ld.global.v4, $st st.global.v4, $regs registers, no spills"
             else bad "$prec sm_$arch $k: ld.v4 $ld, st.v4 $st (writes: $writes), ptxas '$spill' (found: ${body:+yes})"; fi
         done
-        # layernorm_backward_warp_kernel<P>, every instance (the loop above reads the first ptxas
-        # lists, P = 4): no stack frame, no spills, and registers (rounded up to 8, the allocation
-        # unit) that let an SM hold the blocks of 128 threads its launch bounds ask for
-        # (LAYERNORM_BWD_MIN_BLOCKS: P = 1 6, P = 2 and 3 4, P = 4 3): with its column sums in
-        # shared memory, GPT-2's C = 768 (P = 3 in bf16) runs 16 warps per SM, B = 64 in one wave.
+        # layernorm_backward_warp_kernel<P, NS>, every instance (the loop above reads the first
+        # ptxas lists): no stack frame, no spills, and registers (rounded up to 8, the allocation
+        # unit) that let an SM hold the blocks its launch bounds ask for (LAYERNORM_BWD_MIN_BLOCKS:
+        # P = 1 6, P = 2 and 3 4, P = 4 3; blocks of 128 threads, of 64 for NS = 4 at P = 4, where
+        # 4 warps' column sums would pass 48 KB): with its column sums in shared memory, GPT-2's
+        # C = 768 (P = 3 in bf16) runs 16 warps per SM, B = 64 in one wave, with or without the
+        # residual's two sums (NS = 2, 4).
         n=0
-        while read -r P regs frame; do
-            want=$(( P == 1 ? 6 : P <= 3 ? 4 : 3 )); n=$((n + 1))
+        while read -r P NS regs frame; do
+            want=$(( P == 1 ? 6 : P <= 3 ? 4 : 3 )); threads=$(( NS == 4 && P == 4 ? 64 : 128 )); n=$((n + 1))
             if [ "$frame" = "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" ] \
-                && [ $(( (regs + 7) / 8 * 8 * 128 * want )) -le 65536 ]; then
-                ok "$prec sm_$arch layernorm_backward_warp_kernel<$P>: $regs registers, $want blocks of 128 threads per SM, no stack, no spills"
-            else bad "$prec sm_$arch layernorm_backward_warp_kernel<$P>: $regs registers ($want blocks of 128 threads need <= $((65536 / 128 / want / 8 * 8))), ptxas '$frame'"; fi
-        done < <(awk '/Compiling entry function/ { p = 0; if (match($0, /layernorm_backward_warp_kernelILi[0-9]+E/)) { p = substr($0, RSTART + 33, RLENGTH - 34) } }
+                && [ $(( (regs + 7) / 8 * 8 * threads * want )) -le 65536 ]; then
+                ok "$prec sm_$arch layernorm_backward_warp_kernel<$P, $NS>: $regs registers, $want blocks of $threads threads per SM, no stack, no spills"
+            else bad "$prec sm_$arch layernorm_backward_warp_kernel<$P, $NS>: $regs registers ($want blocks of $threads threads need <= $((65536 / threads / want / 8 * 8))), ptxas '$frame'"; fi
+        done < <(awk '/Compiling entry function/ { p = 0; if (match($0, /layernorm_backward_warp_kernelILi[0-9]+ELi[0-9]+E/)) { split(substr($0, RSTART + 33, RLENGTH - 34), a, "ELi"); p = a[1]; ns = a[2] } }
             p && /bytes stack frame/ { match($0, /[0-9]+ bytes stack frame, [0-9]+ bytes spill stores, [0-9]+ bytes spill loads/); frame = substr($0, RSTART, RLENGTH) }
-            p && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print p, substr($0, RSTART + 5, RLENGTH - 15), frame; p = 0 }' "$tmp/ptxas_${prec}_$arch.txt" | sort -n)
-        [ $n = 4 ] || bad "$prec sm_$arch layernorm_backward_warp_kernel: $n instances in ptxas' output, expected P = 1..4"
+            p && /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print p, ns, substr($0, RSTART + 5, RLENGTH - 15), frame; p = 0 }' "$tmp/ptxas_${prec}_$arch.txt" | sort -n)
+        [ $n = 8 ] || bad "$prec sm_$arch layernorm_backward_warp_kernel: $n instances in ptxas' output, expected P = 1..4 x NS = 2, 4"
         # adamw_kernel<floatX> and <float>: "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" each
         frames=$(awk '/Compiling entry function/ { inside = index($0, "adamw_kernelI") > 0 }
             inside && /bytes stack frame/ { match($0, /[0-9]+ bytes stack frame, [0-9]+ bytes spill stores, [0-9]+ bytes spill loads/); print substr($0, RSTART, RLENGTH); inside = 0 }' "$tmp/ptxas_${prec}_$arch.txt")

@@ -436,31 +436,25 @@ static size_t layernorm_backward_scratch_floats(int N, int C) {
     return (size_t)layernorm_backward_chunks(N) * LAYERNORM_SUMS_RESIDUAL * C;
 }
 
-// one chunk kernel: a warp per chunk (P packs per lane) or, P = 0, a block per chunk
-template <int NS>
-static void layernorm_backward_chunks_launch(int P, floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
-                                             const floatX* weight, const float* mean, const float* rstd, int N, int C,
-                                             cudaStream_t stream) {
-    int chunks = layernorm_backward_chunks(N);
-    switch (P) { // a warp per chunk where a lane holds its packs of a row; else a block per chunk
-#define LAYERNORM_BWD_WARP_CASE(PP)                                                                                    \
+// the chunk kernel with NSUMS column sums: a warp per chunk (P packs per lane) or, P = 0, a block
+// per chunk. (A macro, not a template function, so that each launch names its template arguments
+// as numbers: the emulator's trace labels a launch with its source text, and dev/perf reads them.)
+#define LAYERNORM_BWD_WARP_CASE(PP, NSUMS)                                                                             \
     case PP:                                                                                                           \
-        layernorm_backward_warp_kernel<PP, NS><<<ceil_div(chunks, layernorm_bwd_warps(PP, NS)),                        \
-                                                 32 * layernorm_bwd_warps(PP, NS), 0, stream>>>(                       \
+        layernorm_backward_warp_kernel<PP, NSUMS><<<ceil_div(chunks, layernorm_bwd_warps(PP, NSUMS)),                  \
+                                                    32 * layernorm_bwd_warps(PP, NSUMS), 0, stream>>>(                 \
             dinp, scratch, dout, inp, weight, mean, rstd, N, C);                                                       \
         break;
-    LAYERNORM_BWD_WARP_CASE(1)
-    LAYERNORM_BWD_WARP_CASE(2)
-    LAYERNORM_BWD_WARP_CASE(3)
-    LAYERNORM_BWD_WARP_CASE(4)
-#undef LAYERNORM_BWD_WARP_CASE
-    default:
-        layernorm_backward_kernel<NS><<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight, mean,
-                                                                                   rstd, N, C);
+#define LAYERNORM_BWD_CHUNKS_LAUNCH(NSUMS)                                                                             \
+    switch (P) {                                                                                                       \
+        LAYERNORM_BWD_WARP_CASE(1, NSUMS)                                                                              \
+        LAYERNORM_BWD_WARP_CASE(2, NSUMS)                                                                              \
+        LAYERNORM_BWD_WARP_CASE(3, NSUMS)                                                                              \
+        LAYERNORM_BWD_WARP_CASE(4, NSUMS)                                                                              \
+    default:                                                                                                           \
+        layernorm_backward_kernel<NSUMS><<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight,\
+                                                                                      mean, rstd, N, C);               \
     }
-    static_assert(LAYERNORM_BWD_LANE_PACKS == 4, "the switch above instantiates P = 1..4");
-    cudaCheckLaunch();
-}
 
 // dinp (N,C) += ; dweight, dbias (C) += (they sum over micro-steps of gradient accumulation, and
 // dinp is the residual stream's gradient, which has two sources).
@@ -480,16 +474,20 @@ static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
     if ((dbias_in == NULL) != (dbias_out == NULL)) { fail("internal: %s: dbias_in and dbias_out go together", who); }
     int P = layernorm_backward_lane_packs(C);
     if (P > LAYERNORM_BWD_LANE_PACKS) { P = 0; }
-    int nsums = dbias_in != NULL ? LAYERNORM_SUMS_RESIDUAL : LAYERNORM_SUMS;
+    int nsums = dbias_in != NULL ? LAYERNORM_SUMS_RESIDUAL : LAYERNORM_SUMS, chunks = layernorm_backward_chunks(N);
+    static_assert(LAYERNORM_BWD_LANE_PACKS == 4, "LAYERNORM_BWD_CHUNKS_LAUNCH instantiates P = 1..4");
     if (nsums == LAYERNORM_SUMS_RESIDUAL) {
-        layernorm_backward_chunks_launch<LAYERNORM_SUMS_RESIDUAL>(P, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream);
+        LAYERNORM_BWD_CHUNKS_LAUNCH(LAYERNORM_SUMS_RESIDUAL)
     } else {
-        layernorm_backward_chunks_launch<LAYERNORM_SUMS>(P, dinp, scratch, dout, inp, weight, mean, rstd, N, C, stream);
+        LAYERNORM_BWD_CHUNKS_LAUNCH(LAYERNORM_SUMS)
     }
+    cudaCheckLaunch();
     LayernormSumsOut out = {{dweight, dbias, dbias_in, dbias_out}};
     dim3 lanes(32, LAYERNORM_CHUNK_LANES);
-    layernorm_backward_dweight_kernel<<<ceil_div(C, 32), lanes, 0, stream>>>(out, scratch, nsums, layernorm_backward_chunks(N), C);
+    layernorm_backward_dweight_kernel<<<ceil_div(C, 32), lanes, 0, stream>>>(out, scratch, nsums, chunks, C);
     cudaCheckLaunch();
 }
+#undef LAYERNORM_BWD_CHUNKS_LAUNCH
+#undef LAYERNORM_BWD_WARP_CASE
 
 #endif // LLMC_LAYERNORM_CUH

@@ -220,7 +220,7 @@ def expand_step(counts, S):
     tensors = [n for unit in sizes for n in unit]  # 2e0af91's AdamW launches, one per tensor in update order
     units = [sum(t) for t in sizes]  # issue 22's: one per unit (the kernel skips the unit's padding)
     launches, phase = [], "forward"
-    last_gemm, n_memset, n_lnf = None, 0, 0
+    last_gemm, n_memset, n_lnf, last_ln_nsums = None, 0, 0, 2
     adamw, norm = [], []  # their launches, given their elements once the step's structure is known
     for op in counts["step_ops"]:
         if op["op"] == "gemm":
@@ -232,7 +232,11 @@ def expand_step(counts, S):
             last_gemm = ctx
             launches.append(Launch("gemm", "cublasLt %s%s" % ("T" if op["ta"] else "N", "T" if op["tb"] else "N"), phase, ctx))
         elif op["op"] == "kernel":
-            name, ctx = op["name"], {"graph": op.get("graph", False)}
+            name, ctx = op["name"], {"graph": op.get("graph", False), "template": op.get("template", "")}
+            if name in ("layernorm_backward_warp_kernel", "layernorm_backward_kernel"):
+                last_ln_nsums = kc.layernorm_nsums(ctx, 2 if name == "layernorm_backward_warp_kernel" else 1)
+            if name == "layernorm_backward_dweight_kernel":
+                ctx["nsums"] = last_ln_nsums  # its argument: the chunk kernel's sums, launched just before it
             if name == "global_norm_partial_kernel" and phase == "backward":
                 phase = "update"
             if name == "layernorm_forward_kernel":
@@ -290,7 +294,7 @@ def expand_step(counts, S):
 # ----------------------------------------------------------------------------
 # 2-3. a launch's counts and its predicted time
 
-def resources_for(counts, dev, name, S, arch=None):
+def resources_for(counts, dev, name, S, arch=None, template=None):
     """ptxas' registers and shared memory of the instance of kernel `name` the trainer launches,
     as built for `arch` (default: the device's own)."""
     arch = arch or dev.arch
@@ -300,6 +304,11 @@ def resources_for(counts, dev, name, S, arch=None):
     inst = res.get(arch, {}).get(name)
     if not inst:
         raise SystemExit("dev/perf: ptxas reported no kernel %s for %s" % (name, arch))
+    # the instance the launch names (its trace label's template arguments, where they are numbers),
+    # else the one kernel_costs.template_for says the trainer takes at this shape
+    for e in inst:
+        if template and e["template"] == template:
+            return e
     want = kc.template_for(name, S)
     for e in inst:
         if e["template"] == want:
@@ -637,7 +646,7 @@ def kernel_result(launch, S, dev, counts):
         fallback = Launch("kernel", "fused_classifier_kernel", launch.phase, launch.ctx)
         return memory_kernel_time(fallback, kc.cost_function(fallback.name, have)(S, launch.ctx),
                                   resources_for(counts, dev, fallback.name, S), dev)
-    res = resources_for(counts, dev, launch.name, S)
+    res = resources_for(counts, dev, launch.name, S, template=launch.ctx.get("template"))
     return memory_kernel_time(launch, cost, res, dev)
 
 

@@ -397,32 +397,29 @@ layernorm_backward_warp_kernel(floatX* dinp, float* partial, const floatX* dout,
 }
 
 // grid ceil(C / 32), block (32, LAYERNORM_CHUNK_LANES): out[k][col] += the chunks' partial sums k
-// (k < nsums: dweight, dbias, and with the residual's sums the two projections' bias gradients).
+// (k < NS: dweight, dbias, and with the residual's sums the two projections' bias gradients).
 // Chunk lane y sums chunks y, y + 32, ... in order (a warp reads 32 neighbouring columns of a
 // chunk: 128 bytes), then the 32 lanes are added in order. With one thread per column and 1024
 // chunks (GPT-2 124M, B*T = 32768) only C threads would walk 1024 loads each.
 #define LAYERNORM_CHUNK_LANES 32
 struct LayernormSumsOut { floatX* out[LAYERNORM_SUMS_RESIDUAL]; };
+template <int NS>
 __global__ void __launch_bounds__(32 * LAYERNORM_CHUNK_LANES)
-layernorm_backward_dweight_kernel(LayernormSumsOut sums, const float* partial, int nsums, int chunks, int C) {
-    __shared__ float lanes[LAYERNORM_SUMS_RESIDUAL][LAYERNORM_CHUNK_LANES][32];
+layernorm_backward_dweight_kernel(LayernormSumsOut sums, const float* partial, int chunks, int C) {
+    __shared__ float lanes[NS][LAYERNORM_CHUNK_LANES][32];
     int col = blockIdx.x * 32 + threadIdx.x;
-    #pragma unroll // (whole: sums.out[k] with a constant k, else the struct goes to local memory)
-    for (int k = 0; k < LAYERNORM_SUMS_RESIDUAL; k++) {
-        if (k == nsums) { break; }
-        float acc = 0.0f;
-        if (col < C) {
-            for (int chunk = threadIdx.y; chunk < chunks; chunk += LAYERNORM_CHUNK_LANES) {
-                acc += partial[((size_t)chunk * nsums + k) * C + col];
-            }
+    float acc[NS];
+    for (int k = 0; k < NS; k++) { acc[k] = 0.0f; }
+    if (col < C) {
+        for (int chunk = threadIdx.y; chunk < chunks; chunk += LAYERNORM_CHUNK_LANES) {
+            const float* p = partial + (size_t)chunk * NS * C + col;
+            for (int k = 0; k < NS; k++) { acc[k] += p[(size_t)k * C]; } // NS independent loads a chunk
         }
-        lanes[k][threadIdx.y][threadIdx.x] = acc;
     }
+    for (int k = 0; k < NS; k++) { lanes[k][threadIdx.y][threadIdx.x] = acc[k]; }
     __syncthreads();
     if (threadIdx.y == 0 && col < C) {
-        #pragma unroll
-        for (int k = 0; k < LAYERNORM_SUMS_RESIDUAL; k++) {
-            if (k == nsums) { break; }
+        for (int k = 0; k < NS; k++) {
             float total = 0.0f;
             for (int y = 0; y < LAYERNORM_CHUNK_LANES; y++) { total += lanes[k][y][threadIdx.x]; }
             sums.out[k][col] = from_float(to_float(sums.out[k][col]) + total);
@@ -437,7 +434,7 @@ static size_t layernorm_backward_scratch_floats(int N, int C) {
 }
 
 // the chunk kernel with NSUMS column sums: a warp per chunk (P packs per lane) or, P = 0, a block
-// per chunk. (A macro, not a template function, so that each launch names its template arguments
+// per chunk; then the kernel that adds the chunks' sums into `out`. (A macro, not a template function, so that each launch names its template arguments
 // as numbers: the emulator's trace labels a launch with its source text, and dev/perf reads them.)
 #define LAYERNORM_BWD_WARP_CASE(PP, NSUMS)                                                                             \
     case PP:                                                                                                           \
@@ -454,7 +451,11 @@ static size_t layernorm_backward_scratch_floats(int N, int C) {
     default:                                                                                                           \
         layernorm_backward_kernel<NSUMS><<<chunks, layernorm_threads(C), 0, stream>>>(dinp, scratch, dout, inp, weight,\
                                                                                       mean, rstd, N, C);               \
-    }
+    }                                                                                                                  \
+    cudaCheckLaunch();                                                                                                 \
+    layernorm_backward_dweight_kernel<NSUMS><<<ceil_div(C, 32), dim3(32, LAYERNORM_CHUNK_LANES), 0, stream>>>(         \
+        out, scratch, chunks, C);                                                                                      \
+    cudaCheckLaunch();
 
 // dinp (N,C) += ; dweight, dbias (C) += (they sum over micro-steps of gradient accumulation, and
 // dinp is the residual stream's gradient, which has two sources).
@@ -474,18 +475,14 @@ static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
     if ((dbias_in == NULL) != (dbias_out == NULL)) { fail("internal: %s: dbias_in and dbias_out go together", who); }
     int P = layernorm_backward_lane_packs(C);
     if (P > LAYERNORM_BWD_LANE_PACKS) { P = 0; }
-    int nsums = dbias_in != NULL ? LAYERNORM_SUMS_RESIDUAL : LAYERNORM_SUMS, chunks = layernorm_backward_chunks(N);
+    int chunks = layernorm_backward_chunks(N);
+    LayernormSumsOut out = {{dweight, dbias, dbias_in, dbias_out}};
     static_assert(LAYERNORM_BWD_LANE_PACKS == 4, "LAYERNORM_BWD_CHUNKS_LAUNCH instantiates P = 1..4");
-    if (nsums == LAYERNORM_SUMS_RESIDUAL) {
+    if (dbias_in != NULL) {
         LAYERNORM_BWD_CHUNKS_LAUNCH(LAYERNORM_SUMS_RESIDUAL)
     } else {
         LAYERNORM_BWD_CHUNKS_LAUNCH(LAYERNORM_SUMS)
     }
-    cudaCheckLaunch();
-    LayernormSumsOut out = {{dweight, dbias, dbias_in, dbias_out}};
-    dim3 lanes(32, LAYERNORM_CHUNK_LANES);
-    layernorm_backward_dweight_kernel<<<ceil_div(C, 32), lanes, 0, stream>>>(out, scratch, nsums, chunks, C);
-    cudaCheckLaunch();
 }
 #undef LAYERNORM_BWD_CHUNKS_LAUNCH
 #undef LAYERNORM_BWD_WARP_CASE

@@ -586,15 +586,12 @@ def layernorm_backward_warp_kernel_smem(S, ctx):
 def layernorm_nsums(ctx, arity):
     """The column sums a layernorm backward launch keeps (llmc/layernorm.cuh's NS: 2, or 4 with the
     residual's): the last of its `arity` template arguments as the trace labels the launch ("<3, 4>":
-    the warp kernel at P = 3 with 4 sums, arity 2; "<4>": the block kernel, arity 1), or
-    perf_model's ctx["nsums"] for the dweight kernel, which takes it as an argument (from the chunk
-    kernel launched just before it); 2 where the label has another arity (a tree before the
-    residual's sums: the warp kernel <P>, the block kernel untemplated)."""
-    if "nsums" in ctx:
-        return ctx["nsums"]
+    the warp kernel at P = 3 with 4 sums, arity 2; "<4>": the block kernel or the dweight kernel,
+    arity 1); 2 where the label has another arity (a tree before the residual's sums: the warp
+    kernel <P>, the other two untemplated)."""
     t = ctx.get("template", "")
     args = [a.strip() for a in t.strip("<>").split(",")] if t else []
-    if arity == 0 or len(args) != arity or not args[-1].isdigit():
+    if len(args) != arity or not args[-1].isdigit():
         return 2
     return int(args[-1])
 
@@ -631,9 +628,9 @@ def layernorm_backward_kernel_residual(S, ctx):
 
 
 def layernorm_backward_dweight_kernel_residual(S, ctx):
-    # the chunks' NS sums of each column (nsums, an argument): NS / 2 times the 2-sum kernel's
-    # loads, adds, shared stores and writes
-    NS = layernorm_nsums(ctx, 0)
+    # the chunks' NS sums of each column (template <NS>, NS independent loads a chunk): NS / 2
+    # times the 2-sum kernel's loads, adds, shared stores and writes
+    NS = layernorm_nsums(ctx, 1)
     c = layernorm_backward_dweight_kernel(S, ctx)
     k = NS / 2
     c.read, c.write, c.cc_flops, c.smem_wavefronts = c.read * k, c.write * k, c.cc_flops * k, c.smem_wavefronts * k
@@ -834,7 +831,7 @@ KERNELS_ISSUE30 = {
 # with KERNELS_ISSUE22 over it).
 DERIVED_FROM = {
     "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered", "ad347b2c7f17": "issue 30 warps"},
-    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30", "ed23b3df8ba2": "issue 30 smem sums", "4a8dd5cf6a73": "issue 30 smem sums", "554b04462f1a": "issue 30 smem sums", "44b1e6c6d54c": "issue 30 residual sums"},  # 44b1e6c6d54c: the chunk kernels with NS = 2 or 4 column sums (the residual's: ln2's backward gives fcproj's and attproj's bias gradients), the dweight kernel over NS, the launches named by macro so that the trace's labels hold NS; ed23b3df8ba2: branch lnbwd, the warp kernel's column sums in shared memory (its launch bounds per P; the other kernels unchanged); 4a8dd5cf6a73 (main fe67529): LAYERNORM_BWD_ROWS overridable with -D and LAYERNORM_BWD_BLOCK_ONLY (-D only), the kernels unchanged (the rows per chunk are read from the header: define()); 554b04462f1a (main 9a29762): 16 rows a chunk and the warp kernel on whole packs only (C % 8 == 0; the element-by-element fallback it never ran is gone: the same loads, stores, trips and barriers at GPT-2's C)
+    "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30", "ed23b3df8ba2": "issue 30 smem sums", "4a8dd5cf6a73": "issue 30 smem sums", "554b04462f1a": "issue 30 smem sums", "38f16d0a41c2": "issue 30 residual sums"},  # 38f16d0a41c2: the chunk kernels and the dweight kernel with NS = 2 or 4 column sums (template <.., NS>; the residual's two: ln2's backward gives fcproj's and attproj's bias gradients), launched by macro so that the trace's labels hold NS; ed23b3df8ba2: branch lnbwd, the warp kernel's column sums in shared memory (its launch bounds per P; the other kernels unchanged); 4a8dd5cf6a73 (main fe67529): LAYERNORM_BWD_ROWS overridable with -D and LAYERNORM_BWD_BLOCK_ONLY (-D only), the kernels unchanged (the rows per chunk are read from the header: define()); 554b04462f1a (main 9a29762): 16 rows a chunk and the warp kernel on whole packs only (C % 8 == 0; the element-by-element fallback it never ran is gone: the same loads, stores, trips and barriers at GPT-2's C)
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30", "7c67827a1f3c": "issue 30"},  # 7c67827a1f3c: the header comment says which products take BGRADB (the kernels unchanged); 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
     "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30"},  # cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},

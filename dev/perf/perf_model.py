@@ -220,7 +220,7 @@ def expand_step(counts, S):
     tensors = [n for unit in sizes for n in unit]  # 2e0af91's AdamW launches, one per tensor in update order
     units = [sum(t) for t in sizes]  # issue 22's: one per unit (the kernel skips the unit's padding)
     launches, phase = [], "forward"
-    last_gemm, n_memset, n_lnf, last_ln_nsums = None, 0, 0, 2
+    last_gemm, n_memset, n_lnf = None, 0, 0
     adamw, norm = [], []  # their launches, given their elements once the step's structure is known
     for op in counts["step_ops"]:
         if op["op"] == "gemm":
@@ -233,10 +233,6 @@ def expand_step(counts, S):
             launches.append(Launch("gemm", "cublasLt %s%s" % ("T" if op["ta"] else "N", "T" if op["tb"] else "N"), phase, ctx))
         elif op["op"] == "kernel":
             name, ctx = op["name"], {"graph": op.get("graph", False), "template": op.get("template", "")}
-            if name in ("layernorm_backward_warp_kernel", "layernorm_backward_kernel"):
-                last_ln_nsums = kc.layernorm_nsums(ctx, 2 if name == "layernorm_backward_warp_kernel" else 1)
-            if name == "layernorm_backward_dweight_kernel":
-                ctx["nsums"] = last_ln_nsums  # its argument: the chunk kernel's sums, launched just before it
             if name == "global_norm_partial_kernel" and phase == "backward":
                 phase = "update"
             if name == "layernorm_forward_kernel":

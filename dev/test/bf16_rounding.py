@@ -187,7 +187,9 @@ class Numerics:
             return dinp, dw, None
         rows = dout[:-1] if self.bug == "dbias_last_row" else dout
         # the dweight product's BGRADB epilogue writes the fp32 column sums rounded to bf16, then
-        # dbias += them (one more rounding): into zeroed gradients, as here, r(0 + r(s)) = r(s)
+        # dbias += them (one more rounding): into zeroed gradients, as here, r(0 + r(s)) = r(s).
+        # (fcproj's and attproj's: ln2's backward sums dres as it reads and writes it, in fp32, and
+        # adds that once: r(0 + s), the same r(s))
         return dinp, dw, self.r(rows.sum(0))
 
     def layernorm(self, x, w, b):

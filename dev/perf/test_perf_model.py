@@ -100,9 +100,13 @@ fused = [g for g in gemms if g.ctx.get("gelu") == "gelu" and g.ctx.get("aux") an
 dgelu = [g for g in gemms if g.ctx.get("gelu") == "dgelu" and g.ctx.get("aux")]
 check("gelu_forward_kernel" not in names and "gelu_backward_kernel" not in names and len(fused) == L and len(dgelu) == L,
       "GELU: no GELU kernel; one GELU_AUX_BIAS and one DGELU product per layer", "%d, %d" % (len(fused), len(dgelu)))
+# (qkv's and fc's; fcproj's and attproj's come from ln2's backward, its warp kernel's <P, 4> instance)
 bgrad = [g for g in gemms if g.ctx.get("bgradb")]
-check(len(bgrad) == 4 * L and names.count("dbias_add_kernel") == 4 * L and "dbias_partial_kernel" not in names,
-      "bias gradients: 4 L dweight products with BGRADB, each followed by one dbias_add_kernel",
+ln_res = [l for l in launches if l.name == "layernorm_backward_warp_kernel" and kc.layernorm_nsums(l.ctx, 2) == 4]
+check(len(bgrad) == 2 * L and names.count("dbias_add_kernel") == 2 * L and "dbias_partial_kernel" not in names
+      and len(ln_res) == L,
+      "bias gradients: 2 L dweight products with BGRADB, each followed by one dbias_add_kernel; L layernorm "
+      "backwards (ln2's) with the residual's two sums",
       "%d, %d" % (len(bgrad), names.count("dbias_add_kernel")))
 # every product's FLOPs, rescaled from the traced B*T to 4 x 256: forward 2, backward 4 per
 # multiply-add of every weight matrix (L blocks of 12 C^2, the tied LM head Vp C) per position

@@ -191,7 +191,8 @@ static void fused_residual_layernorm_forward(floatX* residual, floatX* normed, f
 // ----------------------------------------------------------------------------
 // backward
 
-// The column sums a chunk of the backward keeps (NS, a template argument of both kernels):
+// The column sums a chunk of the backward keeps (NS, a template argument of the two chunk kernels
+// and of the dweight kernel that adds the chunks up):
 // LAYERNORM_SUMS = 2, sums[0] of norm * dout (dweight) and sums[1] of dout (dbias); or
 // LAYERNORM_SUMS_RESIDUAL = 4, also sums[2] of dinp as it comes in and sums[3] of dinp as it goes
 // out. dinp is the residual stream's gradient: where a projection's output joins the stream just

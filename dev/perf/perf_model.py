@@ -305,10 +305,10 @@ def resources_for(counts, dev, name, S, arch=None, template=None):
     for e in inst:
         if template and e["template"] == template:
             return e
-    want = kc.template_for(name, S)
-    for e in inst:
-        if e["template"] == want:
-            return e
+    for want in kc.template_candidates(name, S):
+        for e in inst:
+            if e["template"] == want:
+                return e
     if len(inst) == 1:
         return inst[0]
     raise SystemExit("dev/perf: which instance of %s does the trainer launch? (%s)" % (name, [e["template"] for e in inst]))

@@ -6,7 +6,8 @@ same files test_gpt2.c uses). Needs a GPU.
     ./test_gpt2fp32cu               # fp32 build: tight tolerances
     ./test_gpt2cu                   # bf16 build: per-tensor tolerances (below)
     ./test_gpt2cu gpt2_tiny         # another reference prefix
-    ./test_gpt2cu gpt2_tiny 3       # only the first 3 AdamW steps (the sanitizer run)
+    ./test_gpt2cu gpt2_tiny 3       # only the first 3 AdamW steps
+    ./test_gpt2cu gpt2_tiny 10 2    # the stages of part 6 over 2 steps, not 4 (the ASan run in make test)
 
 1. Loading: the fp32 (v3) and bf16 (v5) files give the same parameters (bf16 build: the v3
    weights rounded to nearest even are the v5 bits).
@@ -17,7 +18,8 @@ same files test_gpt2.c uses). Needs a GPU.
 5. Save a checkpoint after step 10, load it into a fresh model, and run three more steps in
    both: the losses and norms must be bitwise identical.
 6. The sharding schedule on one process: stages 1, 2, 3 (each reshard policy, prefetch 0 and 2)
-   give stage 0's losses and norms bit for bit over 4 steps (with one rank every collective is a
+   give stage 0's losses and norms bit for bit over 4 steps (the third argument: fewer; make test's
+   ASan run takes 2, its EMU_CHECK run all 4) (with one rank every collective is a
    copy, so this checks the schedule's buffers, events and the per-shard update; several ranks:
    dev/test/test_zero_cuda.sh).
 */
@@ -214,9 +216,9 @@ static void check_resume(GPT2* model, Comm* comm, const int* x, const int* y, in
 }
 
 // 6. every stage on one process, with and without the optimizer offload (-zo 1), gives stage 0's bits
-static void check_stages(Comm* comm, const char* model_path, const int* x, const int* y, int B, int T) {
-    const int steps = 4;
-    float loss0[4], norm0[4];
+static const int STAGE_STEPS = 4;
+static void check_stages(Comm* comm, const char* model_path, const int* x, const int* y, int B, int T, int steps) {
+    float loss0[STAGE_STEPS], norm0[STAGE_STEPS];
     GPT2 base;
     gpt2_build_from_checkpoint(&base, comm, model_path, STAGE0, 0);
     for (int k = 0; k < steps; k++) { loss0[k] = reference_step(&base, x, y, B, T, k + 1, &norm0[k]); }
@@ -231,12 +233,12 @@ static void check_stages(Comm* comm, const char* model_path, const int* x, const
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
         GPT2 z;
         gpt2_build_from_checkpoint(&z, comm, model_path, variants[i], 0);
-        float lz[4], nz[4];
+        float lz[STAGE_STEPS], nz[STAGE_STEPS];
         for (int k = 0; k < steps; k++) { lz[k] = reference_step(&z, x, y, B, T, k + 1, &nz[k]); }
         char what[160];
-        snprintf(what, sizeof(what), "one process, stage %d (reshard %s, prefetch %d, %d blocks per unit, offload %d): stage 0's losses and norms, bit for bit",
-                 variants[i].stage, RESHARD_NAMES[variants[i].reshard], variants[i].prefetch, variants[i].unit_blocks, variants[i].offload);
-        int same = memcmp(lz, loss0, sizeof(lz)) == 0 && memcmp(nz, norm0, sizeof(nz)) == 0;
+        snprintf(what, sizeof(what), "one process, stage %d (reshard %s, prefetch %d, %d blocks per unit, offload %d): stage 0's losses and norms over %d steps, bit for bit",
+                 variants[i].stage, RESHARD_NAMES[variants[i].reshard], variants[i].prefetch, variants[i].unit_blocks, variants[i].offload, steps);
+        int same = memcmp(lz, loss0, steps * sizeof(float)) == 0 && memcmp(nz, norm0, steps * sizeof(float)) == 0;
         count_check(same);
         printf("%s %s\n", same ? "OK  " : "FAIL", what);
         if (!same) { for (int k = 0; k < steps; k++) { printf("     step %d: %.9g / %.9g, norms %.9g / %.9g\n", k, lz[k], loss0[k], nz[k], norm0[k]); } }
@@ -263,6 +265,16 @@ int main(int argc, char** argv) {
     Reference ref;
     reference_load(&ref, prefix, c, lay->num_parameters);
     int B = ref.B, T = ref.T, nsteps = reference_steps_arg(argc, argv, ref.steps);
+    int stage_steps = STAGE_STEPS;
+    if (argc > 3) {
+        char* end;
+        long n = strtol(argv[3], &end, 10);
+        if (*argv[3] == '\0' || *end != '\0' || n < 1 || n > STAGE_STEPS) {
+            fprintf(stderr, "%s: stage steps '%s': expected an integer from 1 to %d\n", argv[0], argv[3], STAGE_STEPS);
+            exit(2);
+        }
+        stage_steps = (int)n;
+    }
     size_t BT = (size_t)B * T;
     const int* x = ref.x;
     const int* y = ref.y;
@@ -322,7 +334,7 @@ int main(int argc, char** argv) {
     }
 
     check_resume(&model, &comm, x, y, B, T, nsteps);
-    check_stages(&comm, model_path, x, y, B, T);
+    check_stages(&comm, model_path, x, y, B, T, stage_steps);
 
     printf("test_gpt2cu %s (%s): %d passed, %d failed\n", prefix, PRECISION_NAME, g_checks - g_failures, g_failures);
     reference_free(&ref);

@@ -7,11 +7,20 @@ set -u
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 total_passed=0; total_failed=0
+# the user + system seconds of every finished child so far: bash's `times` (its second line), run
+# in this shell (in $(...) it would count the subshell's children), so that each section's line
+# says how much of its time used the cores: where to look when CI time is to be trimmed
+cpu_file=$(mktemp); trap 'rm -f "$cpu_file"' EXIT
+cpu_seconds() {
+    awk 'NR == 2 { t = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); t += a[1] * 60 + a[2] } printf "%d\n", t }' "$cpu_file"
+}
 run_test() { # run_test NAME COMMAND...
     local name=$1; shift
     echo "=== $name: $*"
-    local start=$SECONDS out rc
+    local start=$SECONDS out rc cpu0 cpu1
+    times > "$cpu_file"; cpu0=$(cpu_seconds)
     out=$("$@" 2>&1); rc=$?
+    times > "$cpu_file"; cpu1=$(cpu_seconds)
     printf '%s\n' "$out"
     local summary p f
     summary=$(printf '%s\n' "$out" | grep -Eo '[0-9]+ passed, [0-9]+ failed' | tail -n 1)
@@ -22,7 +31,7 @@ run_test() { # run_test NAME COMMAND...
     fi
     if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi # a crash after a clean summary still fails
     total_passed=$((total_passed + p)); total_failed=$((total_failed + f))
-    echo "=== $name: exit $rc, $p passed, $f failed, $((SECONDS - start)) s"
+    echo "=== $name: exit $rc, $p passed, $f failed, $((SECONDS - start)) s (CPU $((cpu1 - cpu0)) s)"
 }
 finish() { echo "$total_passed passed, $total_failed failed"; [ $total_failed -eq 0 ]; exit; }
 
@@ -96,8 +105,10 @@ if [ -x ./train_gpt2cu_emu ]; then
     # and one step with 64-channel heads (~2 min CPU; 6.7 min wall measured at load 13)
     run_test "emulated trainer under EMU_CHECK=1 (2 ranks, resume, 64-channel heads)" bash dev/test/test_emu_check.sh
     # fp32: one run under ASan with device memory protected and cuBLASLt's algorithms picked by
-    # alignment (these were two runs of the same program, ~2.5 min of CI together)
-    run_test "emulated test_gpt2cu (tiny vs PyTorch, fp32, ASan, device memory protected, algorithms by alignment)" env EMU_THREADS=2 EMU_PROTECT=1 EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1 ./test_gpt2fp32cu_emu_asan gpt2_tiny
+    # alignment (these were two runs of the same program). ASan makes it ~4x slower than a plain
+    # build (250 s against 60 here), 60% of it in part 6's stage matrix: that takes 2 steps here
+    # (every stage's code path runs at steps 1 and 2), and its 4 in the EMU_CHECK run above
+    run_test "emulated test_gpt2cu (tiny vs PyTorch, fp32, ASan, device memory protected, algorithms by alignment, stages over 2 steps)" env EMU_THREADS=2 EMU_PROTECT=1 EMU_CUBLASLT_ALGO_BY_ALIGNMENT=1 ./test_gpt2fp32cu_emu_asan gpt2_tiny 10 2
     run_test "emulated CUDA trainer = CPU trainer (random schedule)" env EMU_SCHEDULE=random EMU_SEED=11 bash dev/test/test_emu_trainer.sh
     run_test "sampling at length: 300 tokens, tiny and d12, = the CPU model's draws (emulated CUDA)" bash dev/test/test_sample.sh
     run_test "emulated ZeRO stages over NCCL (eager schedule, stream-order check)" env EMU_SCHEDULE=eager EMU_CHECK_STREAMS=1 bash dev/test/test_zero_emu.sh

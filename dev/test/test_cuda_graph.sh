@@ -15,7 +15,7 @@
 #     run; the encoder backward captured (it waits on the host for its previous call's copy:
 #     cudaEventSynchronize) and a host wait inside the captured region (wait_for_gpu's
 #     cudaEventQuery) must be refused at the capture by the emulator, naming the call.
-# Cost: ~1 min for A and B on 2 cores; C (CUDA_GRAPH_MUTANTS=1, three more emulated builds and
+# Cost: ~1 min for A and B on 2 cores (A's plain and graph runs side by side); C (CUDA_GRAPH_MUTANTS=1, three more emulated builds and
 # runs) ~3 min more, left out of make test for its time.
 # usage: dev/test/test_cuda_graph.sh   (make emu)
 set -u
@@ -71,9 +71,14 @@ same_run() { # same final model, losses, norms and val losses
 echo "--- A. the graph step = the plain step (3 steps x 2 micro-steps, a val loss every step)"
 for build in bf16 fp32; do
     bin=$BF16; [ $build = fp32 ] && bin=$FP32
-    one plain_$build $bin -x 3 -d 128 -v 1 -cg 0 || { bad "$build: the plain run"; continue; }
+    # the two runs side by side (each is one process on one core: OMP_NUM_THREADS=1)
+    one plain_$build $bin -x 3 -d 128 -v 1 -cg 0 & plain_pid=$!
     [ $build = fp32 ] && RUN_ENV=(EMU_CHECK_STREAMS=1 EMU_SCHEDULE=random EMU_SEED=3)
-    one graph_$build $bin -x 3 -d 128 -v 1 -cg 1 || { bad "$build: the graph run (${RUN_ENV[*]})"; RUN_ENV=(); continue; }
+    one graph_$build $bin -x 3 -d 128 -v 1 -cg 1 & graph_pid=$!
+    wait $plain_pid; plain_rc=$?
+    wait $graph_pid; graph_rc=$?
+    [ $plain_rc = 0 ] || { bad "$build: the plain run"; RUN_ENV=(); continue; }
+    [ $graph_rc = 0 ] || { bad "$build: the graph run (${RUN_ENV[*]})"; RUN_ENV=(); continue; }
     RUN_ENV=()
     same_run graph_$build plain_$build && ok "$build: -cg 1 gives -cg 0's losses, norms, val losses and model bytes ($(losses graph_$build | tr '\n' ' '))" \
         || { bad "$build: -cg 1 differs from -cg 0"; paste <(losses graph_$build) <(losses plain_$build) <(norms graph_$build) <(norms plain_$build); }

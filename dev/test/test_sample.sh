@@ -18,8 +18,9 @@
 # A trainer run without gpt2_tokenizer.bin in its directory prints each token as <id>. Each run is
 # started with -x 0 (no training step: the sample of the initial weights). EMU_THREADS=1: the
 # emulator's OpenMP threads spin while waiting, which costs 5x the CPU time on these small kernels.
-# Cost: 85 s of CPU time (user 75 s + sys 10 s; d12's two runs ~32 s each), one process at a time,
-# so ~85 s on two idle cores; measured 12.9 min wall on 2 cores shared by ~7 jobs (2026-11-28).
+# Cost: 85 s of CPU time (user 75 s + sys 10 s; d12's two runs ~32 s each), in A two processes at
+# a time, so ~55 s on two idle cores; measured 12.9 min wall on 2 cores shared by ~7 jobs (2026-11-28,
+# one process at a time).
 # usage: dev/test/test_sample.sh   (make emu train_gpt2 dev/test/sample_replay, gpt2_tiny.bin, the data)
 # SAMPLE_TINY=dN replaces gpt2_tiny.bin (where the PyTorch reference files cannot be built).
 set -u
@@ -52,12 +53,20 @@ replay() {
 }
 
 echo "--- A. 300 tokens from the key-value cache (-t 320)"
+# the two builds' runs side by side, then the two replays (each one process on one core); what
+# each prints is kept apart and shown in order
 for m in "tiny $TINY" "d12 d12"; do
     set -- $m
-    sample $1_fp32 $FP32 "$2" 320 300 && ok "$1 fp32: 300 tokens" || bad "$1 fp32: 300 tokens"
-    replay $1_fp32 "$2" 320 && ok "$1 fp32: the CPU trainer's model draws the same 300 tokens" || bad "$1 fp32: tokens differ from the CPU model's draws"
-    sample $1_bf16 $BF16 "$2" 320 300 && ok "$1 bf16: 300 tokens" || bad "$1 bf16: 300 tokens"
-    replay $1_bf16 "$2" 320 # (not judged: bf16)
+    sample $1_fp32 $FP32 "$2" 320 300 > "$tmp/$1_fp32.say" & p32=$!
+    sample $1_bf16 $BF16 "$2" 320 300 > "$tmp/$1_bf16.say" & p16=$!
+    wait $p32; rc32=$?; wait $p16; rc16=$?
+    replay $1_fp32 "$2" 320 > "$tmp/$1_fp32.rsay" & p32=$!
+    replay $1_bf16 "$2" 320 > "$tmp/$1_bf16.rsay" & p16=$!
+    wait $p32; rrc32=$?; wait $p16
+    cat "$tmp/$1_fp32.say"; [ $rc32 = 0 ] && ok "$1 fp32: 300 tokens" || bad "$1 fp32: 300 tokens"
+    cat "$tmp/$1_fp32.rsay"; [ $rrc32 = 0 ] && ok "$1 fp32: the CPU trainer's model draws the same 300 tokens" || bad "$1 fp32: tokens differ from the CPU model's draws"
+    cat "$tmp/$1_bf16.say"; [ $rc16 = 0 ] && ok "$1 bf16: 300 tokens" || bad "$1 bf16: 300 tokens"
+    cat "$tmp/$1_bf16.rsay" # (not judged: bf16)
 done
 
 echo "--- B. past the window: 48 tokens at -t 16 (fp32)"

@@ -434,9 +434,10 @@ static size_t layernorm_backward_scratch_floats(int N, int C) {
     return (size_t)layernorm_backward_chunks(N) * LAYERNORM_SUMS_RESIDUAL * C;
 }
 
-// the chunk kernel with NSUMS column sums: a warp per chunk (P packs per lane) or, P = 0, a block
-// per chunk; then the kernel that adds the chunks' sums into `out`. (A macro, not a template function, so that each launch names its template arguments
-// as numbers: the emulator's trace labels a launch with its source text, and dev/perf reads them.)
+// the chunk kernel with NSUMS column sums: a warp per chunk (P = 1..4 packs per lane) or, for any
+// other P, a block per chunk; then the kernel that adds the chunks' sums into `out`. (A macro, not
+// a template function, so that each launch names its template arguments as numbers: the
+// emulator's trace labels a launch with its source text, and dev/perf reads them.)
 #define LAYERNORM_BWD_WARP_CASE(PP, NSUMS)                                                                             \
     case PP:                                                                                                           \
         layernorm_backward_warp_kernel<PP, NSUMS><<<ceil_div(chunks, layernorm_bwd_warps(PP, NSUMS)),                  \
@@ -474,8 +475,7 @@ static void layernorm_backward(floatX* dinp, floatX* dweight, floatX* dbias, flo
     check_aligned16(inp, "inp", who);
     check_aligned16(weight, "weight", who);
     if ((dbias_in == NULL) != (dbias_out == NULL)) { fail("internal: %s: dbias_in and dbias_out go together", who); }
-    int P = layernorm_backward_lane_packs(C);
-    if (P > LAYERNORM_BWD_LANE_PACKS) { P = 0; }
+    int P = layernorm_backward_lane_packs(C); // above LAYERNORM_BWD_LANE_PACKS: the block kernel
     int chunks = layernorm_backward_chunks(N);
     LayernormSumsOut out = {{dweight, dbias, dbias_in, dbias_out}};
     static_assert(LAYERNORM_BWD_LANE_PACKS == 4, "LAYERNORM_BWD_CHUNKS_LAUNCH instantiates P = 1..4");

@@ -92,6 +92,14 @@ ln_bwd = names.count("layernorm_backward_kernel") + names.count("layernorm_backw
 check(ln_bwd == 2 * L + 1 and names.count("layernorm_backward_dweight_kernel") == 2 * L + 1,
       "layernorm backward: the one-pass kernel and the column sums, once per layernorm (2 L + 1)")
 check(names.count("layernorm_forward_kernel") == 2 * L + 1, "layernorm forward launches = 2 L + 1 (ln1, ln2, lnf)")
+# every kernel the model prices from dev/perf/kernel_costs.py has a cost derived for this tree's
+# version of its header (else `make profile` stops, naming the header: an edited header must be
+# registered in DERIVED_FROM); the attention kernels are priced from the emulator's slice instead
+unpriced = sorted({"%s (%s %s)" % (n, kc.header_of(n), counts.get("headers", {}).get(kc.header_of(n)))
+                   for n in set(names) if not n.startswith("attention_")
+                   and kc.cost_function(n, counts.get("headers", {}).get(kc.header_of(n))) is None})
+check(not unpriced, "every kernel of the traced step has a cost for this tree's version of its header (DERIVED_FROM)",
+      ", ".join(unpriced))
 check(all(names.count(k) == L for k in ("attention_forward_kernel", "attention_backward_dq_kernel")),
       "attention: one launch per layer")
 # issue 30 item 2 (branch epilogue): GELU rides on the fc product (GELU_AUX_BIAS) and on fcproj's

@@ -74,6 +74,39 @@ def run(cmd, **kw):
     return p.stdout
 
 
+# The two ptxas scripts (~25 s each, one core each) start together in the background when main()
+# knows both will be needed; started(key, ...) starts one (once), finished(key, timeout) waits for
+# it: (exit status, stdout, stderr).
+_BACKGROUND = {}
+
+
+def started(key, cmd, env):
+    if key not in _BACKGROUND:
+        _BACKGROUND[key] = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return _BACKGROUND[key]
+
+
+def finished(key, timeout):
+    p = _BACKGROUND[key]
+    if not hasattr(p, "result"):
+        out, err = p.communicate(timeout=timeout)
+        p.result = (p.returncode, out, err)
+    return p.result
+
+
+def nvcc_path():
+    return shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+
+
+def start_ptx16(nvcc):
+    started("ptx16", ["bash", "dev/test/test_ptx_16byte.sh"],
+            dict(os.environ, PATH=os.path.dirname(nvcc) + ":" + os.environ.get("PATH", "")))
+
+
+def start_attention_ptx(nvcc):
+    started("attention_ptx", ["bash", "dev/test/test_attention_ptx.sh", "--table"], dict(os.environ, NVCC=nvcc))
+
+
 # ---- what the tree says -------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
@@ -183,15 +216,15 @@ def products(kernel, hs=64):
 @functools.lru_cache(maxsize=None)
 def ptx16_registers():
     """dev/test/test_ptx_16byte.sh's ptxas registers of the bf16 16-byte kernels: {(kernel, arch): registers}."""
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    nvcc = nvcc_path()
     if not nvcc:
         raise Skip("nvcc not found: the 16-byte kernels' registers are not regenerated here")
-    p = subprocess.run(["bash", "dev/test/test_ptx_16byte.sh"], cwd=ROOT, capture_output=True, text=True, timeout=900,
-                       env=dict(os.environ, PATH=os.path.dirname(nvcc) + ":" + os.environ.get("PATH", "")))
+    start_ptx16(nvcc)
+    _, out, err = finished("ptx16", timeout=900)
     regs = {(m.group(2), m.group(1)): int(m.group(3))
-            for m in re.finditer(r"BF16 (sm_\d+) (\w+)_kernel: .*?(\d+) registers", p.stdout)}
+            for m in re.finditer(r"BF16 (sm_\d+) (\w+)_kernel: .*?(\d+) registers", out)}
     if not regs:
-        raise RuntimeError("dev/test/test_ptx_16byte.sh printed no register counts: " + (p.stdout + p.stderr)[-300:])
+        raise RuntimeError("dev/test/test_ptx_16byte.sh printed no register counts: " + (out + err)[-300:])
     return regs
 
 
@@ -520,10 +553,13 @@ def check_attention_table(covered):
 
 
 def check_ptx_table(covered):
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    nvcc = nvcc_path()
     if not nvcc:
         raise Skip("nvcc not found: NOTES.md's ptxas table is not regenerated here")
-    out = run(["bash", "dev/test/test_attention_ptx.sh", "--table"], env=dict(os.environ, NVCC=nvcc), timeout=1200)
+    start_attention_ptx(nvcc)
+    rc, out, err = finished("attention_ptx", timeout=1200)
+    if rc != 0:
+        raise RuntimeError("dev/test/test_attention_ptx.sh --table: exit %d: %s" % (rc, (err or out).strip()[-400:]))
     fresh = {}
     for line in out.splitlines():
         m = re.match(r"^\| (forward|dkdv|dq) \| (\d+) \| (sm_\d+) \|(.*)\|$", line)
@@ -853,6 +889,9 @@ def mutants():
 
 def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    if only is None and "--list-unchecked" not in sys.argv and nvcc_path():  # both will be needed: side by side
+        start_ptx16(nvcc_path())
+        start_attention_ptx(nvcc_path())
     passed, failed = run_all(only)
     if "--mutants" in sys.argv:
         p, f = mutants()

@@ -27,6 +27,7 @@ The results are cached in dev/perf/cache/ under a key made of the tree's sources
 runs the emulator once per version of the code. Nothing here times anything: the emulator's times
 say nothing about a GPU (dev/cuda/emu/README.md).
 """
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -453,8 +454,11 @@ def counts_for_tree(root, recompute, label, verbose=True, model=MODEL, resources
         counters = emulator_has_counters(root)
         c1 = os.path.join(tmp, "c1.csv") if counters else None
         c2 = os.path.join(tmp, "c2.csv") if counters else None
-        x1 = trace_ops(binary, 1, recompute, c1, model, attention)
-        x2 = trace_ops(binary, 2, recompute, c2, model, attention)
+        # the one-step and the two-step runs side by side (each one emulator thread: one core)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            f1 = pool.submit(trace_ops, binary, 1, recompute, c1, model, attention)
+            f2 = pool.submit(trace_ops, binary, 2, recompute, c2, model, attention)
+            x1, x2 = f1.result(), f2.result()
         step = [parse_op(w) for w in one_step(x1, x2)]
         counter_rows = None
         if counters and os.path.exists(c2) and os.path.exists(c1):

@@ -9,6 +9,7 @@ The step is traced on a small GPT-2 ('d2': L 2, C 128, the real vocabulary) so t
 in seconds; every identity below holds for any L and C, and the model traces GPT-2 124M ('d12')
 through the same code.
 """
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -74,6 +75,12 @@ check(c["blocks_per_sm"] == 4 and c["limiter"] == "shared memory", "occupancy: 4
 # ----------------------------------------------------------------------------
 # 2. the traced step: launches and cuBLASLt shapes against the model's structure
 
+# the -ak 1 trace (section 3's) is made beside this one, in a second thread (each build and trace
+# takes one core)
+HAS_SM90 = step_counts.tree_uses_wgmma(REPO) and step_counts.emulator_has_counters(REPO)
+_pool = concurrent.futures.ThreadPoolExecutor(1)
+counts90_later = _pool.submit(step_counts.counts_for_tree, REPO, 0, "the working tree", model="d2", resources=False,
+                              attention="sm90") if HAS_SM90 else None
 counts = step_counts.counts_for_tree(REPO, 0, "the working tree", model="d2", resources=False)  # no ptxas needed here
 cfg = kc.config_for_depth(2)
 L, C, Vp = cfg["L"], cfg["C"], cfg["Vp"]
@@ -240,7 +247,7 @@ else:
           "the tensor-core scaling check waits for it)")
 SM90 = ["attention_backward_dkdv_sm90_kernel", "attention_forward_sm90_kernel"]
 SM90_REDUCE = "attention_backward_dq_reduce_kernel"  # dQ's partials summed (no wgmma: kernel_costs.py)
-if step_counts.tree_uses_wgmma(REPO) and step_counts.emulator_has_counters(REPO):
+if HAS_SM90:
     # --attention sm90 (-ak 1): the sm_90a kernels, their wgmma FLOPs and TMA bytes from EMU_COUNTERS
     one90 = step_counts.attention_slice(REPO, 128, 64, 1, 1, attention="sm90")
     four90 = step_counts.attention_slice(REPO, 128, 64, 2, 2, attention="sm90")
@@ -293,7 +300,7 @@ if step_counts.tree_uses_wgmma(REPO) and step_counts.emulator_has_counters(REPO)
           "att90 chain, overlapped: S's half + max(softmax, P V's half) + the one wait for S", str(ovl))
     # the step, traced with -ak 1, launches them (and only them, with the row-dot), once per layer,
     # and is priced against the slice of the same -ak; the default trace launches none of them
-    counts90 = step_counts.counts_for_tree(REPO, 0, "the working tree", model="d2", resources=False, attention="sm90")
+    counts90 = counts90_later.result()
     n90 = [op["name"] for op in counts90["step_ops"] if op["op"] == "kernel" and op["name"].startswith("attention_")]
     check(all(n90.count(k) == L for k in SM90 + [SM90_REDUCE, "attention_backward_rowdot_kernel"]) and len(n90) == 4 * L
           and not any(k.endswith("_sm90_kernel") or k == SM90_REDUCE for k in names),

@@ -21,7 +21,7 @@ DATA_DIR = dev/data/tinyshakespeare
 DATA = $(DATA_DIR)/tiny_shakespeare_train.bin $(DATA_DIR)/tiny_shakespeare_val.bin
 HEADERS = $(wildcard llmc/*.h)
 
-.PHONY: all cuda emu test check demo compare data fineweb hellaswag references clean
+.PHONY: all cuda emu emu-test test check demo compare data fineweb hellaswag references clean
 
 all: train_gpt2 test_gpt2 dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda
 
@@ -190,11 +190,15 @@ EMU_TARGETS = train_gpt2cu_emu test_gpt2cu_emu train_gpt2fp32cu_emu test_gpt2fp3
 # dev/cuda/test_kernels_fp32_emu_check is built on request.
 EMU_CHECK_TARGETS = test_gpt2cu_emu_check dev/cuda/test_kernels_emu_check train_gpt2cu_emu_check
 EMU_FMAD_TARGETS = dev/cuda/test_kernels_fp32_emu_fmad train_gpt2cu_emu_fmad train_gpt2fp32cu_emu_fmad
+# what make test runs of them: all but the plain test_gpt2cu_emu and test_gpt2fp32cu_emu, whose runs
+# are those of their _check and _asan builds (two builds fewer, ~1 min of the 2-core CI machine)
+EMU_TEST_TARGETS = $(filter-out test_gpt2cu_emu test_gpt2fp32cu_emu,$(EMU_TARGETS))
 CUDA_INCLUDE ?= /usr/local/cuda/include
 ifneq ($(wildcard $(CUDA_INCLUDE)/cuda_runtime.h),)
 emu: $(EMU_TARGETS)
+emu-test: $(EMU_TEST_TARGETS)
 else
-emu:
+emu emu-test:
 	@echo "CUDA headers not found in $(CUDA_INCLUDE): skipping the emulated CUDA targets"
 endif
 
@@ -279,7 +283,7 @@ references: gpt2_124M.bin gpt2_tiny.bin
 # make test builds its ~40 targets with one job per core (a second make, unless you gave -j
 # yourself): on the 2-core CI machine that halves the ~15-minute build; the tests then run in order
 NPROC := $(shell nproc 2>/dev/null || echo 1)
-TEST_TARGETS = train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/sample_replay dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu data references
+TEST_TARGETS = train_gpt2 test_gpt2 train_gpt2_asan test_gpt2_asan dev/test/sample_replay dev/test/test_zero_plan dev/test/test_mpi_comm dev/test/rendezvous_demo dev/bench/zero_plan_print cuda emu-test data references
 test:
 	@$(MAKE) --no-print-directory $(if $(findstring -j,$(MAKEFLAGS)),,-j$(NPROC)) $(TEST_TARGETS)
 	bash dev/test/run_tests.sh

@@ -265,16 +265,7 @@ int main(int argc, char** argv) {
     Reference ref;
     reference_load(&ref, prefix, c, lay->num_parameters);
     int B = ref.B, T = ref.T, nsteps = reference_steps_arg(argc, argv, ref.steps);
-    int stage_steps = STAGE_STEPS;
-    if (argc > 3) {
-        char* end;
-        long n = strtol(argv[3], &end, 10);
-        if (*argv[3] == '\0' || *end != '\0' || n < 1 || n > STAGE_STEPS) {
-            fprintf(stderr, "%s: stage steps '%s': expected an integer from 1 to %d\n", argv[0], argv[3], STAGE_STEPS);
-            exit(2);
-        }
-        stage_steps = (int)n;
-    }
+    int stage_steps = reference_int_arg(argc, argv, 3, "stage steps", STAGE_STEPS, STAGE_STEPS, "");
     size_t BT = (size_t)B * T;
     const int* x = ref.x;
     const int* y = ref.y;

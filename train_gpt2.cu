@@ -106,7 +106,7 @@ typedef struct {
     floatX* dresidual; // (B,T,C) the residual stream's gradient
     floatX* dbtc;      // (B,T,C) dlnf, dln2, datty, dln1 in turn
     floatX* dbt4c;     // (B,T,4C) dfch (the DGELU epilogue's output), then dqkv (3C of it)
-    float* att_scratch;   // attention backward's row terms (B,NH,T) (and -ak 1's dQ partials)
+    float* att_scratch;   // attention backward's row terms (B,NH,T), -ak 1's dQ partials, qkv bias partials
     float* ln_scratch;    // layernorm backward's partial sums
     float* dbias_scratch; // matmul backward's bias partial sums
 } Activations;
@@ -760,10 +760,12 @@ static void backward_blocks(GPT2* model, int reduce) {
         floatX* datty = a->dbtc;
         floatX* dqkv = a->dbt4c; // dfch is done with
         matmul_backward(datty, dw.attprojw, NULL, NULL, dresidual, a->atty + l * BTC, w.attprojw, (int)BT, C, C, s);
-        attention_backward(dqkv, a->att_scratch, datty, a->qkv + l * BTC * 3, a->atty + l * BTC,
+        // the qkv bias gradient (column sums of dqkv) comes from the attention backward, which
+        // writes dqkv: its product takes none (no pass over dqkv for it)
+        attention_backward(dqkv, dw.qkvb, a->att_scratch, datty, a->qkv + l * BTC * 3, a->atty + l * BTC,
                            a->att_lse + (size_t)l * B * NH * T, B, T, C, NH, s);
         floatX* dln1 = a->dbtc; // datty is done with
-        matmul_backward(dln1, dw.qkvw, dw.qkvb, a->dbias_scratch, dqkv, ln1, w.qkvw, (int)BT, C, 3 * C, s);
+        matmul_backward(dln1, dw.qkvw, NULL, NULL, dqkv, ln1, w.qkvw, (int)BT, C, 3 * C, s);
         layernorm_backward(dresidual, dw.ln1w, dw.ln1b, a->ln_scratch, dln1, residual, w.ln1w, ln1_mean, ln1_rstd, (int)BT, C, s);
         // dresidual is now d(loss)/d(residual3 of layer l-1)
         if (l == unit_first_block(lay, u)) {

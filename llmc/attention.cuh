@@ -229,6 +229,64 @@ __global__ void attention_backward_rowdot_kernel(float* D, const floatX* dout, c
 }
 
 // ----------------------------------------------------------------------------
+// the qkv product's bias gradient (issue 30 item 2): dbias (3C) += the column sums of dqkv over
+// its B*T rows, taken here, where dqkv is written, instead of by a pass of the qkv product's
+// (cuBLASLt's BGRADB, a kernel of its own on Hopper, reading all of dqkv again). In two steps, in
+// a fixed order (no atomics: the same bits every run and at every ZeRO stage):
+//  1. partials (B * ceil(T/64) rows of 3C floats): row (b, tile) holds, per column, the fp32 sum
+//     of dqkv's rows 64 tile .. 64 tile + 63 of batch b, of the values as written (rounded to
+//     floatX). The mma.sync kernels take them from their registers as they write dK, dV and dQ
+//     (att_tc_col_sums below); the other paths (the fp32 build, the sm_90a backward) read dqkv
+//     back, attention_dbias_partials_kernel.
+//  2. attention_dbias_reduce_kernel adds a column's partial rows and then into dbias: dbias =
+//     floatX(dbias + the fp32 sum), one rounding (as ln2's backward gives attproj and fcproj
+//     theirs; BGRADB's path rounded the sum to floatX first).
+constexpr int ATT_DBIAS_ROWS = 64; // rows of dqkv per partial row (= ATT_ROWS = ATT_TC_ROWS)
+
+__host__ __device__ inline int att_dbias_tiles(int T) { return (T + ATT_DBIAS_ROWS - 1) / ATT_DBIAS_ROWS; }
+static inline size_t attention_dbias_partial_floats(int B, int T, int C) { return (size_t)B * att_dbias_tiles(T) * 3 * C; }
+
+// Block (256 columns, tile, b): thread = one column, its 64 rows in order
+__global__ void attention_dbias_partials_kernel(float* partials, const floatX* dqkv, int T, int C3) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x, tile = blockIdx.y, b = blockIdx.z;
+    if (col >= C3) { return; }
+    int t0 = tile * ATT_DBIAS_ROWS, t1 = min(t0 + ATT_DBIAS_ROWS, T);
+    const floatX* p = dqkv + ((size_t)b * T + t0) * C3 + col;
+    float sum = 0.0f;
+    #pragma unroll 16
+    for (int t = t0; t < t1; t++, p += C3) { sum = __fadd_rn(sum, to_float(*p)); }
+    partials[((size_t)b * att_dbias_tiles(T) + tile) * C3 + col] = sum;
+}
+
+// Block of 32 columns x 8 lanes: lane r adds partial rows r, r + 8, r + 16, ... in order (unrolled:
+// 16 loads in flight), then lane 0 adds the 8 lanes' sums in order and the total into dbias
+constexpr int ATT_DBIAS_LANES = 8;
+__global__ void __launch_bounds__(32 * ATT_DBIAS_LANES)
+attention_dbias_reduce_kernel(floatX* dbias, const float* partials, int rows, int C3) {
+    __shared__ float lane_sums[ATT_DBIAS_LANES][32];
+    int c = threadIdx.x % 32, r = threadIdx.x / 32, col = blockIdx.x * 32 + c;
+    float sum = 0.0f;
+    if (col < C3) {
+        #pragma unroll 16
+        for (int i = r; i < rows; i += ATT_DBIAS_LANES) { sum = __fadd_rn(sum, partials[(size_t)i * C3 + col]); }
+    }
+    lane_sums[r][c] = sum;
+    __syncthreads();
+    if (r == 0 && col < C3) {
+        float total = lane_sums[0][c];
+        #pragma unroll
+        for (int i = 1; i < ATT_DBIAS_LANES; i++) { total = __fadd_rn(total, lane_sums[i][c]); }
+        dbias[col] = from_float(__fadd_rn(to_float(dbias[col]), total));
+    }
+}
+
+static void attention_dbias_reduce(floatX* dbias, const float* partials, int B, int T, int C, cudaStream_t stream) {
+    attention_dbias_reduce_kernel<<<ceil_div(3 * C, 32), 32 * ATT_DBIAS_LANES, 0, stream>>>(dbias, partials,
+                                                                                          B * att_dbias_tiles(T), 3 * C);
+    cudaCheckLaunch();
+}
+
+// ----------------------------------------------------------------------------
 // the fp32 build: CUDA cores
 
 constexpr int ATT_ROWS = 64; // rows (queries or keys) owned by one block
@@ -631,6 +689,42 @@ __device__ inline void att_tc_store_rows(floatX* head, size_t row_stride, const 
     }
 }
 
+// The column sums of what att_tc_store_rows writes (acc times factor, rounded to bf16; rows past
+// T count 0), for the qkv bias gradient's partials (attention_dbias_partials_kernel's sums, taken
+// from the registers): in two steps around a __syncthreads(). First each warp: a lane adds its two
+// rows, then shuffles over the 8 lanes of a column (lane / 4) give the warp's 16 rows; lanes 0..3
+// put them at warp_sums[8 j + 2 lane + e] (HS floats of shared memory per warp).
+template <int HS>
+__device__ inline void att_tc_col_sums_warp(float* warp_sums, const float (&acc)[HS / 8][4], const float (&factor)[2],
+                                            int row0, int T, int lane) {
+    #pragma unroll
+    for (int j = 0; j < HS / 8; j++) {
+        #pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float sum = 0.0f;
+            #pragma unroll
+            for (int half = 0; half < 2; half++) {
+                int r = row0 + lane / 4 + 8 * half;
+                float v = __bfloat162float(__float2bfloat16_rn(acc[j][2 * half + e] * factor[half]));
+                sum = __fadd_rn(sum, r < T ? v : 0.0f);
+            }
+            #pragma unroll
+            for (int offset = 4; offset < 32; offset <<= 1) { sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffff, sum, offset)); }
+            if (lane < 4) { warp_sums[8 * j + 2 * lane + e] = sum; }
+        }
+    }
+}
+// Then the block, after the barrier: column c's warps' sums in warp order, into partial[c]
+template <int HS>
+__device__ inline void att_tc_col_sums_block(float* partial, const float* block_sums) {
+    for (int c = threadIdx.x; c < HS; c += ATT_TC_THREADS) {
+        float sum = block_sums[c];
+        #pragma unroll
+        for (int w = 1; w < ATT_TC_WARPS; w++) { sum = __fadd_rn(sum, block_sums[w * HS + c]); }
+        partial[c] = sum;
+    }
+}
+
 // sum over the 4 lanes of a quad (the lanes holding one row of a C fragment): every lane gets the
 // same bits
 __device__ inline float att_tc_quad_sum(float x) {
@@ -755,8 +849,8 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
 // loop (one K_j, V_j per block) without its dQ update (the dQ kernel below does that).
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS, att_tc_min_blocks_dkdv<HS>())
-attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                               const float* D, int T, int C, int NH, float scale, float scale_log2) {
+attention_backward_dkdv_kernel(floatX* dqkv, float* dbias_part, const floatX* dout, const floatX* qkv,
+                               const float* lse, const float* D, int T, int C, int NH, float scale, float scale_log2) {
     constexpr int P = att_tc_pitch<HS>();
     constexpr bool KV_REGS = att_tc_dkdv_kv_in_registers<HS>();
     extern __shared__ uint4 att_smem[];
@@ -861,6 +955,15 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* q
     floatX* dqkv_b = dqkv + (size_t)b * T * C3 + h * HS;
     att_tc_store_rows<HS>(dqkv_b + C, C3, dk, dk_factor, key_lo, T, lane);
     att_tc_store_rows<HS>(dqkv_b + 2 * C, C3, dv, dv_factor, key_lo, T, lane);
+    // their column sums over the block's keys: the qkv bias gradient's partial row (b, key tile),
+    // columns C + h HS (k) and 2C + h HS (v). The loop's last barrier freed the shared memory.
+    float* sums = (float*)att_smem; // [k, v][warp][HS]
+    att_tc_col_sums_warp<HS>(sums + warp * HS, dk, dk_factor, key_lo, T, lane);
+    att_tc_col_sums_warp<HS>(sums + (ATT_TC_WARPS + warp) * HS, dv, dv_factor, key_lo, T, lane);
+    __syncthreads();
+    float* part = dbias_part + ((size_t)b * gridDim.x + blockIdx.x) * C3 + h * HS;
+    att_tc_col_sums_block<HS>(part + C, sums);
+    att_tc_col_sums_block<HS>(part + 2 * C, sums + ATT_TC_WARPS * HS);
 }
 
 // dqkv's q part (B,T,3C): dQ_i = scale * sum_j dS_ij k_j over the keys j <= i. Block (query tile,
@@ -868,8 +971,8 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* dout, const floatX* q
 // so that one block owns each dQ_i and writes it once.
 template <int HS>
 __global__ void __launch_bounds__(ATT_TC_THREADS, att_tc_min_blocks_dq<HS>())
-attention_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                             const float* D, int T, int C, int NH, float scale, float scale_log2) {
+attention_backward_dq_kernel(floatX* dqkv, float* dbias_part, const floatX* dout, const floatX* qkv,
+                             const float* lse, const float* D, int T, int C, int NH, float scale, float scale_log2) {
     constexpr int P = att_tc_pitch<HS>();
     extern __shared__ uint4 att_smem[];
     floatX* stage = (floatX*)att_smem; // [buffer 2][K, V][ATT_TC_STAGE][P]
@@ -952,6 +1055,11 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv
     }
     const float dq_factor[2] = {scale, scale};
     att_tc_store_rows<HS>(dqkv + (size_t)b * T * C3 + h * HS, C3, dq, dq_factor, row_lo, T, lane);
+    // its column sums over the block's queries: the partial row (b, query tile), columns h HS (q)
+    float* sums = (float*)att_smem; // [warp][HS], free after the loop's last barrier
+    att_tc_col_sums_warp<HS>(sums + warp * HS, dq, dq_factor, row_lo, T, lane);
+    __syncthreads();
+    att_tc_col_sums_block<HS>(dbias_part + ((size_t)b * gridDim.x + q0 / ATT_TC_ROWS) * C3 + h * HS, sums);
 }
 #endif // ENABLE_BF16
 
@@ -1003,18 +1111,20 @@ static void attention_forward_launch(floatX* out, float* lse, const floatX* qkv,
 }
 
 template <int HS>
-static void attention_backward_launch(floatX* dqkv, const float* D, const floatX* dout, const floatX* qkv,
-                                      const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+static void attention_backward_launch(floatX* dqkv, float* dbias_part, const float* D, const floatX* dout,
+                                      const floatX* qkv, const float* lse, int B, int T, int C, int NH,
+                                      cudaStream_t stream) {
+    static_assert(ATT_TC_ROWS == ATT_DBIAS_ROWS, "a block's rows are one partial row of the bias gradient");
     dim3 grid(ceil_div(T, ATT_TC_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS), scale_log2 = scale * 1.4426950408889634f;
     size_t smem_dkdv = att_tc_smem_dkdv<HS>(), smem_dq = att_tc_smem_dq<HS>();
     attention_allow_smem(attention_backward_dkdv_kernel<HS>, smem_dkdv);
     attention_backward_dkdv_kernel<HS><<<grid, ATT_TC_THREADS, smem_dkdv, stream>>>(
-        dqkv, dout, qkv, lse, D, T, C, NH, scale, scale_log2);
+        dqkv, dbias_part, dout, qkv, lse, D, T, C, NH, scale, scale_log2);
     cudaCheckLaunch();
     attention_allow_smem(attention_backward_dq_kernel<HS>, smem_dq);
     attention_backward_dq_kernel<HS><<<grid, ATT_TC_THREADS, smem_dq, stream>>>(
-        dqkv, dout, qkv, lse, D, T, C, NH, scale, scale_log2);
+        dqkv, dbias_part, dout, qkv, lse, D, T, C, NH, scale, scale_log2);
     cudaCheckLaunch();
 }
 #else
@@ -1028,13 +1138,18 @@ static void attention_forward_launch(floatX* out, float* lse, const floatX* qkv,
 }
 
 template <int HS>
-static void attention_backward_launch(floatX* dqkv, const float* D, const floatX* dout, const floatX* qkv,
-                                      const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+static void attention_backward_launch(floatX* dqkv, float* dbias_part, const float* D, const floatX* dout,
+                                      const floatX* qkv, const float* lse, int B, int T, int C, int NH,
+                                      cudaStream_t stream) {
     dim3 grid(ceil_div(T, ATT_ROWS), NH, B);
     float scale = 1.0f / sqrtf((float)HS);
     attention_backward_dkdv_kernel<HS><<<grid, ATT_ROWS * HS / ATT_DIMS, 0, stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale);
     cudaCheckLaunch();
     attention_backward_dq_kernel<HS><<<grid, ATT_ROWS * HS / ATT_DIMS, 0, stream>>>(dqkv, dout, qkv, lse, D, T, C, NH, scale);
+    cudaCheckLaunch();
+    // the bias gradient's partials read back from dqkv (these kernels do not take them)
+    attention_dbias_partials_kernel<<<dim3(ceil_div(3 * C, 256), att_dbias_tiles(T), B), 256, 0, stream>>>(dbias_part,
+                                                                                                      dqkv, T, 3 * C);
     cudaCheckLaunch();
 }
 #endif
@@ -1066,23 +1181,29 @@ void attention_forward(floatX* out, float* lse, const floatX* qkv, int B, int T,
 static inline size_t attention_sm90_dq_offset(int B, int T, int NH) { return ((size_t)B * NH * T + 63) / 64 * 64; }
 #endif
 // attention_backward's scratch, in floats: D (B,NH,T), and where the sm_90a backward runs (so ask
-// after attention_sm90_mode is set), its dQ partials (B*NH x (T/128)(T/128+1)/2 tiles of 32 KB)
-static size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
+// after attention_sm90_mode is set), its dQ partials (B*NH x (T/128)(T/128+1)/2 tiles of 32 KB);
+// then (256-byte aligned) the qkv bias gradient's partials (B*ceil(T/64) x 3C)
+static size_t attention_dbias_offset(int B, int T, int C, int NH) {
     (void)C; // the fp32 build has no sm_90a backward
+    size_t end = (size_t)B * NH * T;
 #if defined(ENABLE_BF16)
-    if (attention_sm90_use_backward(C / NH, T)) {
-        return attention_sm90_dq_offset(B, T, NH) + attention_sm90_dq_partial_floats(B, T, NH);
-    }
+    if (attention_sm90_use_backward(C / NH, T)) { end = attention_sm90_dq_offset(B, T, NH) + attention_sm90_dq_partial_floats(B, T, NH); }
 #endif
-    return (size_t)B * NH * T;
+    return (end + 63) / 64 * 64;
+}
+static size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
+    return attention_dbias_offset(B, T, C, NH) + attention_dbias_partial_floats(B, T, C);
 }
 #define ATTENTION_HAS_SCRATCH_FLOATS 1 // (dev/perf/attention_slice.cu also builds trees before it)
+#define ATTENTION_HAS_DBIAS 1 // attention_backward takes dbias (the same)
 
 // dqkv (B,T,3C) = the gradient w.r.t. qkv (WRITTEN, not added), from dout (B,T,C), the forward's
-// qkv, out and lse. scratch is attention_backward_scratch_floats(B, T, C, NH) floats: the
-// per-query D_i = sum_j dout_ij*out_ij (B,NH,T) first, then (sm_90a backward) dQ's partials.
-void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const floatX* qkv, const floatX* out,
-                        const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+// qkv, out and lse; dbias (3C) += the column sums of dqkv (the qkv product's bias gradient, from
+// zero or added to, as the trainer's gradients are). scratch is attention_backward_scratch_floats(B,
+// T, C, NH) floats: the per-query D_i = sum_j dout_ij*out_ij (B,NH,T) first, then (sm_90a backward)
+// dQ's partials, then dbias's partials.
+void attention_backward(floatX* dqkv, floatX* dbias, float* scratch, const floatX* dout, const floatX* qkv,
+                        const floatX* out, const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
     attention_check_shape("attention_backward", B, T, C, NH);
 #if defined(ENABLE_BF16)
     attention_check_aligned("attention_backward", "qkv", qkv);
@@ -1093,22 +1214,28 @@ void attention_backward(floatX* dqkv, float* scratch, const floatX* dout, const 
     size_t lanes = (size_t)B * T * NH * attention_rowdot_lanes(C / NH); // whole rows per warp: G divides 32
     attention_backward_rowdot_kernel<<<ceil_div(lanes, 256), 256, 0, stream>>>(scratch, dout, out, B, T, C, NH);
     cudaCheckLaunch();
+    float* part = scratch + attention_dbias_offset(B, T, C, NH);
     switch (C / NH) {
-        case 16: attention_backward_launch<16>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
-        case 32: attention_backward_launch<32>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
+        case 16: attention_backward_launch<16>(dqkv, part, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
+        case 32: attention_backward_launch<32>(dqkv, part, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
         case 64:
 #if defined(ENABLE_BF16)
             if (attention_sm90_use_backward(64, T)) {
                 attention_backward_sm90(dqkv, scratch, scratch + attention_sm90_dq_offset(B, T, NH), dout, qkv, lse, B, T,
                                         C, NH, stream);
+                // the bias gradient's partials read back from dqkv (the sm_90a kernels do not take them)
+                attention_dbias_partials_kernel<<<dim3(ceil_div(3 * C, 256), att_dbias_tiles(T), B), 256, 0, stream>>>(
+                    part, dqkv, T, 3 * C);
+                cudaCheckLaunch();
                 break;
             }
 #endif
-            attention_backward_launch<64>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream);
+            attention_backward_launch<64>(dqkv, part, scratch, dout, qkv, lse, B, T, C, NH, stream);
             break;
-        case 128: attention_backward_launch<128>(dqkv, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
+        case 128: attention_backward_launch<128>(dqkv, part, scratch, dout, qkv, lse, B, T, C, NH, stream); break;
         default: fail("attention_backward: head size %d", C / NH); // ruled out by the shape check
     }
+    attention_dbias_reduce(dbias, part, B, T, C, stream);
 }
 
 // ----------------------------------------------------------------------------

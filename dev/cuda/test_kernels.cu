@@ -1111,12 +1111,33 @@ static void check_attention(const AttentionShape* s) {
     floatX* d_dout = device_floatX(dout, n_out);
     floatX* d_dqkv = (floatX*)device_alloc(n_qkv * sizeof(floatX));
     float* d_scratch = (float*)device_alloc(attention_backward_scratch_floats(B, T, C, NH) * sizeof(float));
+    // dbias (3C, the qkv bias gradient) += the column sums of dqkv: from random values, reset per run
+    float* dbias0 = random_floatX(3 * C, 0.0f, 1.0f);
+    floatX* d_dbias = (floatX*)device_alloc(3 * C * sizeof(floatX));
     void* dqkv_bits[2];
+    void* dbias_bits[2];
     for (int run = 0; run < 2; run++) {
         fill_nan(d_dqkv, n_qkv * sizeof(floatX));
-        attention_backward(d_dqkv, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, g_stream);
+        upload_floatX(d_dbias, dbias0, 3 * C);
+        attention_backward(d_dqkv, d_dbias, d_scratch, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, g_stream);
         dqkv_bits[run] = snapshot_floatX(d_dqkv, n_qkv);
+        dbias_bits[run] = snapshot_floatX(d_dbias, 3 * C);
     }
+    // dbias against exact theory: the column sums (in double) of the dqkv the GPU wrote, added to
+    // the values there before; the kernels' fp32 sums over B*T rows rounded once to floatX (TOL_OUT,
+    // as the layernorm backward's column sums)
+    {
+        float* dqkv_gpu = floats_of(dqkv_bits[1], n_qkv);
+        float* dbias_ref = host_zeros(3 * C);
+        for (int col = 0; col < 3 * C; col++) {
+            double sum = 0.0;
+            for (size_t r = 0; r < (size_t)B * T; r++) { sum += dqkv_gpu[r * 3 * C + col]; }
+            dbias_ref[col] = (float)(dbias0[col] + sum);
+        }
+        check_twice(bwd, "dbias (column sums of dqkv, added)", dbias_bits, dbias_ref, 3 * C, TOL_OUT);
+        free(dqkv_gpu); free(dbias_ref);
+    }
+    device_free(d_dbias); free(dbias0);
     check_twice_extra(bwd, "dqkv", dqkv_bits, dqkv_ref, n_qkv, TOL_ATT_BWD, dqkv_flips);
     // the row term D (B,NH,T) the backward leaves in its scratch, against attention_rowdot_kernel's
     // order replayed on the host from the same floatX out and dout: each lane's pack by fmaf (one
@@ -1913,6 +1934,7 @@ static void bench_attention(const BenchShape* s, const Peak* peak) {
     floatX* out = bench_buffer<floatX>(btc, -1.0f, 1.0f);
     floatX* dout = bench_buffer<floatX>(btc, -1.0f, 1.0f);
     floatX* dqkv = bench_buffer<floatX>(3 * btc, -1.0f, 1.0f);
+    floatX* dbias = bench_buffer<floatX>(3 * (size_t)C, -1.0f, 1.0f); // the qkv bias gradient (added to)
     float* lse = (float*)device_alloc(n_lse * sizeof(float));
     float* scratch = (float*)device_alloc(attention_backward_scratch_floats(B, T, C, NH) * sizeof(float));
     // causal: T(T+1)/2 (query, key) pairs per head, 2 matmuls (q k^T, P v) of 2 FLOPs per multiply-add;
@@ -1924,10 +1946,11 @@ static void bench_attention(const BenchShape* s, const Peak* peak) {
     float ms = median_ms([&] { attention_forward(out, lse, qkv, B, T, C, NH, g_stream); });
     bench_row(peak, "attention_forward", ms, 4.0 * btc * SX + lse_bytes, fwd_flops);
     // reads dout, qkv, out, lse; writes dqkv
-    ms = median_ms([&] { attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, g_stream); });
+    ms = median_ms([&] { attention_backward(dqkv, dbias, scratch, dout, qkv, out, lse, B, T, C, NH, g_stream); });
     bench_row(peak, "attention_backward", ms, 8.0 * btc * SX + lse_bytes, 2.5 * fwd_flops);
 
-    device_free(qkv); device_free(out); device_free(dout); device_free(dqkv); device_free(lse); device_free(scratch);
+    device_free(qkv); device_free(out); device_free(dout); device_free(dqkv); device_free(dbias); device_free(lse);
+    device_free(scratch);
 }
 
 static void bench_gelu(const BenchShape* s, const Peak* peak) {

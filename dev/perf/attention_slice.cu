@@ -75,7 +75,12 @@ int main(int argc, char** argv) {
     cudaCheck(cudaMalloc(&scratch, (size_t)B * NH * T * sizeof(float)));
 #endif
     attention_forward(out, lse, qkv, B, T, C, NH, s);
+#if defined(ATTENTION_HAS_DBIAS) // the qkv bias gradient from the attention backward (issue 30)
+    floatX* dbias = device_values(3 * (size_t)C, 3);
+    attention_backward(dqkv, dbias, scratch, dout, qkv, out, lse, B, T, C, NH, s);
+#else
     attention_backward(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, s);
+#endif
     cudaCheck(cudaStreamSynchronize(s));
     printf("attention slice: B %d, NH %d, T %d, hs %d, -ak %d\n", B, NH, T, HS, ak);
     return 0;

@@ -813,6 +813,29 @@ def attention_backward_dq_reduce_kernel(S, ctx):
                 block_barriers=0, note="%d partial tiles of 32 KB per (b,h)" % (nq * (nq + 1) // 2))
 
 
+def attention_dbias_partials_kernel(S, ctx):
+    # issue 30 item 2 (llmc/attention.cuh, the qkv bias gradient): the paths that do not take the
+    # partials in their kernels (the sm_90a backward, the fp32 build) read dqkv back: block (256
+    # columns, 64-row tile, b), one thread per column adding its 64 rows (2-byte loads, unrolled by
+    # 16: 32 bytes in flight, 4 round trips); one float per (b, tile, column) written
+    tiles = cdiv(S.T, 64)
+    C3 = 3 * S.C
+    return Cost(cdiv(C3, 256) * tiles * S.B, 256, read=S.BT * C3 * X, write=S.B * tiles * C3 * 4, cc_flops=S.BT * C3,
+                stream="read", inflight=16 * X, block_trips=4, block_barriers=0,
+                note="%d partial rows of 3C" % (S.B * tiles))
+
+
+def attention_dbias_reduce_kernel(S, ctx):
+    # issue 30 item 2: the partial rows (B ceil(T/64) x 3C floats) added per column into dbias
+    # (floatX, read and written): blocks of 32 columns x 8 lanes, a lane's rows unrolled by 16
+    # (64 bytes in flight, ceil(rows / 8 / 16) round trips), one barrier, lane 0 adds the 8 sums
+    rows = S.B * cdiv(S.T, 64)
+    C3 = 3 * S.C
+    return Cost(cdiv(C3, 32), 256, read=rows * C3 * 4 + C3 * X, write=C3 * X, cc_flops=rows * C3, stream="read",
+                inflight=16 * 4, block_trips=cdiv(cdiv(rows, 8), 16) + 1, block_barriers=1,
+                note="%d partial rows of 3C" % rows)
+
+
 KERNELS_ISSUE30 = {
     "attention_backward_dq_reduce_kernel": attention_backward_dq_reduce_kernel,
     "dbias_add_kernel": dbias_add_kernel,
@@ -833,7 +856,7 @@ DERIVED_FROM = {
     "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered", "ad347b2c7f17": "issue 30 warps"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30", "ed23b3df8ba2": "issue 30 smem sums", "4a8dd5cf6a73": "issue 30 smem sums", "554b04462f1a": "issue 30 smem sums", "38f16d0a41c2": "issue 30 residual sums", "7ee0c1922828": "issue 30 residual sums", "196715e1a1e8": "issue 30 residual sums"},  # 196715e1a1e8: 7ee0c1922828 less a redundant host line (P above 4 went to the block kernel by the launch's default case anyway; the kernels unchanged); 7ee0c1922828: 38f16d0a41c2 with a comment reworded (the kernels unchanged); 38f16d0a41c2: the chunk kernels and the dweight kernel with NS = 2 or 4 column sums (template <.., NS>; the residual's two: ln2's backward gives fcproj's and attproj's bias gradients), launched by macro so that the trace's labels hold NS; ed23b3df8ba2: branch lnbwd, the warp kernel's column sums in shared memory (its launch bounds per P; the other kernels unchanged); 4a8dd5cf6a73 (main fe67529): LAYERNORM_BWD_ROWS overridable with -D and LAYERNORM_BWD_BLOCK_ONLY (-D only), the kernels unchanged (the rows per chunk are read from the header: define()); 554b04462f1a (main 9a29762): 16 rows a chunk and the warp kernel on whole packs only (C % 8 == 0; the element-by-element fallback it never ran is gone: the same loads, stores, trips and barriers at GPT-2's C)
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30", "7c67827a1f3c": "issue 30"},  # 7c67827a1f3c: the header comment says which products take BGRADB (the kernels unchanged); 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
-    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30"},  # cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
+    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30", "65316b2a6096": "issue 30 qkv bias"},  # 65316b2a6096: the qkv bias gradient taken by attention_backward (the mma.sync dK/dV and dQ kernels write partial rows of column sums, attention_dbias_partials_kernel reads dqkv back on the other paths, attention_dbias_reduce_kernel adds them into dbias; the row-dot unchanged); cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
     # branch attbwd: only attention_backward_dq_reduce_kernel is costed from here (the sm_90a
     # forward and dK/dV kernels: the emulator's wgmma counters, perf_model.wgmma_result)
@@ -938,6 +961,11 @@ VERSIONS["issue 30 residual sums"] = {**VERSIONS["issue 30 smem sums"],
                                       "layernorm_backward_warp_kernel": layernorm_backward_warp_kernel_residual,
                                       "layernorm_backward_kernel": layernorm_backward_kernel_residual,
                                       "layernorm_backward_dweight_kernel": layernorm_backward_dweight_kernel_residual}
+# llmc/attention.cuh with the qkv bias gradient taken by attention_backward (issue 30 item 2): the
+# mma.sync kernels (costed from the emulator's counters; their partial rows, ~1.5% of dqkv's bytes,
+# are not in attention_io) and two kernels of their own
+VERSIONS["issue 30 qkv bias"] = {**VERSIONS["issue 30"], "attention_dbias_partials_kernel": attention_dbias_partials_kernel,
+                                 "attention_dbias_reduce_kernel": attention_dbias_reduce_kernel}
 # branch dwte's llmc/encoder.cuh: the short buckets (<= 8 positions) a warp each
 VERSIONS["issue 30 warps"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_warps}
 
@@ -954,7 +982,8 @@ def cost_function(name, header_fingerprint):
 # Which template instance of a kernel the bf16 trainer launches (ptxas reports each instance):
 # the attention kernels are built per head size, the update and the norm per gradient type.
 def template_for(name, S):
-    if name.startswith("attention_") and name not in ("attention_backward_rowdot_kernel", "attention_backward_dq_reduce_kernel"):
+    if name.startswith("attention_") and name not in ("attention_backward_rowdot_kernel", "attention_backward_dq_reduce_kernel",
+                                                      "attention_dbias_partials_kernel", "attention_dbias_reduce_kernel"):
         return "<%d>" % S.hs
     if name == "layernorm_backward_warp_kernel":  # branch kernels (issue 30): built per packs per lane
         return "<%d>" % cdiv(cdiv(S.C, PACK), 32)  # (and after f95b970 per sums: template_candidates)

@@ -44,17 +44,24 @@ typedef struct {
     float* step_norm;                  // (steps)
 } Reference;
 
-// The AdamW steps to check: all of the reference's, or the first N where argv[2] = N (1..steps).
-// The sanitizer runs take fewer: every step runs the same code, and a step under ASan costs ~5x.
-static inline int reference_steps_arg(int argc, char** argv, int steps) {
-    if (argc <= 2) { return steps; }
+// argv[index] as an integer from 1 to max, or fallback when it is absent; anything else stops
+// with one line naming the argument (what) and the range (why: what max is).
+static inline int reference_int_arg(int argc, char** argv, int index, const char* what, int fallback, int max,
+                                    const char* why) {
+    if (argc <= index) { return fallback; }
     char* end;
-    long n = strtol(argv[2], &end, 10);
-    if (*argv[2] == '\0' || *end != '\0' || n < 1 || n > steps) {
-        fprintf(stderr, "%s: steps '%s': expected an integer from 1 to %d (the reference's steps)\n", argv[0], argv[2], steps);
+    long n = strtol(argv[index], &end, 10);
+    if (*argv[index] == '\0' || *end != '\0' || n < 1 || n > max) {
+        fprintf(stderr, "%s: %s '%s': expected an integer from 1 to %d%s\n", argv[0], what, argv[index], max, why);
         exit(2);
     }
     return (int)n;
+}
+
+// The AdamW steps to check: all of the reference's, or the first N where argv[2] = N (1..steps).
+// The sanitizer runs take fewer: every step runs the same code, and a step under ASan costs ~5x.
+static inline int reference_steps_arg(int argc, char** argv, int steps) {
+    return reference_int_arg(argc, argv, 2, "steps", steps, steps, " (the reference's steps)");
 }
 
 // Reads <prefix>_debug_state.bin and <prefix>_losses.bin for the model of config c (with

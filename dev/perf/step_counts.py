@@ -660,7 +660,11 @@ def att90_mix(root=REPO):
                      "void att90_instantiate(floatX* out, float* lse, const floatX* qkv, float* D, floatX* dqkv,\n"
                      "                       const floatX* dout, int B, int T, int C, int NH, cudaStream_t s) {\n"
                      "    attention_forward(out, lse, qkv, B, T, C, NH, s);\n"
-                     "    attention_backward(dqkv, D, dout, qkv, out, lse, B, T, C, NH, s);\n}\n")
+                     "#if defined(ATTENTION_HAS_DBIAS)\n"  # the qkv bias gradient too (issue 30)
+                     "    attention_backward(dqkv, dqkv, D, dout, qkv, out, lse, B, T, C, NH, s);\n"  # (compiled, not run)
+                     "#else\n"
+                     "    attention_backward(dqkv, D, dout, qkv, out, lse, B, T, C, NH, s);\n"
+                     "#endif\n}\n")
         ptx = os.path.join(tmp, "att90.ptx")
         run([nvcc, "-O3", "-std=c++17", "-I" + root, "-DENABLE_BF16", "-gencode", "arch=compute_90a,code=sm_90a", "--ptx",
              src, "-o", ptx], cwd=root, what="nvcc --ptx (the sm_90a attention)")

@@ -10,8 +10,9 @@ transposed view: a row-major (R, K) matrix is a column-major (K, R) one. The thr
 where W, stored row-major (OC,C), is column-major (C x OC), and op() transposes.
 The bias rides on cuBLASLt's BIAS epilogue in the forward (one pass over the output, not two).
 Its gradient (column sums of dout over the BT rows), where the caller asks for it (dbias not
-NULL: the trainer's qkv and fc products; the two projections into the residual stream get theirs
-from ln2's backward, layernorm.cuh's LAYERNORM_SUMS_RESIDUAL), rides on the dweight product's BGRADB
+NULL: the trainer's fc product; the two projections into the residual stream get theirs from ln2's
+backward, layernorm.cuh's LAYERNORM_SUMS_RESIDUAL, and qkv's from the attention backward, which
+writes its dout, attention.cuh's attention_dbias_*), rides on the dweight product's BGRADB
 epilogue (issue 30 item 2): that product reads dout as its B operand anyway, and BGRADB sums
 op(B) over k = BT for each of its OC columns (cublasLt.h), so dout is not read a second time.
 BGRADB writes (=) its sums, in D's type, into a scratch vector; gradient accumulation needs +=,

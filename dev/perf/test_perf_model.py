@@ -115,14 +115,16 @@ fused = [g for g in gemms if g.ctx.get("gelu") == "gelu" and g.ctx.get("aux") an
 dgelu = [g for g in gemms if g.ctx.get("gelu") == "dgelu" and g.ctx.get("aux")]
 check("gelu_forward_kernel" not in names and "gelu_backward_kernel" not in names and len(fused) == L and len(dgelu) == L,
       "GELU: no GELU kernel; one GELU_AUX_BIAS and one DGELU product per layer", "%d, %d" % (len(fused), len(dgelu)))
-# (qkv's and fc's; fcproj's and attproj's come from ln2's backward, its warp kernel's <P, 4> instance)
+# (fc's; fcproj's and attproj's come from ln2's backward, its warp kernel's <P, 4> instance; qkv's
+# from the attention backward: its mma.sync kernels' partial rows, then one reduce per layer)
 bgrad = [g for g in gemms if g.ctx.get("bgradb")]
 ln_res = [l for l in launches if l.name == "layernorm_backward_warp_kernel" and kc.layernorm_nsums(l.ctx, 2) == 4]
-check(len(bgrad) == 2 * L and names.count("dbias_add_kernel") == 2 * L and "dbias_partial_kernel" not in names
-      and len(ln_res) == L,
-      "bias gradients: 2 L dweight products with BGRADB, each followed by one dbias_add_kernel; L layernorm "
-      "backwards (ln2's) with the residual's two sums",
-      "%d, %d" % (len(bgrad), names.count("dbias_add_kernel")))
+check(len(bgrad) == L and names.count("dbias_add_kernel") == L and "dbias_partial_kernel" not in names
+      and len(ln_res) == L and names.count("attention_dbias_reduce_kernel") == L
+      and "attention_dbias_partials_kernel" not in names,
+      "bias gradients: L dweight products with BGRADB (fc's), each followed by one dbias_add_kernel; L layernorm "
+      "backwards (ln2's) with the residual's two sums; L attention dbias reduces, no pass over dqkv for them (-ak 0)",
+      "%d, %d, %d" % (len(bgrad), names.count("dbias_add_kernel"), names.count("attention_dbias_reduce_kernel")))
 # every product's FLOPs, rescaled from the traced B*T to 4 x 256: forward 2, backward 4 per
 # multiply-add of every weight matrix (L blocks of 12 C^2, the tied LM head Vp C) per position
 flops = sum(2 * g.ctx["m"] * g.ctx["n"] * g.ctx["k"] for g in gemms)
@@ -302,9 +304,12 @@ if HAS_SM90:
     # and is priced against the slice of the same -ak; the default trace launches none of them
     counts90 = counts90_later.result()
     n90 = [op["name"] for op in counts90["step_ops"] if op["op"] == "kernel" and op["name"].startswith("attention_")]
-    check(all(n90.count(k) == L for k in SM90 + [SM90_REDUCE, "attention_backward_rowdot_kernel"]) and len(n90) == 4 * L
-          and not any(k.endswith("_sm90_kernel") or k == SM90_REDUCE for k in names),
-          "trainer -ak 1 (d2): the two sm_90a kernels, dQ's reduce and the row-dot once per layer; -ak 0 launches none of them",
+    # (and the qkv bias gradient's two kernels: the sm_90a backward's dqkv read back, then the reduce)
+    dbias90 = ["attention_dbias_partials_kernel", "attention_dbias_reduce_kernel"]
+    check(all(n90.count(k) == L for k in SM90 + [SM90_REDUCE, "attention_backward_rowdot_kernel"] + dbias90)
+          and len(n90) == 6 * L and not any(k.endswith("_sm90_kernel") or k == SM90_REDUCE for k in names),
+          "trainer -ak 1 (d2): the two sm_90a kernels, dQ's reduce, the row-dot and the qkv bias gradient's partials "
+          "and reduce once per layer; -ak 0 launches none of the sm_90a kernels",
           str(sorted(set(n90))))
     check(step_counts.same_attention(dict(counts90, attention_slice=one90), "sm90")["attention"] == "sm90",
           "--attention sm90: the step's attention kernels are the slice's")

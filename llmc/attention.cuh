@@ -60,8 +60,8 @@ Why these tiles (the bf16 build):
   - registers (ptxas, sm_80, hs 64): the forward holds Q_i's A fragments (16 registers), O (32),
     S for 64 keys (32): 122 registers, 4 blocks = 16 warps per SM. The dK/dV kernel holds K_j,
     V_j (32) and dK_j, dV_j (64), and takes the queries 16 at a time so S^T and dP^T need only 16:
-    166 registers, 3 blocks. The dQ kernel: Q_i, dO_i (32), dQ (32), 16 keys at a time:
-    116 (sm_80) / 124 (sm_90) registers, 4 blocks. (dev/test/test_attention_ptx.sh prints them
+    168 registers, 3 blocks. The dQ kernel: Q_i, dO_i (32), dQ (32), 16 keys at a time:
+    117 (sm_80) / 125 (sm_90) registers, 4 blocks. (dev/test/test_attention_ptx.sh prints them
     all, and checks there are no spills; at hs 128 K_j, V_j stay in shared memory.) 4 blocks of
     36 KB also fit the A100's 164 KB of shared memory per SM (H100: 228 KB).
   - the price of 16-row warps: each mma reads its B operand (256 bytes) from shared memory. An

@@ -235,9 +235,10 @@ __global__ void attention_backward_rowdot_kernel(float* D, const floatX* dout, c
 // a fixed order (no atomics: the same bits every run and at every ZeRO stage):
 //  1. partials (B * ceil(T/64) rows of 3C floats): row (b, tile) holds, per column, the fp32 sum
 //     of dqkv's rows 64 tile .. 64 tile + 63 of batch b, of the values as written (rounded to
-//     floatX). The mma.sync kernels take them from their registers as they write dK, dV and dQ
-//     (att_tc_col_sums below); the other paths (the fp32 build, the sm_90a backward) read dqkv
-//     back, attention_dbias_partials_kernel.
+//     floatX). The kernels that write dqkv take them as they write: the mma.sync dK/dV and dQ
+//     kernels from their registers (att_tc_col_sums below), the sm_90a dK/dV kernel likewise and
+//     its dQ reduce through shared memory; the fp32 build's kernels do not, and dqkv is read back
+//     (attention_dbias_partials_kernel).
 //  2. attention_dbias_reduce_kernel adds a column's partial rows and then into dbias: dbias =
 //     floatX(dbias + the fp32 sum), one rounding (as ln2's backward gives attproj and fcproj
 //     theirs; BGRADB's path rounded the sum to floatX first).
@@ -246,7 +247,8 @@ constexpr int ATT_DBIAS_ROWS = 64; // rows of dqkv per partial row (= ATT_ROWS =
 __host__ __device__ inline int att_dbias_tiles(int T) { return (T + ATT_DBIAS_ROWS - 1) / ATT_DBIAS_ROWS; }
 static inline size_t attention_dbias_partial_floats(int B, int T, int C) { return (size_t)B * att_dbias_tiles(T) * 3 * C; }
 
-// Block (256 columns, tile, b): thread = one column, its 64 rows in order
+// The fp32 build's partials, read back from dqkv. Block (256 columns, tile, b): thread = one
+// column, its 64 rows in order
 __global__ void attention_dbias_partials_kernel(float* partials, const floatX* dqkv, int T, int C3) {
     int col = blockIdx.x * blockDim.x + threadIdx.x, tile = blockIdx.y, b = blockIdx.z;
     if (col >= C3) { return; }
@@ -1221,12 +1223,8 @@ void attention_backward(floatX* dqkv, floatX* dbias, float* scratch, const float
         case 64:
 #if defined(ENABLE_BF16)
             if (attention_sm90_use_backward(64, T)) {
-                attention_backward_sm90(dqkv, scratch, scratch + attention_sm90_dq_offset(B, T, NH), dout, qkv, lse, B, T,
-                                        C, NH, stream);
-                // the bias gradient's partials read back from dqkv (the sm_90a kernels do not take them)
-                attention_dbias_partials_kernel<<<dim3(ceil_div(3 * C, 256), att_dbias_tiles(T), B), 256, 0, stream>>>(
-                    part, dqkv, T, 3 * C);
-                cudaCheckLaunch();
+                attention_backward_sm90(dqkv, scratch, scratch + attention_sm90_dq_offset(B, T, NH), part, dout, qkv, lse,
+                                        B, T, C, NH, stream);
                 break;
             }
 #endif

@@ -399,7 +399,7 @@ constexpr int ATT90_BWD_STAGE_OFFSET = 2 * ATT90_TILE_BYTES;
 constexpr int ATT90_BWD_DS_OFFSET = ATT90_BWD_STAGE_OFFSET + 2 * ATT90_STAGES * ATT90_BWD_BOX_BYTES;
 constexpr int ATT90_BWD_ROWS_OFFSET = ATT90_BWD_DS_OFFSET + 2 * ATT90_DS_BYTES;
 constexpr int ATT90_BWD_BAR_OFFSET = ATT90_BWD_ROWS_OFFSET + ATT90_STAGES * 2 * ATT90_BWD_STAGE * 4;
-constexpr size_t ATT90_BWD_SMEM = ATT90_BWD_BAR_OFFSET + 8 * (1 + 4 * ATT90_STAGES) + 1024;
+constexpr size_t ATT90_BWD_SMEM = ATT90_BWD_BAR_OFFSET + 8 * (2 + 4 * ATT90_STAGES) + 1024;
 static_assert(ATT90_BWD_BOX_BYTES % 1024 == 0, "stage tiles must stay 1024-byte aligned");
 
 // The dS^T buffer is wgmma's B operand (K = 128 keys, N = 64 queries) MN-major WITHOUT swizzle, so
@@ -449,6 +449,8 @@ struct Att90Bwd {
     __device__ uint32_t ds(int s) const { return base + ATT90_BWD_DS_OFFSET + s * ATT90_DS_BYTES; }
     // "every consumer thread has written (and fenced) its dS^T of the stage using buffer s"
     __device__ uint32_t bar_ds(int s) const { return bar_own() + 8 * (1 + 2 * ATT90_STAGES + s); }
+    // "every consumer thread has put its warp's column sums of dK, dV in shared memory" (once)
+    __device__ uint32_t bar_sums() const { return bar_own() + 8 * (1 + 4 * ATT90_STAGES); }
 };
 
 __device__ inline Att90Bwd att90_bwd_setup(uint4* smem) {
@@ -461,6 +463,7 @@ __device__ inline Att90Bwd att90_bwd_setup(uint4* smem) {
             mbar_init(t.bar_empty(s), ATT90_CONSUMERS);
             mbar_init(t.bar_ds(s), ATT90_CONSUMERS);
         }
+        mbar_init(t.bar_sums(), ATT90_CONSUMERS);
         fence_mbarrier_init();
     }
     __syncthreads();
@@ -528,7 +531,8 @@ __device__ inline void att90_weights_x_rows(float (&acc)[ATT90_HS / 2], const ui
 __global__ void __launch_bounds__(ATT90_THREADS, 1)
 attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map, const __grid_constant__ CUtensorMap dout_map,
                                     const __grid_constant__ CUtensorMap lse_map, const __grid_constant__ CUtensorMap D_map,
-                                    floatX* dqkv, float* dq_part, int T, int C, int NH, float scale, float scale_log2) {
+                                    floatX* dqkv, float* dq_part, float* dbias_part, int T, int C, int NH, float scale,
+                                    float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint4 att_smem[];
     Att90Bwd t = att90_bwd_setup(att_smem);
@@ -680,16 +684,37 @@ attention_backward_dkdv_sm90_kernel(const __grid_constant__ CUtensorMap qkv_map,
             *(__nv_bfloat162*)(krow + C + c) = __floats2bfloat162_rn(dv[e], dv[e + 1]);
         }
     }
+    // the qkv bias gradient's partial row (b, key tile 2 blockIdx.x + cw: this warpgroup's 64
+    // keys): the column sums of dK, dV as written (attention.cuh's att_tc_col_sums_*: the
+    // accumulators have the mma.sync C layout, dk[4 n8 + e] = acc[n8][e]). Each warp's sums go
+    // to the dS^T buffer of stage n_tiles (none, or stage n_tiles - 2's: both warpgroups' wgmmas
+    // that read it completed before they arrived on bar_ds of stage n_tiles - 1), then the
+    // warpgroup's 128 threads add its 4 warps' in order, one column (64 of dK, 64 of dV) each.
+    {
+        float* sums = (float*)(smem + t.ds(n_tiles % 2)); // [warpgroup][warp][k, v][HS]
+        const float dk_factor[2] = {scale, scale}, dv_factor[2] = {1.0f, 1.0f};
+        float* mine = sums + (4 * cw + warp) * 2 * ATT90_HS;
+        att_tc_col_sums_warp<ATT90_HS>(mine, reinterpret_cast<const float(&)[ATT90_HS / 8][4]>(dk), dk_factor, key_lo, T, lane);
+        att_tc_col_sums_warp<ATT90_HS>(mine + ATT90_HS, reinterpret_cast<const float(&)[ATT90_HS / 8][4]>(dv), dv_factor,
+                                       key_lo, T, lane);
+        mbar_arrive(t.bar_sums());
+        mbar_wait(t.bar_sums(), 0);
+        if (wg_lo < T) { // the tile exists
+            int col = threadIdx.x % 128, which = col / ATT90_HS, c = col % ATT90_HS; // which: 0 k, 1 v
+            const float* w0 = sums + 4 * cw * 2 * ATT90_HS + which * ATT90_HS + c;
+            float sum = w0[0];
+            #pragma unroll
+            for (int w = 1; w < 4; w++) { sum = __fadd_rn(sum, w0[w * 2 * ATT90_HS]); }
+            size_t C3 = 3 * (size_t)C;
+            dbias_part[((size_t)b * att_dbias_tiles(T) + wg_lo / 64) * C3 + (1 + which) * C + h * ATT90_HS + c] = sum;
+        }
+    }
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-// dqkv's q part from the dK/dV kernel's partial tiles: thread = one query row q of (b, h), its 64
-// dims' sum over the key blocks kb = 0, 1, .., q / 128 in that order (one fp32 rounding per add),
-// then times scale, rounded to bf16. Loads: consecutive threads, consecutive queries of a tile row.
-__global__ void __launch_bounds__(ATT90_BR)
-attention_backward_dq_reduce_kernel(floatX* dqkv, const float* dq_part, int T, int C, int NH, float scale) {
-    int b = blockIdx.z, h = blockIdx.y, qb = blockIdx.x, q = qb * ATT90_BR + threadIdx.x;
-    if (q >= T) { return; }
+// one query row of the reduce below: its sum, written to dqkv, and its bf16 values into `written`
+__device__ inline void att90_dq_row(floatX* dqkv, float* written, const float* dq_part, int b, int h, int qb, int q, int T,
+                                    int C, int NH, float scale) {
     const float* p = dq_part + (((size_t)b * NH + h) * att90_dq_tiles(T) + (size_t)qb * (qb + 1) / 2) * ATT90_DQ_TILE_FLOATS +
                      threadIdx.x;
     float acc[ATT90_HS];
@@ -708,10 +733,39 @@ attention_backward_dq_reduce_kernel(floatX* dqkv, const float* dq_part, int T, i
         #pragma unroll
         for (int e = 0; e < 4; e++) {
             v2[e] = __floats2bfloat162_rn(__fmul_rn(acc[d + 2 * e], scale), __fmul_rn(acc[d + 2 * e + 1], scale));
+            written[d + 2 * e] = __low2float(v2[e]);
+            written[d + 2 * e + 1] = __high2float(v2[e]);
         }
         *(uint4*)(row + d) = v;
     }
 }
+
+// dqkv's q part from the dK/dV kernel's partial tiles: thread = one query row q of (b, h), its 64
+// dims' sum over the key blocks kb = 0, 1, .., q / 128 in that order (one fp32 rounding per add),
+// then times scale, rounded to bf16. Loads: consecutive threads, consecutive queries of a tile row.
+// Then the qkv bias gradient's two partial rows of the block's 128 queries (query tiles 2 qb and
+// 2 qb + 1): the rows' written values through shared memory (a row per thread, padded by one
+// float: no bank conflicts), and thread t adds column t % 64 of tile t / 64 over its 64 rows in order.
+__global__ void __launch_bounds__(ATT90_BR)
+attention_backward_dq_reduce_kernel(floatX* dqkv, float* dbias_part, const float* dq_part, int T, int C, int NH,
+                                    float scale) {
+    __shared__ float rows[ATT90_BR][ATT90_HS + 1];
+    int b = blockIdx.z, h = blockIdx.y, qb = blockIdx.x, q = qb * ATT90_BR + threadIdx.x;
+    if (q < T) { att90_dq_row(dqkv, rows[threadIdx.x], dq_part, b, h, qb, q, T, C, NH, scale); }
+    else {
+        #pragma unroll
+        for (int d = 0; d < ATT90_HS; d++) { rows[threadIdx.x][d] = 0.0f; } // past T: counts 0
+    }
+    __syncthreads();
+    int half = threadIdx.x / 64, c = threadIdx.x % 64;
+    static_assert(ATT90_HS == 64 && ATT90_BR == 128, "a thread per (64-row tile, column) of the block");
+    if (64 * (2 * qb + half) < T) { // the tile exists
+        float sum = 0.0f;
+        for (int r = 0; r < 64; r++) { sum = __fadd_rn(sum, rows[64 * half + r][c]); }
+        dbias_part[((size_t)b * att_dbias_tiles(T) + 2 * qb + half) * 3 * C + h * ATT90_HS + c] = sum;
+    }
+}
+
 
 // 1 where this binary holds the sm_90a code of the kernels above (probed once on the device)
 __global__ void attention_sm90_probe_kernel(int* has) {
@@ -789,8 +843,8 @@ static void attention_forward_sm90(floatX* out, float* lse, const floatX* qkv, i
 
 // dqkv from dout, qkv, lse and the row terms D (attention_backward's rowdot kernel has run): the
 // dK/dV pass (with dQ's partials into dq_part, attention_sm90_dq_partial_floats), then their sum
-static void attention_backward_sm90(floatX* dqkv, const float* D, float* dq_part, const floatX* dout, const floatX* qkv,
-                                    const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
+static void attention_backward_sm90(floatX* dqkv, const float* D, float* dq_part, float* dbias_part, const floatX* dout,
+                                    const floatX* qkv, const float* lse, int B, int T, int C, int NH, cudaStream_t stream) {
     CUtensorMap qkv_map, dout_map, lse_map, D_map;
     if (tma_map_2d_bf16(&qkv_map, qkv, (uint64_t)B * T, 3 * (uint64_t)C, 3 * (uint64_t)C * sizeof(floatX),
                         ATT90_BWD_STAGE, ATT90_HS) != 0 ||
@@ -804,9 +858,9 @@ static void attention_backward_sm90(floatX* dqkv, const float* D, float* dq_part
     float scale = 1.0f / sqrtf((float)ATT90_HS), scale_log2 = scale * 1.4426950408889634f;
     attention_allow_smem(attention_backward_dkdv_sm90_kernel, ATT90_BWD_SMEM);
     attention_backward_dkdv_sm90_kernel<<<grid, ATT90_THREADS, ATT90_BWD_SMEM, stream>>>(
-        qkv_map, dout_map, lse_map, D_map, dqkv, dq_part, T, C, NH, scale, scale_log2);
+        qkv_map, dout_map, lse_map, D_map, dqkv, dq_part, dbias_part, T, C, NH, scale, scale_log2);
     cudaCheckLaunch();
-    attention_backward_dq_reduce_kernel<<<grid, ATT90_BR, 0, stream>>>(dqkv, dq_part, T, C, NH, scale);
+    attention_backward_dq_reduce_kernel<<<grid, ATT90_BR, 0, stream>>>(dqkv, dbias_part, dq_part, T, C, NH, scale);
     cudaCheckLaunch();
 }
 #endif // ENABLE_BF16

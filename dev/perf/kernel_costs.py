@@ -836,6 +836,22 @@ def attention_dbias_reduce_kernel(S, ctx):
                 note="%d partial rows of 3C" % rows)
 
 
+def attention_backward_dq_reduce_kernel_dbias(S, ctx):
+    # llmc/attention_sm90.cuh with the qkv bias gradient (issue 30 item 2): the reduce above, then
+    # each thread puts its row's 64 bf16 values (as floats) in shared memory (a row per thread,
+    # padded: conflict-free, 64 wavefronts a warp), one barrier, and 128 threads add a column of
+    # 64 rows each (64 wavefronts a warp): two partial rows of 64 floats per block written
+    c = attention_backward_dq_reduce_kernel(S, ctx)
+    nq = cdiv(S.T, 128)
+    blocks = S.B * S.NH * nq
+    c.write += S.B * cdiv(S.T, 64) * S.C * 4
+    c.cc_flops += S.BT * S.C
+    c.smem_wavefronts = blocks * 4 * (64 + 64)
+    c.block_barriers = 1
+    c.note += "; the q columns' bias partials through shared memory"
+    return c
+
+
 KERNELS_ISSUE30 = {
     "attention_backward_dq_reduce_kernel": attention_backward_dq_reduce_kernel,
     "dbias_add_kernel": dbias_add_kernel,
@@ -856,11 +872,11 @@ DERIVED_FROM = {
     "llmc/encoder.cuh": {"a8f7b5e37663": "2e0af91", "a8b51ad07db0": "issue 22", "e200a71d3a53": "issue 30", "40762a7034ec": "issue 30 reordered", "ad347b2c7f17": "issue 30 warps"},
     "llmc/layernorm.cuh": {"d8fd5301a5da": "2e0af91", "39aa11bb2b97": "issue 22", "579343cea74d": "issue 30", "ed23b3df8ba2": "issue 30 smem sums", "4a8dd5cf6a73": "issue 30 smem sums", "554b04462f1a": "issue 30 smem sums", "38f16d0a41c2": "issue 30 residual sums", "7ee0c1922828": "issue 30 residual sums", "196715e1a1e8": "issue 30 residual sums"},  # 196715e1a1e8: 7ee0c1922828 less a redundant host line (P above 4 went to the block kernel by the launch's default case anyway; the kernels unchanged); 7ee0c1922828: 38f16d0a41c2 with a comment reworded (the kernels unchanged); 38f16d0a41c2: the chunk kernels and the dweight kernel with NS = 2 or 4 column sums (template <.., NS>; the residual's two: ln2's backward gives fcproj's and attproj's bias gradients), launched by macro so that the trace's labels hold NS; ed23b3df8ba2: branch lnbwd, the warp kernel's column sums in shared memory (its launch bounds per P; the other kernels unchanged); 4a8dd5cf6a73 (main fe67529): LAYERNORM_BWD_ROWS overridable with -D and LAYERNORM_BWD_BLOCK_ONLY (-D only), the kernels unchanged (the rows per chunk are read from the header: define()); 554b04462f1a (main 9a29762): 16 rows a chunk and the warp kernel on whole packs only (C % 8 == 0; the element-by-element fallback it never ran is gone: the same loads, stores, trips and barriers at GPT-2's C)
     "llmc/matmul.cuh": {"2e6e2d1a9e9f": "2e0af91", "c1f9cff10e2d": "issue 22", "24b498badcca": "issue 22", "1cdaf0f66ee2": "issue 30", "7c67827a1f3c": "issue 30", "2dba25e97e06": "issue 30"},  # 2dba25e97e06: the header comment says qkv's bias gradient comes from the attention backward (the kernels unchanged); 7c67827a1f3c: the header comment says which products take BGRADB (the kernels unchanged); 24b498badcca: branch sample's plan cache (evicts); dbias kernels unchanged; 1cdaf0f66ee2: branch epilogue's GELU and BGRADB epilogues (dbias_add_kernel in place of the dbias kernels)
-    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30", "65316b2a6096": "issue 30 qkv bias", "4588ce520409": "issue 30 qkv bias"},  # 4588ce520409: 65316b2a6096 with the registers in the header comment updated; 65316b2a6096: the qkv bias gradient taken by attention_backward (the mma.sync dK/dV and dQ kernels write partial rows of column sums, attention_dbias_partials_kernel reads dqkv back on the other paths, attention_dbias_reduce_kernel adds them into dbias; the row-dot unchanged); cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
+    "llmc/attention.cuh": {"37b04d8430f0": "2e0af91", "0e9fa352748e": "issue 30", "e5cee3b1a7bb": "issue 30", "e6d6a1dbbe81": "issue 30", "8d469f999777": "issue 30", "3a4672d5c2da": "issue 30", "cbc79cf071b3": "issue 30", "65316b2a6096": "issue 30 qkv bias", "c1adc0e4dd30": "issue 30 qkv bias", "4588ce520409": "issue 30 qkv bias"},  # c1adc0e4dd30: the sm_90a backward takes its partials in its kernels (attention_dbias_partials_kernel for the fp32 build only); 4588ce520409: 65316b2a6096 with the registers in the header comment updated; 65316b2a6096: the qkv bias gradient taken by attention_backward (the mma.sync dK/dV and dQ kernels write partial rows of column sums, attention_dbias_partials_kernel reads dqkv back on the other paths, attention_dbias_reduce_kernel adds them into dbias; the row-dot unchanged); cbc79cf071b3: 3a4672d5c2da with (void)C in attention_backward_scratch_floats (the fp32 build); c017dce60ee9 (branch attbwd): attention_backward_scratch_floats (+ ATTENTION_HAS_SCRATCH_FLOATS) and the sm_90a backward's partials' offset (kernels unchanged); issue 30: the row-dot (the mma kernels: counters); e6d6a1dbbe81: + attention_decode (sampling), the others unchanged; 8d469f999777 (branch fa3): + the include of attention_sm90.cuh and its dispatch at hs 64 (forward; backward where T % 4 == 0) (the mma.sync kernels and the row-dot unchanged; the sm_90a kernels attention_*_sm90_kernel are NOT costed here)
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
     # branch attbwd: only attention_backward_dq_reduce_kernel is costed from here (the sm_90a
     # forward and dK/dV kernels: the emulator's wgmma counters, perf_model.wgmma_result)
-    "llmc/attention_sm90.cuh": {"a02fdad60f62": "issue 30", "4f891bd1c8f2": "issue 30", "cbc6bfeb201c": "issue 30", "4f534d950f38": "issue 30", "c248ab1ad19c": "issue 30"},  # c248ab1ad19c: the wgmma descriptors advanced per k-step (wgmma_desc_advance); 4f534d950f38: the dK/dV kernel's mask on its masked stages only; cbc6bfeb201c: the forward's softmax without per-element branches (mask on the diagonal tile only); 4f891bd1c8f2: the forward's overlapped loop (ATT90_FWD_OVERLAP) and 3-stage ring; the dQ reduce unchanged
+    "llmc/attention_sm90.cuh": {"a02fdad60f62": "issue 30", "4f891bd1c8f2": "issue 30", "cbc6bfeb201c": "issue 30", "4f534d950f38": "issue 30", "c248ab1ad19c": "issue 30", "a714b46e8344": "issue 30 sm90 qkv bias"},  # a714b46e8344: the qkv bias gradient's partial rows, the dK/dV kernel's after its loop (column sums of its stores; the loop unchanged) and the dQ reduce's (through shared memory: attention_backward_dq_reduce_kernel_dbias); c248ab1ad19c: the wgmma descriptors advanced per k-step (wgmma_desc_advance); 4f534d950f38: the dK/dV kernel's mask on its masked stages only; cbc6bfeb201c: the forward's softmax without per-element branches (mask on the diagonal tile only); 4f891bd1c8f2: the forward's overlapped loop (ATT90_FWD_OVERLAP) and 3-stage ring; the dQ reduce unchanged
     "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30", "f6998a75056e": "issue 30 held", "08183a38dbf5": "issue 30 streamed", "bc12ffb823bd": "issue 30 streamed"},  # bc12ffb823bd: CLASSIFIER_NO_STREAMED (-D only) added, the kernels unchanged
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
@@ -910,6 +926,13 @@ ATT90_MIX = {
         "attention_forward_sm90_kernel": {"alu": 164, "fp32": 226, "mufu": 66, "cvt": 32, "shfl": 4, "lsu": 0,
                                           "wgmma_waits": {1: 1, 0: 1}},
         "attention_backward_dkdv_sm90_kernel": {"alu": 291, "fp32": 144, "mufu": 32, "cvt": 32, "shfl": 0, "lsu": 64,
+                                                "wgmma_waits": {0: 2}},
+    },
+    "a714b46e8344": {  # and the qkv bias gradient's column sums after the dK/dV loop (the loop's source unchanged;
+             # nvcc's PTX of it has 8 more ALU instructions a trip)
+        "attention_forward_sm90_kernel": {"alu": 164, "fp32": 226, "mufu": 66, "cvt": 32, "shfl": 4, "lsu": 0,
+                                          "wgmma_waits": {1: 1, 0: 1}},
+        "attention_backward_dkdv_sm90_kernel": {"alu": 299, "fp32": 144, "mufu": 32, "cvt": 32, "shfl": 0, "lsu": 64,
                                                 "wgmma_waits": {0: 2}},
     },
 }
@@ -966,6 +989,9 @@ VERSIONS["issue 30 residual sums"] = {**VERSIONS["issue 30 smem sums"],
 # are not in attention_io) and two kernels of their own
 VERSIONS["issue 30 qkv bias"] = {**VERSIONS["issue 30"], "attention_dbias_partials_kernel": attention_dbias_partials_kernel,
                                  "attention_dbias_reduce_kernel": attention_dbias_reduce_kernel}
+# llmc/attention_sm90.cuh with the qkv bias gradient: its dQ reduce also sums the q columns
+VERSIONS["issue 30 sm90 qkv bias"] = {**VERSIONS["issue 30"],
+                                      "attention_backward_dq_reduce_kernel": attention_backward_dq_reduce_kernel_dbias}
 # branch dwte's llmc/encoder.cuh: the short buckets (<= 8 positions) a warp each
 VERSIONS["issue 30 warps"] = {**VERSIONS["issue 30"], "encoder_backward_dwte_kernel": encoder_backward_dwte_kernel_warps}
 

@@ -1060,12 +1060,11 @@ def bench_rows(S, traced=()):
         rows["attention_forward"] = [K("attention_forward_kernel")]
         rows["attention_backward"] = [K("attention_backward_rowdot_kernel"), K("attention_backward_dkdv_kernel"),
                                       K("attention_backward_dq_kernel")]
-    # issue 30 item 2: attention_backward also adds the qkv bias gradient (the sm_90a path reads
-    # dqkv back for its partials; the mma.sync kernels take them as they write)
-    if "attention_dbias_reduce_kernel" in traced:
-        if "attention_forward_sm90_kernel" in traced:
-            rows["attention_backward"].append(K("attention_dbias_partials_kernel"))
-        rows["attention_backward"].append(K("attention_dbias_reduce_kernel"))
+    # issue 30 item 2: attention_backward also adds the qkv bias gradient (its kernels take the
+    # partials as they write dqkv; a tree whose kernels did not read dqkv back for them)
+    for k in ("attention_dbias_partials_kernel", "attention_dbias_reduce_kernel"):
+        if k in traced:
+            rows["attention_backward"].append(K(k))
     rows["gelu_forward"] = [K("gelu_forward_kernel")]
     rows["gelu_backward"] = [K("gelu_backward_kernel")]
     rows["fused_classifier (loss + dlogits)"] = [K("fused_classifier_streamed_kernel" if "fused_classifier_streamed_kernel"

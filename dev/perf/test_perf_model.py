@@ -304,12 +304,12 @@ if HAS_SM90:
     # and is priced against the slice of the same -ak; the default trace launches none of them
     counts90 = counts90_later.result()
     n90 = [op["name"] for op in counts90["step_ops"] if op["op"] == "kernel" and op["name"].startswith("attention_")]
-    # (and the qkv bias gradient's two kernels: the sm_90a backward's dqkv read back, then the reduce)
-    dbias90 = ["attention_dbias_partials_kernel", "attention_dbias_reduce_kernel"]
-    check(all(n90.count(k) == L for k in SM90 + [SM90_REDUCE, "attention_backward_rowdot_kernel"] + dbias90)
-          and len(n90) == 6 * L and not any(k.endswith("_sm90_kernel") or k == SM90_REDUCE for k in names),
-          "trainer -ak 1 (d2): the two sm_90a kernels, dQ's reduce, the row-dot and the qkv bias gradient's partials "
-          "and reduce once per layer; -ak 0 launches none of the sm_90a kernels",
+    # (and the qkv bias gradient's reduce: the sm_90a kernels write its partial rows, dqkv is not read back)
+    check(all(n90.count(k) == L for k in SM90 + [SM90_REDUCE, "attention_backward_rowdot_kernel",
+                                                 "attention_dbias_reduce_kernel"])
+          and len(n90) == 5 * L and not any(k.endswith("_sm90_kernel") or k == SM90_REDUCE for k in names),
+          "trainer -ak 1 (d2): the two sm_90a kernels, dQ's reduce, the row-dot and the qkv bias gradient's reduce once "
+          "per layer (no pass over dqkv for its partials); -ak 0 launches none of the sm_90a kernels",
           str(sorted(set(n90))))
     check(step_counts.same_attention(dict(counts90, attention_slice=one90), "sm90")["attention"] == "sm90",
           "--attention sm90: the step's attention kernels are the slice's")

@@ -61,8 +61,9 @@ else
 fi
 # -ak 1's memory: the sm_90a backward keeps dQ's fp32 partial tiles in attention_backward's scratch
 # (llmc/attention.cuh), one 128-query x 64-channel tile (32 KB) per (query block, key block <= it)
-# of each (b, h), after D (B NH T floats, rounded up to 64). The activations row of the memory table
-# must grow by exactly that from -ak 0 to -ak 1 (no checks: the table, not the kernels, is tested).
+# of each (b, h), between D (B NH T floats) and the qkv bias gradient's partials, each start
+# rounded up to 64 floats (at both -ak). The activations row of the memory table must grow by
+# exactly the tiles from -ak 0 to -ak 1 (no checks: the table, not the kernels, is tested).
 # B = 2, T = 256, one 64-channel head: 2 x 3 tiles (not 2 x 4: the causal triangle) = 196,608 bytes.
 acts() { awk -F'|' '$1 ~ /^activations / { gsub(/ /, "", $2); print $2 }' "$1"; }
 for ak in 0 1; do
@@ -71,7 +72,7 @@ for ak in 0 1; do
 done
 a0=$(acts "$tmp/mem_ak0.txt"); a1=$(acts "$tmp/mem_ak1.txt")
 B=2; T=256; NH=1; HS=64; n=$(( (T + 127) / 128 ))
-bht=$(( B * NH * T )); want=$(( 4 * ( (bht + 63) / 64 * 64 - bht + B * NH * n * (n + 1) / 2 * 128 * HS ) ))
+tiles=$(( B * NH * n * (n + 1) / 2 * 128 * HS )); want=$(( 4 * ( (tiles + 63) / 64 * 64 ) ))
 if [ -n "$a0" ] && [ -n "$a1" ] && [ $((a1 - a0)) -eq $want ]; then
     ok "-ak 1's memory table: activations $a0 -> $a1 bytes, + $want = dQ's partial tiles (B $B, T $T, hs $HS)"
 else

@@ -728,7 +728,7 @@ __device__ inline void att90_dq_row(floatX* dqkv, float* written, const float* d
     floatX* row = dqkv + ((size_t)b * T + q) * 3 * C + h * ATT90_HS;
     #pragma unroll
     for (int d = 0; d < ATT90_HS; d += 8) {
-        uint4 v;
+        uint4 v = make_uint4(0, 0, 0, 0); // (all written below; initialized for the host compiler's flow analysis)
         __nv_bfloat162* v2 = (__nv_bfloat162*)&v;
         #pragma unroll
         for (int e = 0; e < 4; e++) {

@@ -876,7 +876,7 @@ DERIVED_FROM = {
     "llmc/gelu.cuh": {"14e59c45f8d9": "2e0af91", "0ab4cac98887": "issue 22"},
     # branch attbwd: only attention_backward_dq_reduce_kernel is costed from here (the sm_90a
     # forward and dK/dV kernels: the emulator's wgmma counters, perf_model.wgmma_result)
-    "llmc/attention_sm90.cuh": {"a02fdad60f62": "issue 30", "4f891bd1c8f2": "issue 30", "cbc6bfeb201c": "issue 30", "4f534d950f38": "issue 30", "c248ab1ad19c": "issue 30", "a714b46e8344": "issue 30 sm90 qkv bias"},  # a714b46e8344: the qkv bias gradient's partial rows, the dK/dV kernel's after its loop (column sums of its stores; the loop unchanged) and the dQ reduce's (through shared memory: attention_backward_dq_reduce_kernel_dbias); c248ab1ad19c: the wgmma descriptors advanced per k-step (wgmma_desc_advance); 4f534d950f38: the dK/dV kernel's mask on its masked stages only; cbc6bfeb201c: the forward's softmax without per-element branches (mask on the diagonal tile only); 4f891bd1c8f2: the forward's overlapped loop (ATT90_FWD_OVERLAP) and 3-stage ring; the dQ reduce unchanged
+    "llmc/attention_sm90.cuh": {"a02fdad60f62": "issue 30", "4f891bd1c8f2": "issue 30", "cbc6bfeb201c": "issue 30", "4f534d950f38": "issue 30", "c248ab1ad19c": "issue 30", "a714b46e8344": "issue 30 sm90 qkv bias", "2ee952955ac0": "issue 30 sm90 qkv bias"},  # 2ee952955ac0: a714b46e8344 with the dQ reduce's pack initialized (the host compiler's -Wuninitialized; the same PTX loop); a714b46e8344: the qkv bias gradient's partial rows, the dK/dV kernel's after its loop (column sums of its stores; the loop unchanged) and the dQ reduce's (through shared memory: attention_backward_dq_reduce_kernel_dbias); c248ab1ad19c: the wgmma descriptors advanced per k-step (wgmma_desc_advance); 4f534d950f38: the dK/dV kernel's mask on its masked stages only; cbc6bfeb201c: the forward's softmax without per-element branches (mask on the diagonal tile only); 4f891bd1c8f2: the forward's overlapped loop (ATT90_FWD_OVERLAP) and 3-stage ring; the dQ reduce unchanged
     "llmc/fused_classifier.cuh": {"1bc92eec77d3": "2e0af91", "66f3f51a237b": "issue 22", "5bdac35e44a2": "issue 30", "f6998a75056e": "issue 30 held", "08183a38dbf5": "issue 30 streamed", "bc12ffb823bd": "issue 30 streamed"},  # bc12ffb823bd: CLASSIFIER_NO_STREAMED (-D only) added, the kernels unchanged
     # branch fmad (issue 28/30): the same bytes and about the same operations per element (each one
     # rounded on its own, the decay flag per block span): the issue-22 cost per element
@@ -930,6 +930,12 @@ ATT90_MIX = {
     },
     "a714b46e8344": {  # and the qkv bias gradient's column sums after the dK/dV loop (the loop's source unchanged;
              # nvcc's PTX of it has 8 more ALU instructions a trip)
+        "attention_forward_sm90_kernel": {"alu": 164, "fp32": 226, "mufu": 66, "cvt": 32, "shfl": 4, "lsu": 0,
+                                          "wgmma_waits": {1: 1, 0: 1}},
+        "attention_backward_dkdv_sm90_kernel": {"alu": 299, "fp32": 144, "mufu": 32, "cvt": 32, "shfl": 0, "lsu": 64,
+                                                "wgmma_waits": {0: 2}},
+    },
+    "2ee952955ac0": {  # the same with the dQ reduce's pack initialized (the loops' PTX counts unchanged)
         "attention_forward_sm90_kernel": {"alu": 164, "fp32": 226, "mufu": 66, "cvt": 32, "shfl": 4, "lsu": 0,
                                           "wgmma_waits": {1: 1, 0: 1}},
         "attention_backward_dkdv_sm90_kernel": {"alu": 299, "fp32": 144, "mufu": 32, "cvt": 32, "shfl": 0, "lsu": 64,

@@ -239,8 +239,8 @@ __global__ void attention_backward_rowdot_kernel(float* D, const floatX* dout, c
 //     kernels from their registers (att_tc_col_sums below), the sm_90a dK/dV kernel likewise and
 //     its dQ reduce through shared memory; the fp32 build's kernels do not, and dqkv is read back
 //     (attention_dbias_partials_kernel).
-//  2. attention_dbias_reduce_kernel adds a column's partial rows and then into dbias: dbias =
-//     floatX(dbias + the fp32 sum), one rounding (as ln2's backward gives attproj and fcproj
+//  2. attention_dbias_reduce_kernel adds up a column's partial rows, then adds the total into
+//     dbias: dbias = floatX(dbias + the fp32 sum), one rounding (as ln2's backward gives attproj and fcproj
 //     theirs; BGRADB's path rounded the sum to floatX first).
 constexpr int ATT_DBIAS_ROWS = 64; // rows of dqkv per partial row (= ATT_ROWS = ATT_TC_ROWS)
 
